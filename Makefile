@@ -1,0 +1,76 @@
+# One-stop entry points: `make run` and `make test` set everything up on a
+# fresh Debian 12 machine (apt packages, a project-local venv with Halide and
+# a recent CMake), configure, build, and then run or test. Re-running is cheap:
+# each step leaves a stamp and is skipped when already done.
+
+SHELL := /bin/bash
+VENV  ?= .venv
+BUILD ?= build
+STAMP := $(BUILD)/.stamps
+PY    := $(VENV)/bin/python
+CMAKE := $(VENV)/bin/cmake
+JOBS  ?= $(shell nproc)
+
+APT_PACKAGES := build-essential ninja-build pkg-config python3 python3-venv \
+  libyaml-cpp-dev libfmt-dev libcli11-dev nlohmann-json3-dev \
+  libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev
+PIP_PACKAGES := halide==21.0.0 cmake==3.31.6 numpy
+
+EXAMPLE ?= examples/llama3_8b.yaml
+
+.PHONY: all setup deps venv configure build run test fuzz clean distclean
+all: build
+
+setup: deps venv
+
+deps: $(STAMP)/apt
+$(STAMP)/apt:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" -ne 0 ]; then \
+	    echo "rope-gen needs these Debian packages; run as root:"; \
+	    echo "  apt-get update && apt-get install -y $$missing"; exit 1; \
+	  fi; \
+	  echo "Installing Debian packages:$$missing"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+	@mkdir -p $(STAMP) && touch $@
+
+venv: $(STAMP)/venv
+$(STAMP)/venv: $(STAMP)/apt
+	@test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check $(PIP_PACKAGES)
+	@mkdir -p $(STAMP) && touch $@
+
+configure: $(BUILD)/build.ninja
+$(BUILD)/build.ninja: $(STAMP)/venv CMakeLists.txt
+	$(CMAKE) -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release \
+	  -DHalide_DIR=$$($(PY) -c 'import halide, os; print(os.path.join(os.path.dirname(halide.__file__), "lib64/cmake/Halide"))')
+
+build: configure
+	$(CMAKE) --build $(BUILD) -j $(JOBS)
+
+# The main job on an example: the normalised spec and its frequencies.
+run: build
+	$(BUILD)/rope-gen check $(EXAMPLE)
+	$(BUILD)/rope-gen freqs $(EXAMPLE) --out $(BUILD)/freqs.npy
+
+test: build
+	cd $(BUILD) && $(abspath $(VENV))/bin/ctest --output-on-failure -j $(JOBS)
+
+# A short, bounded libFuzzer session on the spec parser (clang; part of CI).
+FUZZ_SECONDS ?= 30
+fuzz: $(STAMP)/venv
+	$(CMAKE) -S . -B $(BUILD)-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DROPEGEN_FUZZ=ON \
+	  -DROPEGEN_BUILD_TESTS=OFF -DROPEGEN_WITH_HALIDE=OFF
+	$(CMAKE) --build $(BUILD)-fuzz -j $(JOBS) --target fuzz_spec_parser
+	mkdir -p $(BUILD)-fuzz/corpus
+	$(BUILD)-fuzz/fuzz_spec_parser -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
+	  $(BUILD)-fuzz/corpus examples
+
+clean:
+	rm -rf $(BUILD) $(BUILD)-fuzz
+distclean: clean
+	rm -rf $(VENV)

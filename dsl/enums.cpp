@@ -1,0 +1,56 @@
+// Spec-file spellings of the enums, and the reverse lookup used by the parser.
+#include "enums.h"
+
+namespace ropegen {
+
+const char* to_string(Encoding) { return "rope"; }
+const char* to_string(Pairing v) { return v == Pairing::Half ? "half" : "interleaved"; }
+const char* to_string(Layout v) {
+  switch (v) {
+    case Layout::BSHD: return "bshd";
+    case Layout::BHSD: return "bhsd";
+    case Layout::SBHD: return "sbhd";
+    case Layout::THD: return "thd";
+  }
+  return "?";
+}
+const char* to_string(DType v) {
+  switch (v) {
+    case DType::F32: return "f32";
+    case DType::F16: return "f16";
+    case DType::BF16: return "bf16";
+  }
+  return "?";
+}
+const char* to_string(FrequencyScheme v) {
+  switch (v) {
+    case FrequencyScheme::Lang: return "lang";
+    case FrequencyScheme::Pixel: return "pixel";
+    case FrequencyScheme::Constant: return "constant";
+    case FrequencyScheme::Custom: return "custom";
+  }
+  return "?";
+}
+const char* to_string(ScalingType v) {
+  switch (v) {
+    case ScalingType::None: return "none";
+    case ScalingType::Linear: return "linear";
+    case ScalingType::Ntk: return "ntk";
+    case ScalingType::Dynamic: return "dynamic";
+    case ScalingType::Yarn: return "yarn";
+    case ScalingType::LongRope: return "longrope";
+    case ScalingType::Llama3: return "llama3";
+  }
+  return "?";
+}
+const char* to_string(LongRopePolicy v) {
+  switch (v) {
+    case LongRopePolicy::PerCall: return "per_call";
+    case LongRopePolicy::Long: return "long";
+    case LongRopePolicy::Short: return "short";
+  }
+  return "?";
+}
+const char* to_string(PositionsMode v) { return v == PositionsMode::Implicit ? "implicit" : "explicit"; }
+
+}  // namespace ropegen

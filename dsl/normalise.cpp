@@ -1,0 +1,92 @@
+// The canonical text of a spec: written field by field (not through a YAML
+// emitter) so key order and number spelling are fixed; numbers use the
+// shortest form that round-trips.
+#include <cstdint>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "ropegen/spec_io.h"
+
+namespace ropegen {
+namespace {
+
+std::string number_list(const std::vector<double>& v) { return fmt::format("[{}]", fmt::join(v, ", ")); }
+
+void append_scaling(std::string& out, const Scaling& s) {
+  out += fmt::format("scaling:\n  type: {}\n", to_string(s.type));
+  auto field = [&out](const char* key, const auto& value) { out += fmt::format("  {}: {}\n", key, value); };
+  auto optional = [&](const char* key, const std::optional<double>& v) {
+    if (v) field(key, *v);
+  };
+  switch (s.type) {
+    case ScalingType::None: break;
+    case ScalingType::Linear:
+    case ScalingType::Ntk: field("factor", s.factor); break;
+    case ScalingType::Dynamic:
+      field("factor", s.factor);
+      field("original_max_position", s.original_max_position);
+      break;
+    case ScalingType::Yarn:
+      field("factor", s.factor);
+      field("original_max_position", s.original_max_position);
+      field("beta_fast", s.beta_fast);
+      field("beta_slow", s.beta_slow);
+      optional("mscale", s.mscale);
+      optional("mscale_all_dim", s.mscale_all_dim);
+      optional("attention_factor", s.attention_factor);
+      field("truncate", s.truncate ? "true" : "false");
+      break;
+    case ScalingType::LongRope:
+      field("factor", s.factor);
+      field("original_max_position", s.original_max_position);
+      optional("attention_factor", s.attention_factor);
+      field("policy", to_string(s.policy));
+      field("short_factor", number_list(s.short_factor));
+      field("long_factor", number_list(s.long_factor));
+      break;
+    case ScalingType::Llama3:
+      field("factor", s.factor);
+      field("original_max_position", s.original_max_position);
+      field("low_freq_factor", s.low_freq_factor);
+      field("high_freq_factor", s.high_freq_factor);
+      break;
+  }
+}
+
+}  // namespace
+
+std::string to_yaml(const RopeSpec& spec) {
+  std::string out;
+  out += fmt::format("name: {}\n", spec.name);
+  out += fmt::format("encoding: {}\n", to_string(spec.encoding));
+  out += fmt::format("head_dim: {}\n", spec.head_dim);
+  out += fmt::format("rotary_dim: {}\n", spec.rotary_dim);
+  out += fmt::format("rotary_offset: {}\n", spec.rotary_offset);
+  out += fmt::format("pairing: {}\n", to_string(spec.pairing));
+  out += fmt::format("layout: {}\n", to_string(spec.layout));
+  out += fmt::format("dtype: {}\n", to_string(spec.dtype));
+  const Frequency& f = spec.frequency;
+  out += fmt::format("frequency:\n  scheme: {}\n", to_string(f.scheme));
+  switch (f.scheme) {
+    case FrequencyScheme::Lang: out += fmt::format("  theta: {}\n", f.theta); break;
+    case FrequencyScheme::Pixel: out += fmt::format("  max_freq: {}\n", f.max_freq); break;
+    case FrequencyScheme::Constant: out += fmt::format("  value: {}\n", f.value); break;
+    case FrequencyScheme::Custom: out += fmt::format("  values: {}\n", number_list(f.values)); break;
+  }
+  append_scaling(out, spec.scaling);
+  if (spec.xpos.enabled) out += fmt::format("xpos:\n  scale_base: {}\n", spec.xpos.scale_base);
+  out += fmt::format("positions: {}\n", to_string(spec.positions));
+  return out;
+}
+
+std::string spec_hash(const RopeSpec& spec) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a 64
+  for (unsigned char c : to_yaml(spec)) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return fmt::format("{:016x}", h);
+}
+
+}  // namespace ropegen

@@ -1,0 +1,298 @@
+#include "schema.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <string>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "enums.h"
+
+namespace ropegen::dsl {
+namespace {
+
+enum class Kind { Integer, Number, Boolean, String, NumberList, Map };
+
+struct KeyRule {
+  std::string key;
+  Kind kind;
+  bool required = false;
+  std::vector<std::string> allowed = {};  // for enumerated strings
+};
+
+// A section whose keys depend on one discriminating key (frequency.scheme,
+// scaling.type); sections without variants have a single unnamed variant.
+struct Section {
+  std::string name;                 // as written in messages: "frequency", "scaling"
+  std::string discriminator;        // "" if none
+  std::string default_variant;      // used when the discriminator is absent
+  std::vector<KeyRule> common;
+  std::vector<std::pair<std::string, std::vector<KeyRule>>> variants;
+};
+
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::Integer: return "an integer";
+    case Kind::Number: return "a number";
+    case Kind::Boolean: return "true or false";
+    case Kind::String: return "a string";
+    case Kind::NumberList: return "a list of numbers";
+    case Kind::Map: return "a mapping";
+  }
+  return "?";
+}
+
+const Section& top_section() {
+  static const Section s{
+      "spec", "", "",
+      {{"name", Kind::String, true},
+       {"encoding", Kind::String, false, spellings<Encoding>()},
+       {"head_dim", Kind::Integer, true},
+       {"rotary_dim", Kind::Integer},
+       {"rotary_offset", Kind::Integer},
+       {"pairing", Kind::String, false, spellings<Pairing>()},
+       {"layout", Kind::String, false, spellings<Layout>()},
+       {"dtype", Kind::String, false, spellings<DType>()},
+       {"frequency", Kind::Map},
+       {"scaling", Kind::Map},
+       {"xpos", Kind::Map},
+       {"positions", Kind::String, false, spellings<PositionsMode>()}},
+      {}};
+  return s;
+}
+
+const Section& frequency_section() {
+  static const Section s{"frequency",
+                         "scheme",
+                         "lang",
+                         {{"scheme", Kind::String, false, spellings<FrequencyScheme>()}},
+                         {{"lang", {{"theta", Kind::Number}}},
+                          {"pixel", {{"max_freq", Kind::Number}}},
+                          {"constant", {{"value", Kind::Number}}},
+                          {"custom", {{"values", Kind::NumberList, true}}}}};
+  return s;
+}
+
+const Section& scaling_section() {
+  const KeyRule factor{"factor", Kind::Number, true};
+  const KeyRule original{"original_max_position", Kind::Integer, true};
+  const KeyRule attention{"attention_factor", Kind::Number};
+  static const Section s{
+      "scaling",
+      "type",
+      "",
+      {{"type", Kind::String, true, spellings<ScalingType>()}},
+      {{"none", {}},
+       {"linear", {factor}},
+       {"ntk", {factor}},
+       {"dynamic", {factor, original}},
+       {"yarn",
+        {factor, original, attention, {"beta_fast", Kind::Number}, {"beta_slow", Kind::Number},
+         {"mscale", Kind::Number}, {"mscale_all_dim", Kind::Number}, {"truncate", Kind::Boolean}}},
+       {"longrope",
+        {factor, original, attention, {"short_factor", Kind::NumberList, true},
+         {"long_factor", Kind::NumberList, true},
+         {"policy", Kind::String, false, spellings<LongRopePolicy>()}}},
+       {"llama3",
+        {factor, original, {"low_freq_factor", Kind::Number}, {"high_freq_factor", Kind::Number}}}}};
+  return s;
+}
+
+const Section& xpos_section() {
+  static const Section s{"xpos", "", "", {{"scale_base", Kind::Number}}, {}};
+  return s;
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t best_distance = std::max<size_t>(2, word.size() / 3) + 1;
+  for (const auto& c : candidates) {
+    size_t d = edit_distance(word, c);
+    if (d < best_distance) best = c, best_distance = d;
+  }
+  return best.empty() ? "" : fmt::format("; did you mean `{}`?", best);
+}
+
+bool is_quoted(const YAML::Node& n) { return n.Tag() == "!"; }
+
+template <typename T>
+bool decodes_as(const YAML::Node& n) {
+  T value;
+  return n.IsScalar() && !is_quoted(n) && YAML::convert<T>::decode(n, value);
+}
+
+bool finite_number(const YAML::Node& n) { return decodes_as<double>(n) && std::isfinite(as_number(n)); }
+
+std::string describe(const YAML::Node& n) {
+  if (n.IsMap()) return "a mapping";
+  if (n.IsSequence()) return "a list";
+  if (n.IsNull()) return "nothing";
+  return fmt::format("`{}`", n.Scalar());
+}
+
+bool has_kind(const YAML::Node& n, Kind kind) {
+  switch (kind) {
+    case Kind::Integer: return decodes_as<long long>(n);
+    case Kind::Number: return finite_number(n);
+    case Kind::Boolean: return decodes_as<bool>(n);
+    case Kind::String: return n.IsScalar();
+    case Kind::Map: return n.IsMap();
+    case Kind::NumberList:
+      return n.IsSequence() && std::all_of(n.begin(), n.end(), [](const YAML::Node& e) { return finite_number(e); });
+  }
+  return false;
+}
+
+class SchemaChecker {
+ public:
+  explicit SchemaChecker(const YamlDocument& doc) : doc_(doc) {}
+
+  std::vector<Diagnostic> run() {
+    const YAML::Node& root = doc_.root();
+    if (!root.IsMap()) {
+      errors_.push_back(doc_.error_at(root, "a spec must be a YAML mapping of keys such as `name:` and `head_dim:`"));
+      return errors_;
+    }
+    check_section(root, top_section());
+    for (const Section* sub : {&frequency_section(), &scaling_section(), &xpos_section()}) {
+      const YAML::Node n = root[sub->name];
+      if (n && n.IsMap()) check_section(n, *sub);
+    }
+    return errors_;
+  }
+
+ private:
+  void check_section(const YAML::Node& map, const Section& section) {
+    std::string variant = section.default_variant;
+    if (!section.discriminator.empty()) {
+      const YAML::Node d = map[section.discriminator];
+      variant = d && d.IsScalar() ? d.Scalar() : section.default_variant;
+    }
+    const std::vector<KeyRule>* variant_rules = nullptr;
+    for (const auto& [v, rules] : section.variants)
+      if (v == variant) variant_rules = &rules;
+
+    std::vector<const KeyRule*> rules;
+    for (const auto& r : section.common) rules.push_back(&r);
+    if (variant_rules)
+      for (const auto& r : *variant_rules) rules.push_back(&r);
+
+    std::set<std::string> seen;
+    for (const auto& entry : map) {
+      const YAML::Node& key = entry.first;
+      const std::string name = key.IsScalar() ? key.Scalar() : "";
+      if (!seen.insert(name).second) {
+        errors_.push_back(doc_.error_at(key, fmt::format("duplicate key `{}` in {}", name, section.name)));
+        continue;
+      }
+      auto rule = std::find_if(rules.begin(), rules.end(), [&](const KeyRule* r) { return r->key == name; });
+      if (rule == rules.end()) {
+        errors_.push_back(doc_.error_at(key, unknown_key_message(name, section, variant, variant_rules != nullptr)));
+        continue;
+      }
+      check_value(entry.second, **rule, section);
+    }
+    // A section whose variant is unknown already has an error on its discriminator.
+    if (!section.discriminator.empty() && !variant_rules && !variant.empty()) return;
+    for (const KeyRule* r : rules)
+      if (r->required && !map[r->key]) errors_.push_back(doc_.error_at(map, missing_key_message(*r, section, variant)));
+  }
+
+  void check_value(const YAML::Node& value, const KeyRule& rule, const Section& section) {
+    if (!has_kind(value, rule.kind)) {
+      std::string extra = rule.kind == Kind::Number || rule.kind == Kind::NumberList ? " (finite, unquoted)" : "";
+      if ((rule.kind == Kind::Integer || rule.kind == Kind::Number) && value.IsScalar() && is_quoted(value))
+        extra = " (remove the quotes)";
+      errors_.push_back(doc_.error_at(value, fmt::format("`{}` must be {}{}, got {}", rule.key, kind_name(rule.kind),
+                                                         extra, describe(value))));
+      return;
+    }
+    if (!rule.allowed.empty() &&
+        std::find(rule.allowed.begin(), rule.allowed.end(), value.Scalar()) == rule.allowed.end()) {
+      errors_.push_back(doc_.error_at(value, fmt::format("unknown {} `{}`; allowed: {}{}", rule.key, value.Scalar(),
+                                                         fmt::join(rule.allowed, ", "),
+                                                         did_you_mean(value.Scalar(), rule.allowed))));
+    }
+  }
+
+  std::string missing_key_message(const KeyRule& rule, const Section& section, const std::string& variant) const {
+    if (section.name == "spec") return fmt::format("missing required key `{}`", rule.key);
+    if (variant.empty() || rule.key == section.discriminator)
+      return fmt::format("{} needs `{}`", section.name, rule.key);
+    return fmt::format("{} {} `{}` needs `{}`", section.name, section.discriminator, variant, rule.key);
+  }
+
+  std::string unknown_key_message(const std::string& key, const Section& section, const std::string& variant,
+                                  bool variant_known) const {
+    // A key that is valid for another scheme/type gets a precise explanation.
+    std::vector<std::string> owners;
+    std::vector<std::string> all_keys;
+    for (const auto& r : section.common) all_keys.push_back(r.key);
+    for (const auto& [v, rules] : section.variants)
+      for (const auto& r : rules) {
+        all_keys.push_back(r.key);
+        if (r.key == key) owners.push_back(v);
+      }
+    if (!owners.empty() && variant_known)
+      return fmt::format("`{}` does not belong to {} {} `{}`; it is used by {} {}", key, section.name,
+                         section.discriminator, variant, section.discriminator, fmt::join(owners, ", "));
+    std::sort(all_keys.begin(), all_keys.end());
+    all_keys.erase(std::unique(all_keys.begin(), all_keys.end()), all_keys.end());
+    std::vector<std::string> here;
+    for (const auto& r : section.common) here.push_back(r.key);
+    for (const auto& [v, rules] : section.variants)
+      if (v == variant)
+        for (const auto& r : rules) here.push_back(r.key);
+    const std::string where = section.name == "spec" ? "in a spec" : "in " + section.name;
+    return fmt::format("unknown key `{}` {}; allowed: {}{}", key, where, fmt::join(here, ", "),
+                       did_you_mean(key, all_keys));
+  }
+
+  const YamlDocument& doc_;
+  std::vector<Diagnostic> errors_;
+};
+
+}  // namespace
+
+std::vector<Diagnostic> check_schema(const YamlDocument& doc) { return SchemaChecker(doc).run(); }
+
+long long as_integer(const YAML::Node& node) {
+  long long v = 0;
+  YAML::convert<long long>::decode(node, v);
+  return v;
+}
+double as_number(const YAML::Node& node) {
+  double v = 0;
+  YAML::convert<double>::decode(node, v);
+  return v;
+}
+bool as_boolean(const YAML::Node& node) {
+  bool v = false;
+  YAML::convert<bool>::decode(node, v);
+  return v;
+}
+std::string as_string(const YAML::Node& node) { return node.IsScalar() ? node.Scalar() : std::string(); }
+std::vector<double> as_number_list(const YAML::Node& node) {
+  std::vector<double> out;
+  for (const auto& e : node) out.push_back(as_number(e));
+  return out;
+}
+
+}  // namespace ropegen::dsl

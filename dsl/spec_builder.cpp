@@ -1,0 +1,183 @@
+#include "spec_builder.h"
+
+#include <regex>
+
+#include <fmt/format.h>
+
+#include "enums.h"
+#include "schema.h"
+
+namespace ropegen::dsl {
+namespace {
+
+constexpr int kMaxHeadDim = 16384;
+constexpr size_t kMaxNameLength = 64;
+
+class SpecBuilder {
+ public:
+  explicit SpecBuilder(const YamlDocument& doc) : doc_(doc), root_(doc.root()) {}
+
+  Result<RopeSpec> run() {
+    read_top_level();
+    read_frequency();
+    read_scaling();
+    read_xpos();
+    if (!errors_.empty()) return errors_;
+    return spec_;
+  }
+
+ private:
+  void error(const YAML::Node& at, std::string message) { errors_.push_back(doc_.error_at(at, std::move(message))); }
+
+  template <typename E>
+  void read_enum(const YAML::Node& map, const char* key, E& out) {
+    if (const YAML::Node n = map[key]) out = *from_string<E>(as_string(n));
+  }
+
+  void read_top_level() {
+    const YAML::Node name = root_["name"];
+    spec_.name = as_string(name);
+    static const std::regex identifier("[a-z_][a-z0-9_]*");
+    if (!std::regex_match(spec_.name, identifier) || spec_.name.size() > kMaxNameLength)
+      error(name, fmt::format("name `{}` must be an identifier: [a-z_][a-z0-9_]*, at most {} characters "
+                              "(it prefixes every emitted symbol and is never a path)",
+                              spec_.name, kMaxNameLength));
+
+    read_enum(root_, "encoding", spec_.encoding);
+    read_enum(root_, "pairing", spec_.pairing);
+    read_enum(root_, "layout", spec_.layout);
+    read_enum(root_, "dtype", spec_.dtype);
+    read_enum(root_, "positions", spec_.positions);
+
+    const YAML::Node head = root_["head_dim"];
+    const long long head_dim = as_integer(head);
+    if (head_dim < 2 || head_dim > kMaxHeadDim || head_dim % 2 != 0) {
+      error(head, fmt::format("head_dim ({}) must be even and in 2..{}", head_dim, kMaxHeadDim));
+      return;  // the rotary checks below are meaningless without it
+    }
+    spec_.head_dim = static_cast<int>(head_dim);
+
+    long long offset = 0;
+    if (const YAML::Node n = root_["rotary_offset"]) {
+      offset = as_integer(n);
+      if (offset < 0 || offset > head_dim - 2) {
+        error(n, fmt::format("rotary_offset ({}) must be in 0..{} (head_dim - 2) so at least one pair is rotated",
+                             offset, head_dim - 2));
+        return;
+      }
+    }
+    spec_.rotary_offset = static_cast<int>(offset);
+
+    long long rotary = head_dim - offset;
+    if (const YAML::Node n = root_["rotary_dim"]) {
+      rotary = as_integer(n);
+      if (rotary < 2 || rotary % 2 != 0 || rotary + offset > head_dim) {
+        error(n, fmt::format("rotary_dim ({}) must be even and in 2..{} (head_dim {} - rotary_offset {})", rotary,
+                             head_dim - offset, head_dim, offset));
+        return;
+      }
+    }
+    spec_.rotary_dim = static_cast<int>(rotary);
+  }
+
+  // A list that must hold one number per rotary pair.
+  std::vector<double> read_pair_list(const YAML::Node& n, const char* what, bool positive) {
+    std::vector<double> values = as_number_list(n);
+    if (spec_.rotary_dim == 0) return values;
+    if (values.size() != static_cast<size_t>(spec_.num_pairs()))
+      error(n, fmt::format("{} has {} entries but needs rotary_dim / 2 = {} (one per rotary pair)", what,
+                           values.size(), spec_.num_pairs()));
+    if (positive)
+      for (size_t i = 0; i < values.size(); ++i)
+        if (!(values[i] > 0)) {
+          error(n[i], fmt::format("{}[{}] ({}) must be > 0", what, i, values[i]));
+          break;
+        }
+    return values;
+  }
+
+  double read_number(const YAML::Node& map, const char* key, double fallback, const char* rule,
+                     bool (*ok)(double)) {
+    const YAML::Node n = map[key];
+    if (!n) return fallback;
+    const double v = as_number(n);
+    if (!ok(v)) error(n, fmt::format("{} ({}) must be {}", key, v, rule));
+    return v;
+  }
+  double read_positive(const YAML::Node& map, const char* key, double fallback) {
+    return read_number(map, key, fallback, "> 0", [](double v) { return v > 0; });
+  }
+
+  void read_frequency() {
+    const YAML::Node f = root_["frequency"];
+    if (!f) return;
+    Frequency& freq = spec_.frequency;
+    read_enum(f, "scheme", freq.scheme);
+    freq.theta = read_positive(f, "theta", freq.theta);
+    freq.max_freq = read_positive(f, "max_freq", freq.max_freq);
+    freq.value = read_number(f, "value", freq.value, "finite", [](double) { return true; });
+    if (const YAML::Node n = f["values"]) freq.values = read_pair_list(n, "frequency.values", false);
+  }
+
+  void read_scaling() {
+    const YAML::Node s = root_["scaling"];
+    if (!s) return;
+    Scaling& sc = spec_.scaling;
+    read_enum(s, "type", sc.type);
+    sc.factor = read_positive(s, "factor", sc.factor);
+    if (const YAML::Node n = s["original_max_position"]) {
+      sc.original_max_position = as_integer(n);
+      if (sc.original_max_position < 1) error(n, fmt::format("original_max_position ({}) must be >= 1", sc.original_max_position));
+    }
+    sc.beta_fast = read_positive(s, "beta_fast", sc.beta_fast);
+    sc.beta_slow = read_positive(s, "beta_slow", sc.beta_slow);
+    if (s["beta_fast"] || s["beta_slow"])
+      if (!(sc.beta_fast > sc.beta_slow))
+        error(s[s["beta_fast"] ? "beta_fast" : "beta_slow"],
+              fmt::format("beta_fast ({}) must be greater than beta_slow ({})", sc.beta_fast, sc.beta_slow));
+    if (const YAML::Node n = s["mscale"]) sc.mscale = as_number(n);
+    if (const YAML::Node n = s["mscale_all_dim"]) sc.mscale_all_dim = as_number(n);
+    if (const YAML::Node n = s["truncate"]) sc.truncate = as_boolean(n);
+    if (s["attention_factor"]) sc.attention_factor = read_positive(s, "attention_factor", 1.0);
+    if (const YAML::Node n = s["short_factor"]) sc.short_factor = read_pair_list(n, "scaling.short_factor", true);
+    if (const YAML::Node n = s["long_factor"]) sc.long_factor = read_pair_list(n, "scaling.long_factor", true);
+    read_enum(s, "policy", sc.policy);
+    sc.low_freq_factor = read_positive(s, "low_freq_factor", sc.low_freq_factor);
+    sc.high_freq_factor = read_positive(s, "high_freq_factor", sc.high_freq_factor);
+    if (sc.type == ScalingType::Llama3 && !(sc.high_freq_factor > sc.low_freq_factor))
+      error(s[s["high_freq_factor"] ? "high_freq_factor" : "type"],
+            fmt::format("high_freq_factor ({}) must be greater than low_freq_factor ({})", sc.high_freq_factor,
+                        sc.low_freq_factor));
+    // theta' = theta * x^(d/(d-2)) is undefined for a single rotary pair.
+    if ((sc.type == ScalingType::Ntk || sc.type == ScalingType::Dynamic) && spec_.rotary_dim == 2)
+      error(s["type"], fmt::format("scaling type `{}` needs rotary_dim >= 4 (its exponent is rotary_dim / (rotary_dim - 2))",
+                                   to_string(sc.type)));
+    const bool uses_log_theta = sc.type == ScalingType::Yarn;
+    if (uses_log_theta && spec_.frequency.theta <= 1.0)
+      error(s["type"], fmt::format("scaling type `yarn` needs frequency.theta > 1 (got {})", spec_.frequency.theta));
+    const bool lang_only = sc.type == ScalingType::Ntk || sc.type == ScalingType::Dynamic ||
+                           sc.type == ScalingType::Yarn || sc.type == ScalingType::LongRope ||
+                           sc.type == ScalingType::Llama3;
+    if (lang_only && spec_.frequency.scheme != FrequencyScheme::Lang)
+      error(s["type"], fmt::format("scaling type `{}` rescales theta and needs frequency scheme `lang` (got `{}`)",
+                                   to_string(sc.type), to_string(spec_.frequency.scheme)));
+  }
+
+  void read_xpos() {
+    const YAML::Node x = root_["xpos"];
+    if (!x) return;
+    spec_.xpos.enabled = true;
+    spec_.xpos.scale_base = read_positive(x, "scale_base", spec_.xpos.scale_base);
+  }
+
+  const YamlDocument& doc_;
+  const YAML::Node root_;
+  RopeSpec spec_;
+  std::vector<Diagnostic> errors_;
+};
+
+}  // namespace
+
+Result<RopeSpec> build_spec(const YamlDocument& doc) { return SpecBuilder(doc).run(); }
+
+}  // namespace ropegen::dsl

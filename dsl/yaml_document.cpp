@@ -1,0 +1,42 @@
+#include "yaml_document.h"
+
+#include <string>
+
+namespace ropegen::dsl {
+
+YamlDocument::YamlDocument(YAML::Node root, std::string file, std::string_view text)
+    : root_(std::move(root)), file_(std::move(file)) {
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    std::string line(text.substr(start, end - start));
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    lines_.push_back(std::move(line));
+    start = end + 1;
+  }
+}
+
+Diagnostic YamlDocument::error_at(int line, int column, std::string message) const {
+  Diagnostic d{{file_, line, column}, std::move(message), {}};
+  if (line >= 0 && line < static_cast<int>(lines_.size())) d.source_line = lines_[line];
+  return d;
+}
+
+Diagnostic YamlDocument::error_at(const YAML::Node& node, std::string message) const {
+  const YAML::Mark mark = node.Mark();
+  return error_at(mark.line, mark.column, std::move(message));
+}
+
+Result<YamlDocument> parse_yaml(std::string_view text, const std::string& file) {
+  // yaml-cpp reports errors by exception; they stop here and become values.
+  try {
+    YAML::Node root = YAML::Load(std::string(text));
+    return YamlDocument(std::move(root), file, text);
+  } catch (const YAML::Exception& e) {
+    YamlDocument doc(YAML::Node(), file, text);
+    return doc.error_at(e.mark.line, e.mark.column, "invalid YAML: " + e.msg);
+  }
+}
+
+}  // namespace ropegen::dsl

@@ -1,0 +1,38 @@
+// The one place the RoPE numbers are defined: inverse frequencies after
+// scaling, the attention factor and the xPos bases, in double precision.
+// Every target (and `rope-gen freqs`) takes its constants from here.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "ropegen/spec.h"
+
+namespace ropegen {
+
+struct RopeFrequencies {
+  std::vector<double> inv_freq;     // rotary_dim / 2, after scaling
+  double attention_factor = 1.0;    // multiplies cos and sin (HF attention_scaling)
+  std::vector<double> xpos_base;    // per pair s_i (empty without xPos)
+  // The sequence length the frequencies were computed for, where it matters
+  // (dynamic: max(seq_len, original_max_position); longrope per_call and xPos: seq_len).
+  std::optional<int64_t> effective_seq_len;
+  bool uses_long_factor = false;    // longrope: which list was applied
+};
+
+// seq_len is the run-time sequence length (HF: max position id + 1). Specs
+// that need it (RopeSpec::needs_seq_len) fall back to HF's init-time value
+// when it is absent: dynamic -> original_max_position, longrope -> short.
+RopeFrequencies compute_frequencies(const RopeSpec& spec, std::optional<int64_t> seq_len = std::nullopt);
+
+// The xPos exponent for one position: (pos - floor(seq_len / 2)) / scale_base
+// (lucidrains centres the scale on the middle of the sequence).
+double xpos_power(const RopeSpec& spec, int64_t position, int64_t seq_len);
+
+// YaRN's attention factor on its own (0.1 * mscale * ln(factor) + 1 rules).
+double yarn_attention_factor(const Scaling& s);
+// LongRoPE's default attention factor: sqrt(1 + ln(factor) / ln(original)).
+double longrope_attention_factor(const Scaling& s);
+
+}  // namespace ropegen

@@ -1,0 +1,24 @@
+// Reading specs from YAML and writing their normalised form.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "ropegen/result.h"
+#include "ropegen/spec.h"
+
+namespace ropegen {
+
+// Parse and validate spec text; `file` is only used in diagnostics.
+Result<RopeSpec> parse_spec(std::string_view yaml_text, const std::string& file);
+// Read a file and parse it. A missing or unreadable file is a diagnostic too.
+Result<RopeSpec> load_spec(const std::string& path);
+
+// The normalised spec: every field explicit, fixed key order, shortest
+// round-trip numbers. Parsing it yields the same spec (a fixed point).
+std::string to_yaml(const RopeSpec& spec);
+// 16 hex digits identifying the normalised spec (FNV-1a 64 of to_yaml()).
+std::string spec_hash(const RopeSpec& spec);
+
+}  // namespace ropegen

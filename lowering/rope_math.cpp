@@ -1,0 +1,155 @@
+// Formulas follow Hugging Face transformers' modeling_rope_utils.py and
+// lucidrains' rotary-embedding-torch (see tests/golden/SEMANTICS.md); they are
+// evaluated in double precision, where the peers use float32.
+#include "ropegen/rope_math.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace ropegen {
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+
+// theta^(-2i/d) for i in [0, d/2).
+std::vector<double> lang_frequencies(double theta, int rotary_dim) {
+  std::vector<double> f(rotary_dim / 2);
+  for (int i = 0; i < rotary_dim / 2; ++i) f[i] = std::pow(theta, -2.0 * i / rotary_dim);
+  return f;
+}
+
+// theta * x^(d/(d-2)): NTK-aware base change (lucidrains theta_rescale_factor,
+// HF dynamic with x = factor*s/original - (factor-1)).
+double rescaled_theta(double theta, double x, int rotary_dim) {
+  return theta * std::pow(x, static_cast<double>(rotary_dim) / (rotary_dim - 2));
+}
+
+std::vector<double> base_frequencies(const RopeSpec& spec, double theta) {
+  const Frequency& f = spec.frequency;
+  const int n = spec.num_pairs();
+  switch (f.scheme) {
+    case FrequencyScheme::Lang: return lang_frequencies(theta, spec.rotary_dim);
+    case FrequencyScheme::Pixel: {
+      // pi * linspace(1, max_freq / 2, n)
+      std::vector<double> out(n);
+      const double last = f.max_freq / 2;
+      for (int i = 0; i < n; ++i) out[i] = kPi * (n == 1 ? 1.0 : 1.0 + (last - 1.0) * i / (n - 1));
+      return out;
+    }
+    case FrequencyScheme::Constant: return std::vector<double>(n, f.value);
+    case FrequencyScheme::Custom: return f.values;
+  }
+  return {};
+}
+
+double mscale(double scale, double m) { return scale <= 1 ? 1.0 : 0.1 * m * std::log(scale) + 1.0; }
+
+// YaRN: blend interpolated (inv_freq / factor) and extrapolated frequencies
+// with a linear ramp between the correction dims of beta_fast and beta_slow.
+std::vector<double> yarn_frequencies(const RopeSpec& spec) {
+  const Scaling& s = spec.scaling;
+  const double d = spec.rotary_dim;
+  const double theta = spec.frequency.theta;
+  const auto correction_dim = [&](double rotations) {
+    return d * std::log(s.original_max_position / (rotations * 2 * kPi)) / (2 * std::log(theta));
+  };
+  double low = correction_dim(s.beta_fast);
+  double high = correction_dim(s.beta_slow);
+  if (s.truncate) low = std::floor(low), high = std::ceil(high);
+  low = std::max(low, 0.0);
+  high = std::min(high, d - 1);
+  if (low == high) high += 0.001;  // as HF: avoids a zero-width ramp
+
+  std::vector<double> f = lang_frequencies(theta, spec.rotary_dim);
+  for (size_t i = 0; i < f.size(); ++i) {
+    // HF ramps over the pair index with bounds computed in dim units.
+    const double ramp = std::clamp((static_cast<double>(i) - low) / (high - low), 0.0, 1.0);
+    const double extrapolation = 1.0 - ramp;
+    f[i] = f[i] / s.factor * (1.0 - extrapolation) + f[i] * extrapolation;
+  }
+  return f;
+}
+
+// Llama 3.1: low frequencies divided by factor, high ones kept, a smooth
+// blend in between, bands set by wavelength against the original context.
+void apply_llama3(std::vector<double>& f, const Scaling& s) {
+  const double context = static_cast<double>(s.original_max_position);
+  const double low_freq_wavelen = context / s.low_freq_factor;
+  const double high_freq_wavelen = context / s.high_freq_factor;
+  for (double& inv : f) {
+    const double wavelen = 2 * kPi / inv;
+    if (wavelen > low_freq_wavelen) {
+      inv /= s.factor;
+    } else if (wavelen >= high_freq_wavelen) {
+      const double smooth = (context / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+      inv = (1 - smooth) * inv / s.factor + smooth * inv;
+    }
+  }
+}
+
+}  // namespace
+
+double yarn_attention_factor(const Scaling& s) {
+  if (s.attention_factor) return *s.attention_factor;
+  // HF tests both with Python truthiness: a zero counts as absent.
+  if (s.mscale.value_or(0) != 0 && s.mscale_all_dim.value_or(0) != 0)
+    return mscale(s.factor, *s.mscale) / mscale(s.factor, *s.mscale_all_dim);
+  return mscale(s.factor, 1.0);
+}
+
+double longrope_attention_factor(const Scaling& s) {
+  if (s.attention_factor) return *s.attention_factor;
+  if (s.factor <= 1.0) return 1.0;
+  return std::sqrt(1.0 + std::log(s.factor) / std::log(static_cast<double>(s.original_max_position)));
+}
+
+RopeFrequencies compute_frequencies(const RopeSpec& spec, std::optional<int64_t> seq_len) {
+  const Scaling& s = spec.scaling;
+  const double theta = spec.frequency.theta;
+  RopeFrequencies out;
+  switch (s.type) {
+    case ScalingType::None: out.inv_freq = base_frequencies(spec, theta); break;
+    case ScalingType::Linear:
+      out.inv_freq = base_frequencies(spec, theta);
+      for (double& f : out.inv_freq) f /= s.factor;
+      break;
+    case ScalingType::Ntk: out.inv_freq = base_frequencies(spec, rescaled_theta(theta, s.factor, spec.rotary_dim)); break;
+    case ScalingType::Dynamic: {
+      const int64_t len = std::max(seq_len.value_or(0), s.original_max_position);
+      const double x = s.factor * static_cast<double>(len) / s.original_max_position - (s.factor - 1);
+      out.inv_freq = base_frequencies(spec, rescaled_theta(theta, x, spec.rotary_dim));
+      out.effective_seq_len = len;
+      break;
+    }
+    case ScalingType::Yarn:
+      out.inv_freq = yarn_frequencies(spec);
+      out.attention_factor = yarn_attention_factor(s);
+      break;
+    case ScalingType::LongRope: {
+      out.uses_long_factor = s.policy == LongRopePolicy::Long ||
+                             (s.policy == LongRopePolicy::PerCall && seq_len && *seq_len > s.original_max_position);
+      const std::vector<double>& ext = out.uses_long_factor ? s.long_factor : s.short_factor;
+      out.inv_freq = base_frequencies(spec, theta);
+      for (size_t i = 0; i < out.inv_freq.size(); ++i) out.inv_freq[i] /= ext[i];
+      out.attention_factor = longrope_attention_factor(s);
+      if (s.policy == LongRopePolicy::PerCall) out.effective_seq_len = seq_len;
+      break;
+    }
+    case ScalingType::Llama3:
+      out.inv_freq = base_frequencies(spec, theta);
+      apply_llama3(out.inv_freq, s);
+      break;
+  }
+  if (spec.xpos.enabled) {
+    const double d = spec.rotary_dim;
+    for (int i = 0; i < spec.num_pairs(); ++i) out.xpos_base.push_back((2.0 * i + 0.4 * d) / (1.4 * d));
+    if (seq_len) out.effective_seq_len = seq_len;
+  }
+  return out;
+}
+
+double xpos_power(const RopeSpec& spec, int64_t position, int64_t seq_len) {
+  return static_cast<double>(position - seq_len / 2) / spec.xpos.scale_base;
+}
+
+}  // namespace ropegen

@@ -1,0 +1,128 @@
+// Invalid specs: each gives FILE:LINE:COL: error: ... at the offending node,
+// with what is allowed. Messages are asserted literally.
+#include <gtest/gtest.h>
+
+#include "ropegen/spec_io.h"
+
+namespace ropegen {
+namespace {
+
+// The first line (location + message) of every diagnostic, one per line.
+std::string errors_of(const std::string& text) {
+  Result<RopeSpec> r = parse_spec(text, "s.yaml");
+  if (r.ok()) return "<no error>";
+  std::string out;
+  for (const Diagnostic& d : r.errors()) {
+    const std::string f = format(d);
+    out += f.substr(0, f.find('\n')) + "\n";
+  }
+  return out;
+}
+
+struct ErrorCase {
+  const char* label;
+  const char* yaml;
+  const char* expected;
+};
+
+class SpecErrors : public ::testing::TestWithParam<ErrorCase> {};
+
+TEST_P(SpecErrors, ReportsPreciseLocationAndMessage) {
+  EXPECT_EQ(errors_of(GetParam().yaml), GetParam().expected) << GetParam().yaml;
+}
+
+const ErrorCase kCases[] = {
+    {"unknown_key_did_you_mean", "name: a\nhead_dim: 8\nrotary_dims: 4\n",
+     "s.yaml:3:1: error: unknown key `rotary_dims` in a spec; allowed: name, encoding, head_dim, rotary_dim, "
+     "rotary_offset, pairing, layout, dtype, frequency, scaling, xpos, positions; did you mean `rotary_dim`?\n"},
+    {"missing_name", "head_dim: 8\n", "s.yaml:1:1: error: missing required key `name`\n"},
+    {"head_dim_wrong_type", "name: a\nhead_dim: big\n",
+     "s.yaml:2:11: error: `head_dim` must be an integer, got `big`\n"},
+    {"head_dim_quoted", "name: a\nhead_dim: '8'\n",
+     "s.yaml:2:11: error: `head_dim` must be an integer (remove the quotes), got `8`\n"},
+    {"head_dim_float", "name: a\nhead_dim: 8.5\n", "s.yaml:2:11: error: `head_dim` must be an integer, got `8.5`\n"},
+    {"odd_head_dim", "name: a\nhead_dim: 7\n", "s.yaml:2:11: error: head_dim (7) must be even and in 2..16384\n"},
+    {"odd_rotary_dim", "name: a\nhead_dim: 128\nrotary_dim: 65\n",
+     "s.yaml:3:13: error: rotary_dim (65) must be even and in 2..128 (head_dim 128 - rotary_offset 0)\n"},
+    {"rotary_dim_too_large", "name: a\nhead_dim: 128\nrotary_dim: 130\n",
+     "s.yaml:3:13: error: rotary_dim (130) must be even and in 2..128 (head_dim 128 - rotary_offset 0)\n"},
+    {"rotary_past_end_with_offset", "name: a\nhead_dim: 16\nrotary_offset: 8\nrotary_dim: 10\n",
+     "s.yaml:4:13: error: rotary_dim (10) must be even and in 2..8 (head_dim 16 - rotary_offset 8)\n"},
+    {"name_is_a_path", "name: ../../etc/passwd\nhead_dim: 8\n",
+     "s.yaml:1:7: error: name `../../etc/passwd` must be an identifier: [a-z_][a-z0-9_]*, at most 64 characters "
+     "(it prefixes every emitted symbol and is never a path)\n"},
+    {"bad_enum_did_you_mean", "name: a\nhead_dim: 8\npairing: interleave\n",
+     "s.yaml:3:10: error: unknown pairing `interleave`; allowed: half, interleaved; did you mean `interleaved`?\n"},
+    {"bad_layout", "name: a\nhead_dim: 8\nlayout: bsdh\n",
+     "s.yaml:3:9: error: unknown layout `bsdh`; allowed: bshd, bhsd, sbhd, thd; did you mean `bshd`?\n"},
+    {"non_positive_theta", "name: a\nhead_dim: 8\nfrequency:\n  theta: 0\n",
+     "s.yaml:4:10: error: theta (0) must be > 0\n"},
+    {"key_of_another_scheme", "name: a\nhead_dim: 8\nfrequency:\n  scheme: pixel\n  theta: 10\n",
+     "s.yaml:5:3: error: `theta` does not belong to frequency scheme `pixel`; it is used by scheme lang\n"},
+    {"custom_wrong_length", "name: a\nhead_dim: 8\nfrequency: {scheme: custom, values: [1, 2, 3]}\n",
+     "s.yaml:3:37: error: frequency.values has 3 entries but needs rotary_dim / 2 = 4 (one per rotary pair)\n"},
+    {"custom_missing_values", "name: a\nhead_dim: 8\nfrequency:\n  scheme: custom\n",
+     "s.yaml:4:3: error: frequency scheme `custom` needs `values`\n"},
+    {"scaling_needs_type", "name: a\nhead_dim: 8\nscaling:\n  factor: 2\n", "s.yaml:4:3: error: scaling needs `type`\n"},
+    {"non_positive_factor", "name: a\nhead_dim: 8\nscaling: {type: linear, factor: -2}\n",
+     "s.yaml:3:35: error: factor (-2) must be > 0\n"},
+    {"field_of_another_type", "name: a\nhead_dim: 8\nscaling: {type: linear, factor: 2, mscale: 1}\n",
+     "s.yaml:3:37: error: `mscale` does not belong to scaling type `linear`; it is used by type yarn\n"},
+    {"beta_order", "name: a\nhead_dim: 8\nscaling:\n  type: yarn\n  factor: 4\n  original_max_position: 4096\n"
+                   "  beta_fast: 1\n  beta_slow: 32\n",
+     "s.yaml:7:14: error: beta_fast (1) must be greater than beta_slow (32)\n"},
+    {"longrope_list_length",
+     "name: a\nhead_dim: 8\nscaling:\n  type: longrope\n  factor: 2\n  original_max_position: 4096\n"
+     "  short_factor: [1, 1, 1, 1]\n  long_factor: [1, 1]\n",
+     "s.yaml:8:16: error: scaling.long_factor has 2 entries but needs rotary_dim / 2 = 4 (one per rotary pair)\n"},
+    {"longrope_missing_lists", "name: a\nhead_dim: 8\nscaling: {type: longrope, factor: 2, original_max_position: 9}\n",
+     "s.yaml:3:10: error: scaling type `longrope` needs `short_factor`\n"
+     "s.yaml:3:10: error: scaling type `longrope` needs `long_factor`\n"},
+    {"unknown_scaling_type", "name: a\nhead_dim: 8\nscaling: {type: ntk_aware}\n",
+     "s.yaml:3:17: error: unknown type `ntk_aware`; allowed: none, linear, ntk, dynamic, yarn, longrope, llama3\n"},
+    {"ntk_single_pair", "name: a\nhead_dim: 2\nscaling: {type: ntk, factor: 2}\n",
+     "s.yaml:3:17: error: scaling type `ntk` needs rotary_dim >= 4 (its exponent is rotary_dim / (rotary_dim - 2))\n"},
+    {"yarn_with_pixel", "name: a\nhead_dim: 8\nfrequency: {scheme: pixel}\n"
+                        "scaling: {type: yarn, factor: 2, original_max_position: 64}\n",
+     "s.yaml:4:17: error: scaling type `yarn` rescales theta and needs frequency scheme `lang` (got `pixel`)\n"},
+    {"llama3_band_order",
+     "name: a\nhead_dim: 8\nscaling: {type: llama3, factor: 8, original_max_position: 8192, low_freq_factor: 4, "
+     "high_freq_factor: 1}\n",
+     "s.yaml:3:103: error: high_freq_factor (1) must be greater than low_freq_factor (4)\n"},
+    {"xpos_non_positive", "name: a\nhead_dim: 8\nxpos: {scale_base: 0}\n",
+     "s.yaml:3:20: error: scale_base (0) must be > 0\n"},
+    {"duplicate_key", "name: a\nhead_dim: 8\nhead_dim: 16\n", "s.yaml:3:1: error: duplicate key `head_dim` in spec\n"},
+    {"not_a_map", "- name: a\n", "s.yaml:1:1: error: a spec must be a YAML mapping of keys such as `name:` and "
+                                 "`head_dim:`\n"},
+    {"empty", "", "s.yaml: error: a spec must be a YAML mapping of keys such as `name:` and `head_dim:`\n"},
+    {"yaml_syntax", "name: a\nhead_dim: [8\n", "s.yaml:3:1: error: invalid YAML: end of sequence not found\n"},
+    {"nan_number", "name: a\nhead_dim: 8\nfrequency: {theta: .nan}\n",
+     "s.yaml:3:20: error: `theta` must be a number (finite, unquoted), got `.nan`\n"},
+    {"section_not_map", "name: a\nhead_dim: 8\nscaling: linear\n",
+     "s.yaml:3:10: error: `scaling` must be a mapping, got `linear`\n"},
+    {"several_errors_at_once", "name: A\nhead_dim: 8\nlayot: bshd\ndtype: f64\n",
+     "s.yaml:3:1: error: unknown key `layot` in a spec; allowed: name, encoding, head_dim, rotary_dim, rotary_offset, "
+     "pairing, layout, dtype, frequency, scaling, xpos, positions; did you mean `layout`?\n"
+     "s.yaml:4:8: error: unknown dtype `f64`; allowed: f32, f16, bf16; did you mean `f16`?\n"},
+};
+
+INSTANTIATE_TEST_SUITE_P(All, SpecErrors, ::testing::ValuesIn(kCases),
+                         [](const auto& info) { return std::string(info.param.label); });
+
+TEST(SpecErrorsFormat, PrintsTheSourceLineAndACaret) {
+  Result<RopeSpec> r = parse_spec("name: a\nhead_dim: 128\nrotary_dim: 130\n", "spec.yaml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(format(r.errors()),
+            "spec.yaml:3:13: error: rotary_dim (130) must be even and in 2..128 (head_dim 128 - rotary_offset 0)\n"
+            "  rotary_dim: 130\n"
+            "              ^\n");
+}
+
+TEST(SpecErrorsFormat, MissingFileIsADiagnosticNotACrash) {
+  Result<RopeSpec> r = load_spec("/nonexistent/spec.yaml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(format(r.errors()), "/nonexistent/spec.yaml: error: cannot read spec file (does it exist?)\n");
+}
+
+}  // namespace
+}  // namespace ropegen

@@ -1,0 +1,12 @@
+// Each subcommand registers itself on the app and runs when selected.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace ropegen::cli {
+
+void add_check_command(CLI::App& app);
+void add_freqs_command(CLI::App& app);
+void add_from_hf_command(CLI::App& app);
+
+}  // namespace ropegen::cli

@@ -1,0 +1,23 @@
+// NumPy .npy files (format 1.0, little-endian, C order), enough for the CLI's
+// tensors: float32 / float64 / int32 / int64.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ropegen::cli {
+
+struct NpyArray {
+  std::string dtype;              // numpy descr: "<f4", "<f8", "<i4", "<i8"
+  std::vector<int64_t> shape;
+  std::vector<unsigned char> data;
+
+  int64_t elements() const;
+};
+
+std::string npy_bytes(const std::vector<float>& values, const std::vector<int64_t>& shape);
+// Throws CliError naming the file for anything it cannot read.
+NpyArray read_npy(const std::string& path);
+
+}  // namespace ropegen::cli
