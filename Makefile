@@ -67,7 +67,7 @@ fuzz: $(STAMP)/venv
 	  -DROPEGEN_BUILD_TESTS=OFF -DROPEGEN_WITH_HALIDE=OFF
 	$(CMAKE) --build $(BUILD)-fuzz -j $(JOBS) --target fuzz_spec_parser
 	mkdir -p $(BUILD)-fuzz/corpus
-	$(BUILD)-fuzz/fuzz_spec_parser -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
+	$(BUILD)-fuzz/tests/fuzz/fuzz_spec_parser -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
 	  $(BUILD)-fuzz/corpus examples
 
 clean:

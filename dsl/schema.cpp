@@ -204,6 +204,8 @@ class SchemaChecker {
       }
       auto rule = std::find_if(rules.begin(), rules.end(), [&](const KeyRule* r) { return r->key == name; });
       if (rule == rules.end()) {
+        // Without a valid scheme/type, keys of any variant are given the benefit of the doubt.
+        if (!variant_rules && !section.discriminator.empty() && belongs_to_some_variant(name, section)) continue;
         errors_.push_back(doc_.error_at(key, unknown_key_message(name, section, variant, variant_rules != nullptr)));
         continue;
       }
@@ -230,6 +232,13 @@ class SchemaChecker {
                                                          fmt::join(rule.allowed, ", "),
                                                          did_you_mean(value.Scalar(), rule.allowed))));
     }
+  }
+
+  static bool belongs_to_some_variant(const std::string& key, const Section& section) {
+    for (const auto& [v, rules] : section.variants)
+      for (const auto& r : rules)
+        if (r.key == key) return true;
+    return false;
   }
 
   std::string missing_key_message(const KeyRule& rule, const Section& section, const std::string& variant) const {

@@ -65,9 +65,9 @@ const ErrorCase kCases[] = {
      "s.yaml:4:3: error: frequency scheme `custom` needs `values`\n"},
     {"scaling_needs_type", "name: a\nhead_dim: 8\nscaling:\n  factor: 2\n", "s.yaml:4:3: error: scaling needs `type`\n"},
     {"non_positive_factor", "name: a\nhead_dim: 8\nscaling: {type: linear, factor: -2}\n",
-     "s.yaml:3:35: error: factor (-2) must be > 0\n"},
+     "s.yaml:3:33: error: factor (-2) must be > 0\n"},
     {"field_of_another_type", "name: a\nhead_dim: 8\nscaling: {type: linear, factor: 2, mscale: 1}\n",
-     "s.yaml:3:37: error: `mscale` does not belong to scaling type `linear`; it is used by type yarn\n"},
+     "s.yaml:3:36: error: `mscale` does not belong to scaling type `linear`; it is used by type yarn\n"},
     {"beta_order", "name: a\nhead_dim: 8\nscaling:\n  type: yarn\n  factor: 4\n  original_max_position: 4096\n"
                    "  beta_fast: 1\n  beta_slow: 32\n",
      "s.yaml:7:14: error: beta_fast (1) must be greater than beta_slow (32)\n"},
@@ -95,7 +95,7 @@ const ErrorCase kCases[] = {
     {"not_a_map", "- name: a\n", "s.yaml:1:1: error: a spec must be a YAML mapping of keys such as `name:` and "
                                  "`head_dim:`\n"},
     {"empty", "", "s.yaml: error: a spec must be a YAML mapping of keys such as `name:` and `head_dim:`\n"},
-    {"yaml_syntax", "name: a\nhead_dim: [8\n", "s.yaml:3:1: error: invalid YAML: end of sequence not found\n"},
+    {"yaml_syntax", "name: a\nhead_dim: [8\n", "s.yaml:3:1: error: invalid YAML: end of sequence flow not found\n"},
     {"nan_number", "name: a\nhead_dim: 8\nfrequency: {theta: .nan}\n",
      "s.yaml:3:20: error: `theta` must be a number (finite, unquoted), got `.nan`\n"},
     {"section_not_map", "name: a\nhead_dim: 8\nscaling: linear\n",
@@ -103,7 +103,7 @@ const ErrorCase kCases[] = {
     {"several_errors_at_once", "name: A\nhead_dim: 8\nlayot: bshd\ndtype: f64\n",
      "s.yaml:3:1: error: unknown key `layot` in a spec; allowed: name, encoding, head_dim, rotary_dim, rotary_offset, "
      "pairing, layout, dtype, frequency, scaling, xpos, positions; did you mean `layout`?\n"
-     "s.yaml:4:8: error: unknown dtype `f64`; allowed: f32, f16, bf16; did you mean `f16`?\n"},
+     "s.yaml:4:8: error: unknown dtype `f64`; allowed: f32, f16, bf16; did you mean `f32`?\n"},
 };
 
 INSTANTIATE_TEST_SUITE_P(All, SpecErrors, ::testing::ValuesIn(kCases),

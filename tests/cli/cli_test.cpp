@@ -1,0 +1,173 @@
+// rope-gen check / freqs / from-hf, called exactly as users and outside tests do.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "support/run_command.h"
+
+namespace ropegen {
+namespace {
+
+using ::testing::HasSubstr;
+using test::run_command;
+
+const std::string kTool = ROPEGEN_BINARY;
+const std::string kExamples = ROPEGEN_SOURCE_DIR "/examples";
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = test::make_temp_dir(); }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string path(const std::string& name) const { return dir_ + "/" + name; }
+  std::string spec_file(const std::string& text) {
+    const std::string p = path("spec.yaml");
+    test::write_text(p, text);
+    return p;
+  }
+  std::string dir_;
+};
+
+TEST_F(Cli, CheckPrintsTheNormalisedSpec) {
+  const auto r = run_command(kTool + " check " + kExamples + "/llama3_8b.yaml");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("name: llama3_8b\nencoding: rope\nhead_dim: 128\nrotary_dim: 128\nrotary_offset: 0\n"));
+  EXPECT_THAT(r.out, HasSubstr("scaling:\n  type: llama3\n  factor: 8\n  original_max_position: 8192\n"
+                               "  low_freq_factor: 1\n  high_freq_factor: 4\n"));
+}
+
+TEST_F(Cli, InvalidSpecExitsTwoWithFileLineColumn) {
+  const std::string spec = spec_file("name: a\nhead_dim: 128\nrotary_dim: 130\n");
+  const auto r = run_command(kTool + " check " + spec);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err, spec + ":3:13: error: rotary_dim (130) must be even and in 2..128 (head_dim 128 - rotary_offset 0)\n"
+                          "  rotary_dim: 130\n              ^\n");
+}
+
+TEST_F(Cli, FreqsWritesNpyAndJson) {
+  const std::string out = path("f.npy");
+  const auto r = run_command(kTool + " freqs " + kExamples + "/qwen2_5_7b.yaml --out " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["rotary_dim"], 128);
+  EXPECT_NEAR(j["attention_factor"].get<double>(), 1.1386294361119891, 1e-15);
+  ASSERT_EQ(j["inv_freq"].size(), 64u);
+  EXPECT_EQ(j["inv_freq"][0].get<double>(), 1.0);
+  // .npy: magic, v1.0, a 64-byte aligned header, then 64 float32.
+  const std::string bytes = test::read_text(out);
+  ASSERT_EQ(bytes.substr(0, 6), "\x93NUMPY");
+  const size_t header = static_cast<unsigned char>(bytes[8]) | (static_cast<unsigned char>(bytes[9]) << 8);
+  EXPECT_EQ((10 + header) % 64, 0u);
+  EXPECT_THAT(bytes.substr(10, header), HasSubstr("'descr': '<f4', 'fortran_order': False, 'shape': (64,)"));
+  ASSERT_EQ(bytes.size(), 10 + header + 64 * 4);
+  float first, last;
+  std::memcpy(&first, bytes.data() + 10 + header, 4);
+  std::memcpy(&last, bytes.data() + bytes.size() - 4, 4);
+  EXPECT_EQ(first, 1.0f);
+  EXPECT_NEAR(last, static_cast<float>(j["inv_freq"][63].get<double>()), 0);
+}
+
+TEST_F(Cli, FreqsSeqLenSwitchesLongRopeAndDynamic) {
+  auto run = [&](const std::string& spec, const std::string& extra) {
+    const auto r = run_command(kTool + " freqs " + spec + " " + extra);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out);
+  };
+  EXPECT_EQ(run(kExamples + "/phi3_5_mini.yaml", "--seq-len 4096")["longrope_factors"], "short");
+  EXPECT_EQ(run(kExamples + "/phi3_5_mini.yaml", "--seq-len 4097")["longrope_factors"], "long");
+  const std::string dyn = spec_file("name: d\nhead_dim: 8\nscaling: {type: dynamic, factor: 2, original_max_position: 16}\n");
+  EXPECT_EQ(run(dyn, "")["inv_freq"][1].get<double>(), 0.1);
+  EXPECT_LT(run(dyn, "--seq-len 64")["inv_freq"][1].get<double>(), 0.1);
+}
+
+TEST_F(Cli, FailedFreqsLeavesNoOutputFile) {
+  const std::string out = path("f.npy");
+  const std::string bad = spec_file("name: a\nhead_dim: 7\n");
+  EXPECT_EQ(run_command(kTool + " freqs " + bad + " --out " + out).exit_code, 2);
+  EXPECT_FALSE(std::filesystem::exists(out));
+  // An existing output survives a failed run untouched.
+  test::write_text(out, "keep");
+  EXPECT_EQ(run_command(kTool + " freqs " + bad + " --out " + out).exit_code, 2);
+  EXPECT_EQ(test::read_text(out), "keep");
+  EXPECT_EQ(run_command(kTool + " freqs " + kExamples + "/llama2_7b.yaml --out " + path("no/such/dir/f.npy")).exit_code, 2);
+  for (const auto& e : std::filesystem::directory_iterator(dir_))
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << "temp file left: " << e.path();
+}
+
+TEST_F(Cli, UsageErrorsExitTwo) {
+  EXPECT_EQ(run_command(kTool).exit_code, 2);
+  EXPECT_EQ(run_command(kTool + " frobnicate").exit_code, 2);
+  EXPECT_EQ(run_command(kTool + " freqs").exit_code, 2);
+  EXPECT_EQ(run_command(kTool + " freqs " + kExamples + "/llama2_7b.yaml --seq-len x").exit_code, 2);
+  EXPECT_EQ(run_command(kTool + " check /nonexistent.yaml").exit_code, 2);
+  const auto help = run_command(kTool + " --help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_THAT(help.out, HasSubstr("from-hf"));
+  EXPECT_THAT(run_command(kTool + " freqs --help").out, HasSubstr("--seq-len"));
+}
+
+// from-hf on the real configs of the example models gives the example spec
+// (everything but the name, which defaults to the model_type).
+class FromHf : public Cli, public ::testing::WithParamInterface<std::string> {};
+
+TEST_P(FromHf, ConfigGivesTheExampleSpec) {
+  const std::string model = GetParam();
+  const auto converted = run_command(kTool + " from-hf " + kExamples + "/hf_configs/" + model + ".json --name " + model);
+  ASSERT_EQ(converted.exit_code, 0) << converted.err;
+  const std::string spec = spec_file(converted.out);
+  const auto ours = run_command(kTool + " check " + spec);
+  const auto example = run_command(kTool + " check " + kExamples + "/" + model + ".yaml");
+  ASSERT_EQ(ours.exit_code, 0) << ours.err;
+  auto strip_layout = [](std::string s) {  // dtype/layout are deployment choices, not in the config
+    for (const char* key : {"layout: ", "dtype: "}) {
+      const size_t at = s.find(key);
+      s.erase(at, s.find('\n', at) - at);
+    }
+    return s;
+  };
+  EXPECT_EQ(strip_layout(ours.out.substr(ours.out.find('\n'))), strip_layout(example.out.substr(example.out.find('\n'))));
+}
+
+INSTANTIATE_TEST_SUITE_P(Examples, FromHf,
+                         ::testing::Values("llama2_7b", "llama3_8b", "qwen2_5_7b", "deepseek_v2", "phi3_5_mini",
+                                           "gpt_neox_20b", "gptj_6b", "roformer"));
+
+TEST_F(Cli, FromHfDerivesYarnFactorAndFlagsUnknownPairing) {
+  test::write_text(path("c.json"), R"({"model_type": "mystery", "hidden_size": 512, "num_attention_heads": 8,
+    "max_position_embeddings": 8192, "rope_parameters": {"rope_type": "yarn", "rope_theta": 50000,
+    "original_max_position_embeddings": 2048, "partial_rotary_factor": 0.5}})");
+  const auto r = run_command(kTool + " from-hf " + path("c.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("# pairing: half (HF's rotate_half) assumed for model_type `mystery`"));
+  EXPECT_THAT(r.out, HasSubstr("head_dim: 64\nrotary_dim: 32\n"));
+  EXPECT_THAT(r.out, HasSubstr("  factor: 4\n  original_max_position: 2048\n"));
+  EXPECT_THAT(r.out, HasSubstr("theta: 50000\n"));
+}
+
+TEST_F(Cli, FromHfErrors) {
+  test::write_text(path("bad.json"), "{not json");
+  auto r = run_command(kTool + " from-hf " + path("bad.json"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("is not valid JSON"));
+  test::write_text(path("c.json"), R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
+    "rope_scaling": {"type": "magic", "factor": 2}})");
+  r = run_command(kTool + " from-hf " + path("c.json"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("rope type `magic` is not supported"));
+  test::write_text(path("g.json"), R"({"model_type": "gemma3_text", "head_dim": 256, "rope_parameters": {
+    "full_attention": {"rope_type": "linear", "factor": 8, "rope_theta": 1000000},
+    "sliding_attention": {"rope_type": "default", "rope_theta": 10000}}})");
+  r = run_command(kTool + " from-hf " + path("g.json"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("choose one with --layer-type"));
+  r = run_command(kTool + " from-hf " + path("g.json") + " --layer-type full_attention");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("type: linear\n  factor: 8\n"));
+}
+
+}  // namespace
+}  // namespace ropegen

@@ -1,0 +1,1274 @@
+#!/usr/bin/env python3
+"""Generate rope-gen golden data from reference ("peer") RoPE implementations.
+
+Each case runs a peer -- Hugging Face transformers' own rotary classes and apply
+functions, lucidrains' rotary-embedding-torch, or a small stand-in written here
+from a published formula / from the user's seed documents -- on tiny,
+deterministic float32 inputs.  One JSON file per case goes to data/<case>.json
+(format: see SEMANTICS.md), plus data/VERSIONS.json with the peer versions.
+
+The script only *calls* the peers.  It also holds an independent float64
+evaluation of every case's rope-gen spec and refuses to write a case whose spec
+does not reproduce the peer (so each spec is known to mean what the peer did).
+
+Usage (from the repository root):
+  python3 tests/golden/make_golden.py --venv          # create tests/golden/.venv, install peers, regenerate
+  python3 tests/golden/make_golden.py --venv DIR      # same, with the venv at DIR (reused if present)
+  python3 tests/golden/make_golden.py --venv --pinned # install the versions recorded in data/VERSIONS.json
+  python3 tests/golden/make_golden.py                 # use the current interpreter
+  python3 tests/golden/make_golden.py --check         # regenerate in memory, compare with data/, exit 1 on drift
+  python3 tests/golden/make_golden.py --only 'lr_*'   # only cases matching a glob
+"""
+
+import argparse
+import fnmatch
+import json
+import math
+import os
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_VENV = HERE / ".venv"
+DEFAULT_OUT = HERE / "data"
+PACKAGES = ["torch", "transformers", "rotary-embedding-torch", "numpy"]
+PIP_NAMES = {"torch": "torch", "transformers": "transformers",
+             "rotary-embedding-torch": "rotary-embedding-torch", "numpy": "numpy"}
+IN_VENV_ENV = "ROPE_GOLDEN_IN_VENV"
+
+
+# --------------------------------------------------------------------------------------
+# venv bootstrap
+# --------------------------------------------------------------------------------------
+
+def _venv_python(venv: Path) -> Path:
+    return venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+
+
+def _has_peers(py: Path) -> bool:
+    probe = "import torch, transformers, rotary_embedding_torch, numpy"
+    return subprocess.run([str(py), "-c", probe], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL).returncode == 0
+
+
+def bootstrap_venv(venv: Path, pinned: bool, argv_rest):
+    venv = venv.resolve()
+    py = _venv_python(venv)
+    if not py.exists():
+        print(f"[make_golden] creating venv {venv}", file=sys.stderr)
+        subprocess.check_call([sys.executable, "-m", "venv", str(venv)])
+    if pinned:
+        versions = json.loads((DEFAULT_OUT / "VERSIONS.json").read_text())
+        pkgs = []
+        for name in PACKAGES:
+            v = versions[name].split("+")[0]
+            pkgs.append(f"{PIP_NAMES[name]}=={v}")
+        print(f"[make_golden] installing pinned {pkgs}", file=sys.stderr)
+        subprocess.check_call([str(py), "-m", "pip", "install", *pkgs])
+    elif not _has_peers(py):
+        print(f"[make_golden] installing {PACKAGES} into {venv}", file=sys.stderr)
+        subprocess.check_call([str(py), "-m", "pip", "install", *PACKAGES])
+    env = dict(os.environ)
+    env[IN_VENV_ENV] = "1"
+    args = [str(py), str(Path(__file__).resolve()), *argv_rest]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(str(py), args, env)
+
+
+# --------------------------------------------------------------------------------------
+# small helpers (no peer code here)
+# --------------------------------------------------------------------------------------
+
+def seed_of(name: str, k: int = 0) -> int:
+    return (zlib.crc32(name.encode()) + 7919 * k) & 0x7FFFFFFF
+
+
+def randn(torch, shape, name, k):
+    g = torch.Generator().manual_seed(seed_of(name, k))
+    return torch.randn(*shape, generator=g, dtype=torch.float32)
+
+
+def flat(t):
+    """Flatten a float32 tensor to a list of Python floats (exact float64 copies)."""
+    return [float(v) for v in t.detach().to("cpu").reshape(-1).tolist()]
+
+
+def _yaml_scalar(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return repr(v)
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_yaml_scalar(x) for x in v) + "]"
+    return str(v)
+
+
+def spec_yaml(spec: dict) -> str:
+    """rope-gen spec v1 as YAML text (block maps for frequency/scaling/xpos, flow lists)."""
+    lines = []
+    for key, val in spec.items():
+        if isinstance(val, dict):
+            lines.append(f"{key}:")
+            for k2, v2 in val.items():
+                lines.append(f"  {k2}: {_yaml_scalar(v2)}")
+        else:
+            lines.append(f"{key}: {_yaml_scalar(val)}")
+    return "\n".join(lines) + "\n"
+
+
+def make_spec(name, head_dim, *, rotary_dim=None, rotary_offset=0, pairing="half", layout="bhsd",
+              frequency=None, scaling=None, xpos=None, positions="implicit", extra=None):
+    spec = {"name": name, "head_dim": head_dim, "rotary_dim": rotary_dim or head_dim}
+    if rotary_offset:
+        spec["rotary_offset"] = rotary_offset
+    spec["pairing"] = pairing
+    if extra:  # proposed keys (see SEMANTICS.md, "Proposed spec keys")
+        spec.update(extra)
+    spec["layout"] = layout
+    spec["dtype"] = "f32"
+    spec["frequency"] = frequency or {"scheme": "lang", "theta": 10000.0}
+    if scaling:
+        spec["scaling"] = scaling
+    if xpos:
+        spec["xpos"] = xpos
+    spec["positions"] = positions
+    return spec
+
+
+def record(name, peer, spec, inv_freq, attention_factor, *, seq_len=None, q=None, k=None, out_q=None,
+           out_k=None, positions=None, offset=None):
+    rec = {"case": name, "peer": peer, "spec": spec}
+    if seq_len is not None:
+        rec["seq_len"] = int(seq_len)
+    rec["inv_freq"] = [float(x) for x in inv_freq]
+    rec["attention_factor"] = float(attention_factor)
+    rec["layout"] = spec["layout"]
+    if q is not None:
+        rec["q_shape"] = list(q.shape)
+        rec["q"] = flat(q)
+    if k is not None:
+        rec["k_shape"] = list(k.shape)
+        rec["k"] = flat(k)
+    if positions is not None:
+        rec["positions"] = [int(p) for p in positions.reshape(-1).tolist()]
+        rec["positions_shape"] = list(positions.shape)
+    if offset is not None:
+        rec["offset"] = int(offset)
+    if out_q is not None:
+        rec["out_q"] = flat(out_q)
+    if out_k is not None:
+        rec["out_k"] = flat(out_k)
+    return rec
+
+
+def dump_record(rec: dict) -> str:
+    """Compact, diff-friendly JSON: one top-level key per line; floats via repr (exact round trip)."""
+    parts = []
+    for key, val in rec.items():
+        parts.append(f"  {json.dumps(key)}: {json.dumps(val, separators=(', ', ': '))}")
+    return "{\n" + ",\n".join(parts) + "\n}\n"
+
+
+# --------------------------------------------------------------------------------------
+# Independent float64 evaluation of a rope-gen spec (used only as a cross-check)
+# --------------------------------------------------------------------------------------
+
+def spec_inv_freq(spec: dict, seq_len):
+    """Return (inv_freq[rotary_dim/2] in float64, attention_factor) from the spec alone."""
+    rd = spec["rotary_dim"]
+    half = rd // 2
+    fr = spec["frequency"]
+    sc = spec.get("scaling") or {}
+    st = sc.get("type")
+    scheme = fr["scheme"]
+    theta = float(fr.get("theta", 10000.0))
+    idx = [2.0 * i / rd for i in range(half)]
+    if st == "ntk":
+        theta *= sc["factor"] ** (rd / (rd - 2))
+    if st == "dynamic":
+        omax = sc["original_max_position"]
+        L = max(seq_len, omax)
+        theta *= ((sc["factor"] * L / omax) - (sc["factor"] - 1)) ** (rd / (rd - 2))
+    if scheme == "lang":
+        inv = [theta ** (-e) for e in idx]
+    elif scheme == "pixel":
+        mf = float(fr.get("max_freq", 10.0))
+        hi = mf / 2
+        inv = [math.pi * (1.0 + (hi - 1.0) * i / (half - 1) if half > 1 else 1.0) for i in range(half)]
+    elif scheme == "constant":
+        inv = [float(fr.get("value", 1.0))] * half
+    elif scheme == "custom":
+        inv = [float(v) for v in fr["values"]]
+        assert len(inv) == half
+    else:
+        raise ValueError(scheme)
+    att = 1.0
+    if st == "linear":
+        inv = [v / sc["factor"] for v in inv]
+    elif st == "yarn":
+        factor = sc["factor"]
+        omax = sc["original_max_position"]
+        bf = sc.get("beta_fast", 32)
+        bs = sc.get("beta_slow", 1)
+
+        def mscale_of(s, m=1.0):
+            return 1.0 if s <= 1 else 0.1 * m * math.log(s) + 1.0
+
+        if "attention_factor" in sc:
+            att = sc["attention_factor"]
+        elif sc.get("mscale") and sc.get("mscale_all_dim"):
+            att = mscale_of(factor, sc["mscale"]) / mscale_of(factor, sc["mscale_all_dim"])
+        else:
+            att = mscale_of(factor)
+
+        def corr_dim(rot):
+            return rd * math.log(omax / (rot * 2 * math.pi)) / (2 * math.log(theta))
+
+        lo, hi = corr_dim(bf), corr_dim(bs)
+        if sc.get("truncate", True):
+            lo, hi = math.floor(lo), math.ceil(hi)
+        lo, hi = max(lo, 0), min(hi, rd - 1)
+        if lo == hi:
+            hi += 0.001
+        out = []
+        for i, v in enumerate(inv):
+            ramp = min(max((i - lo) / (hi - lo), 0.0), 1.0)  # 0 -> extrapolate, 1 -> interpolate
+            out.append(v / factor * ramp + v * (1.0 - ramp))
+        inv = out
+    elif st == "longrope":
+        omax = sc["original_max_position"]
+        factor = sc["factor"]
+        policy = sc.get("policy", "per_call")
+        use_long = policy == "long" or (policy == "per_call" and seq_len is not None and seq_len > omax)
+        ext = sc["long_factor"] if use_long else sc["short_factor"]
+        inv = [v / e for v, e in zip(inv, ext)]
+        if "attention_factor" in sc:
+            att = sc["attention_factor"]
+        else:
+            att = 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(omax))
+    elif st == "llama3":
+        factor = sc["factor"]
+        lf, hf = sc["low_freq_factor"], sc["high_freq_factor"]
+        omax = sc["original_max_position"]
+        lo_wl, hi_wl = omax / lf, omax / hf
+        out = []
+        for v in inv:
+            wl = 2 * math.pi / v
+            if wl < hi_wl:
+                out.append(v)
+            elif wl > lo_wl:
+                out.append(v / factor)
+            else:
+                s = (omax / wl - lf) / (hf - lf)
+                out.append((1 - s) * v / factor + s * v)
+        inv = out
+    return inv, att
+
+
+def spec_apply(np, spec, x, positions_full, inv, att, xpos_sign, seq_len):
+    """Apply the spec to x (numpy float64, in spec layout); positions_full broadcastable to the token grid."""
+    y = x.copy()
+    rd, off = spec["rotary_dim"], spec.get("rotary_offset", 0)
+    half = rd // 2
+    pos = positions_full[..., None].astype(np.float64)           # [..., 1]
+    ang = pos * np.asarray(inv)                                   # [..., rd/2]
+    c, s = np.cos(ang), np.sin(ang)
+    scale = np.ones_like(c)
+    if "xpos" in spec:
+        base = spec["xpos"]["scale_base"]
+        sv = (np.arange(0, rd, 2) + 0.4 * rd) / (1.4 * rd)
+        power = (positions_full[..., None].astype(np.float64) - (seq_len // 2)) / base
+        scale = sv ** power
+        if xpos_sign < 0:
+            scale = 1.0 / scale
+    if spec["pairing"] == "half":
+        ia = [off + i for i in range(half)]
+        ib = [off + i + half for i in range(half)]
+    else:
+        ia = [off + 2 * i for i in range(half)]
+        ib = [off + 2 * i + 1 for i in range(half)]
+    a, b = x[..., ia], x[..., ib]
+    ra = (a * c - b * s) * att * scale
+    rb = (b * c + a * s) * att * scale
+    if spec.get("output_pairing", spec["pairing"]) == "half":
+        oa = [off + i for i in range(half)]
+        ob = [off + i + half for i in range(half)]
+    else:
+        oa, ob = ia, ib
+    y[..., oa] = ra
+    y[..., ob] = rb
+    return y
+
+
+def token_positions(np, rec, shape):
+    """Per-element-token position grid broadcastable against x[..., D] for the record's layout."""
+    layout = rec["layout"]
+    lead = shape[:-1]
+    if "positions" in rec:
+        p = np.asarray(rec["positions"], dtype=np.int64).reshape(rec["positions_shape"])
+    else:
+        off = rec.get("offset", 0)
+        s_len = {"bshd": lead[1], "bhsd": lead[2], "sbhd": lead[0], "thd": lead[0]}[layout]
+        p = np.arange(s_len, dtype=np.int64) + off
+    if layout == "thd":
+        return np.broadcast_to(p.reshape(-1)[:, None], lead)
+    if p.ndim == 1:
+        p = np.broadcast_to(p[None, :], (lead[{"bshd": 0, "bhsd": 0, "sbhd": 1}[layout]], p.shape[0]))
+    # p: [B, S]
+    if layout == "bshd":
+        g = p[:, :, None]
+    elif layout == "bhsd":
+        g = p[:, None, :]
+    elif layout == "sbhd":
+        g = p.T[:, :, None]
+    else:
+        raise ValueError(layout)
+    return np.broadcast_to(g, lead)
+
+
+def cross_check(np, rec, spec, tol):
+    """Evaluate the spec in float64 and compare with the peer; returns a short report string."""
+    inv, att = spec_inv_freq(spec, rec.get("seq_len"))
+    peer_inv = np.asarray(rec["inv_freq"])
+    rel = np.max(np.abs(np.asarray(inv) - peer_inv) / np.maximum(np.abs(peer_inv), 1e-30)) if len(inv) else 0.0
+    if not (rel < 2e-6 or (np.max(np.abs(np.asarray(inv) - peer_inv)) < 1e-12)):
+        raise AssertionError(f"{rec['case']}: inv_freq mismatch, max rel {rel}\nspec {inv}\npeer {list(peer_inv)}")
+    if abs(att - rec["attention_factor"]) > 1e-6 * max(1.0, abs(att)):
+        raise AssertionError(f"{rec['case']}: attention_factor spec {att} vs peer {rec['attention_factor']}")
+    worst = 0.0
+    for which, sign in (("q", 1), ("k", -1)):
+        if which not in rec:
+            continue
+        shape = rec[f"{which}_shape"]
+        x = np.asarray(rec[which], dtype=np.float64).reshape(shape)
+        pos = token_positions(np, rec, shape)
+        want = spec_apply(np, spec, x, pos, inv, att, sign, rec.get("seq_len"))
+        got = np.asarray(rec[f"out_{which}"], dtype=np.float64).reshape(shape)
+        err = float(np.max(np.abs(want - got)))
+        worst = max(worst, err)
+        if err > tol:
+            raise AssertionError(f"{rec['case']}: out_{which} differs from spec evaluation by {err}")
+    return f"inv rel {rel:.1e}, out abs {worst:.1e}"
+
+
+# --------------------------------------------------------------------------------------
+# Cases
+# --------------------------------------------------------------------------------------
+
+CASES = []
+
+
+def case(fn):
+    CASES.append(fn)
+    return fn
+
+
+class Ctx:
+    def __init__(self):
+        import numpy
+        import torch
+        import transformers
+        import rotary_embedding_torch
+        self.np = numpy
+        self.torch = torch
+        self.transformers = transformers
+        self.ret = rotary_embedding_torch
+        self.tf_ver = transformers.__version__
+        from importlib.metadata import version
+        self.ret_ver = version("rotary-embedding-torch")
+
+
+def rope_cfg_kwargs(rp):
+    """Config kwargs for a RoPE parameter dict: transformers >= 5 takes `rope_parameters`;
+    4.x takes `rope_theta` (+ `partial_rotary_factor`) and a `rope_scaling` dict."""
+    from transformers import modeling_rope_utils
+    rp = dict(rp)
+    if hasattr(modeling_rope_utils, "RopeParameters"):
+        return {"rope_parameters": rp}
+    kw = {"rope_theta": rp.pop("rope_theta", 10000.0)}
+    if "partial_rotary_factor" in rp:
+        kw["partial_rotary_factor"] = rp.pop("partial_rotary_factor")
+    if rp.get("rope_type", "default") != "default":
+        kw["rope_scaling"] = rp
+    return kw
+
+
+def pos_implicit(torch, B, S, offset=0):
+    return (torch.arange(S, dtype=torch.int64) + offset)[None, :].expand(B, S)
+
+
+# ---------------- Hugging Face: Llama-family classes ----------------
+
+def hf_llama_run(ctx, name, *, head_dim=16, n_heads=3, n_kv=None, B=1, S=6, positions=None, max_pos=64,
+                 rope_parameters=None, layout="bhsd", q_needed=True):
+    """LlamaRotaryEmbedding + apply_rotary_pos_emb from models.llama.modeling_llama."""
+    torch = ctx.torch
+    from transformers import LlamaConfig
+    from transformers.models.llama import modeling_llama as ml
+    n_kv = n_kv or n_heads
+    cfg = LlamaConfig(hidden_size=head_dim * n_heads, num_attention_heads=n_heads, num_key_value_heads=n_kv,
+                      head_dim=head_dim, max_position_embeddings=max_pos, intermediate_size=32,
+                      num_hidden_layers=1, vocab_size=16,
+                      **rope_cfg_kwargs(rope_parameters or {"rope_type": "default", "rope_theta": 10000.0}))
+    rot = ml.LlamaRotaryEmbedding(cfg)
+    pid = positions if positions is not None else pos_implicit(torch, B, S)
+    Bp, Sp = pid.shape
+    x = torch.zeros(Bp, Sp, head_dim, dtype=torch.float32)
+    cos, sin = rot(x, pid)                                   # [B, S, D]
+    out = {"rot": rot, "inv_freq": rot.inv_freq.clone(), "att": rot.attention_scaling,
+           "seq_len": int(pid.max()) + 1, "pid": pid}
+    if not q_needed:
+        return out
+    if layout == "bhsd":
+        q = randn(torch, (Bp, n_heads, Sp, head_dim), name, 1)
+        k = randn(torch, (Bp, n_kv, Sp, head_dim), name, 2)
+        oq, ok = ml.apply_rotary_pos_emb(q, k, cos, sin)            # unsqueeze_dim=1
+    elif layout == "bshd":
+        q = randn(torch, (Bp, Sp, n_heads, head_dim), name, 1)
+        k = randn(torch, (Bp, Sp, n_kv, head_dim), name, 2)
+        oq, ok = ml.apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=2)
+    elif layout == "sbhd":
+        q = randn(torch, (Sp, Bp, n_heads, head_dim), name, 1)
+        k = randn(torch, (Sp, Bp, n_kv, head_dim), name, 2)
+        oq, ok = ml.apply_rotary_pos_emb(q, k, cos.transpose(0, 1), sin.transpose(0, 1), unsqueeze_dim=2)
+    elif layout == "thd":
+        assert Bp == 1
+        q = randn(torch, (Sp, n_heads, head_dim), name, 1)
+        k = randn(torch, (Sp, n_kv, head_dim), name, 2)
+        oq, ok = ml.apply_rotary_pos_emb(q, k, cos[0], sin[0], unsqueeze_dim=1)
+    else:
+        raise ValueError(layout)
+    out.update(q=q, k=k, out_q=oq, out_k=ok)
+    return out
+
+
+def hf_peer(ctx, what):
+    return f"transformers {ctx.tf_ver}: {what}"
+
+
+LLAMA_PEER = "LlamaRotaryEmbedding + apply_rotary_pos_emb (models.llama.modeling_llama)"
+
+
+def hf_case(ctx, name, spec_kw, run_kw, *, explicit=False, seq_len=False, peer=LLAMA_PEER):
+    r = hf_llama_run(ctx, name, **run_kw)
+    spec = make_spec(name, run_kw.get("head_dim", 16), layout=run_kw.get("layout", "bhsd"),
+                     positions="explicit" if explicit else "implicit", **spec_kw)
+    pid = r["pid"][0] if run_kw.get("layout") == "thd" else r["pid"]      # thd: positions_shape [T]
+    return record(name, hf_peer(ctx, peer), spec, r["inv_freq"].tolist(), r["att"],
+                  seq_len=r["seq_len"] if seq_len else None,
+                  q=r.get("q"), k=r.get("k"), out_q=r.get("out_q"), out_k=r.get("out_k"),
+                  positions=pid if explicit else None)
+
+
+@case
+def hf_llama_default(ctx):
+    return hf_case(ctx, "hf_llama_default", {}, {"B": 2})
+
+
+@case
+def hf_llama_theta500k(ctx):
+    return hf_case(ctx, "hf_llama_theta500k", {"frequency": {"scheme": "lang", "theta": 500000.0}},
+                   {"rope_parameters": {"rope_type": "default", "rope_theta": 500000.0}})
+
+
+@case
+def hf_llama_explicit_positions(ctx):
+    torch = ctx.torch
+    pid = torch.tensor([[3, 0, 5, 5, 10, 1], [7, 8, 9, 10, 11, 12]], dtype=torch.int64)
+    return hf_case(ctx, "hf_llama_explicit_positions", {}, {"positions": pid}, explicit=True)
+
+
+@case
+def hf_llama_gqa(ctx):
+    return hf_case(ctx, "hf_llama_gqa", {}, {"n_heads": 4, "n_kv": 2, "S": 5})
+
+
+@case
+def hf_llama_bshd(ctx):
+    return hf_case(ctx, "hf_llama_bshd", {}, {"layout": "bshd", "n_kv": 1, "S": 5},
+                   peer=LLAMA_PEER + " with unsqueeze_dim=2 on [B,S,H,D]")
+
+
+@case
+def hf_llama_sbhd(ctx):
+    return hf_case(ctx, "hf_llama_sbhd", {}, {"layout": "sbhd", "B": 2, "S": 4, "n_heads": 2, "n_kv": 1},
+                   peer=LLAMA_PEER + " with cos/sin transposed to [S,B,D], unsqueeze_dim=2 on [S,B,H,D]")
+
+
+@case
+def hf_llama_thd_packed(ctx):
+    torch = ctx.torch
+    pid = torch.tensor([[0, 1, 2, 0, 1, 2, 3]], dtype=torch.int64)   # two packed sequences (3 + 4 tokens)
+    return hf_case(ctx, "hf_llama_thd_packed", {}, {"layout": "thd", "positions": pid, "n_heads": 2, "n_kv": 1},
+                   explicit=True,
+                   peer=LLAMA_PEER + " on packed [T,H,D] (cos/sin of position_ids [1,T], unsqueeze_dim=1)")
+
+
+@case
+def hf_llama_linear(ctx):
+    rp = {"rope_type": "linear", "factor": 2.5, "rope_theta": 10000.0}
+    return hf_case(ctx, "hf_llama_linear", {"scaling": {"type": "linear", "factor": 2.5}},
+                   {"rope_parameters": rp})
+
+
+@case
+def hf_llama_dynamic_above(ctx):
+    torch = ctx.torch
+    pid = torch.tensor([[0, 7, 19, 25, 33, 40]], dtype=torch.int64)   # seq_len = 41 > max_position_embeddings 16
+    rp = {"rope_type": "dynamic", "factor": 2.0, "rope_theta": 10000.0}
+    return hf_case(ctx, "hf_llama_dynamic_above",
+                   {"scaling": {"type": "dynamic", "factor": 2.0, "original_max_position": 16}},
+                   {"rope_parameters": rp, "max_pos": 16, "positions": pid}, explicit=True, seq_len=True,
+                   peer=LLAMA_PEER + "; fresh module, dynamic update at seq_len=max(position_ids)+1")
+
+
+@case
+def hf_llama_dynamic_below(ctx):
+    rp = {"rope_type": "dynamic", "factor": 2.0, "rope_theta": 10000.0}
+    return hf_case(ctx, "hf_llama_dynamic_below",
+                   {"scaling": {"type": "dynamic", "factor": 2.0, "original_max_position": 16}},
+                   {"rope_parameters": rp, "max_pos": 16, "S": 6}, seq_len=True,
+                   peer=LLAMA_PEER + "; fresh module, seq_len=max(position_ids)+1 <= max_position_embeddings")
+
+
+YARN_RP = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096, "rope_theta": 10000.0}
+
+
+@case
+def hf_llama_yarn(ctx):
+    return hf_case(ctx, "hf_llama_yarn",
+                   {"scaling": {"type": "yarn", "factor": 4.0, "original_max_position": 4096}},
+                   {"rope_parameters": dict(YARN_RP), "max_pos": 16384})
+
+
+@case
+def hf_llama_yarn_no_truncate(ctx):
+    rp = dict(YARN_RP, truncate=False)
+    return hf_case(ctx, "hf_llama_yarn_no_truncate",
+                   {"scaling": {"type": "yarn", "factor": 4.0, "original_max_position": 4096, "truncate": False}},
+                   {"rope_parameters": rp, "max_pos": 16384})
+
+
+@case
+def hf_llama_yarn_attention_factor(ctx):
+    rp = dict(YARN_RP, attention_factor=1.5, beta_fast=16.0, beta_slow=2.0)
+    return hf_case(ctx, "hf_llama_yarn_attention_factor",
+                   {"scaling": {"type": "yarn", "factor": 4.0, "original_max_position": 4096,
+                                "beta_fast": 16.0, "beta_slow": 2.0, "attention_factor": 1.5}},
+                   {"rope_parameters": rp, "max_pos": 16384})
+
+
+@case
+def hf_llama_yarn_mscale(ctx):
+    # mscale/mscale_all_dim on a plain Llama module (half pairing): attention_factor = get_mscale(f,m)/get_mscale(f,mad)
+    rp = dict(YARN_RP, mscale=1.0, mscale_all_dim=0.5)
+    return hf_case(ctx, "hf_llama_yarn_mscale",
+                   {"scaling": {"type": "yarn", "factor": 4.0, "original_max_position": 4096,
+                                "mscale": 1.0, "mscale_all_dim": 0.5}},
+                   {"rope_parameters": rp, "max_pos": 16384})
+
+
+@case
+def hf_llama_llama3(ctx):
+    rp = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+          "original_max_position_embeddings": 8192, "rope_theta": 500000.0}
+    return hf_case(ctx, "hf_llama_llama3",
+                   {"frequency": {"scheme": "lang", "theta": 500000.0},
+                    "scaling": {"type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                "original_max_position": 8192}},
+                   {"rope_parameters": rp, "max_pos": 131072, "B": 2})
+
+
+@case
+def hf_llama_proportional(ctx):
+    # rope_type 'proportional' (Gemma-4 style): first int(p*D//2) frequencies use exponent 2i/head_dim, the rest are 0,
+    # and the rotation still pairs (i, i + head_dim/2) across the whole head.  Expressed with custom frequencies.
+    rp = {"rope_type": "proportional", "rope_theta": 10000.0, "partial_rotary_factor": 0.5, "factor": 2.0}
+    r = hf_llama_run(ctx, "hf_llama_proportional", rope_parameters=rp)
+    inv_unscaled = [10000.0 ** (-(2.0 * i) / 16) for i in range(4)] + [0.0] * 4
+    # the spec carries the peer's un-divided float32 values so that custom/linear reproduces the peer exactly
+    vals = [float(v) for v in (r["inv_freq"] * 2.0).tolist()]
+    assert all(abs(a - b) <= 1e-6 * max(a, 1e-30) for a, b in zip(vals, inv_unscaled))
+    spec = make_spec("hf_llama_proportional", 16, frequency={"scheme": "custom", "values": vals},
+                     scaling={"type": "linear", "factor": 2.0})
+    return record("hf_llama_proportional", hf_peer(ctx, LLAMA_PEER + " with rope_type='proportional'"), spec,
+                  r["inv_freq"].tolist(), r["att"], q=r["q"], k=r["k"], out_q=r["out_q"], out_k=r["out_k"])
+
+
+# ---------------- Hugging Face: Phi-3 LongRoPE ----------------
+
+PHI3_TINY_SHORT = [1.0, 1.05, 1.1, 1.25, 1.5, 2.0, 2.5, 3.0]
+PHI3_TINY_LONG = [1.1, 1.3, 1.9, 3.0, 5.5, 9.0, 14.0, 20.0]
+
+
+def phi3_run(ctx, name, pid, *, head_dim=16, n_heads=3, n_kv=1, max_pos=32, orig=8, short=None, long=None,
+             q_needed=True, partial=1.0):
+    torch = ctx.torch
+    from transformers import Phi3Config
+    from transformers.models.phi3 import modeling_phi3 as mp
+    cfg = Phi3Config(hidden_size=head_dim * n_heads, num_attention_heads=n_heads, num_key_value_heads=n_kv,
+                     max_position_embeddings=max_pos, original_max_position_embeddings=orig,
+                     intermediate_size=32, num_hidden_layers=1, vocab_size=16, partial_rotary_factor=partial,
+                     **rope_cfg_kwargs({"rope_type": "longrope", "rope_theta": 10000.0,
+                                        "short_factor": list(short or PHI3_TINY_SHORT),
+                                        "long_factor": list(long or PHI3_TINY_LONG)}))
+    rot = mp.Phi3RotaryEmbedding(cfg)
+    Bp, Sp = pid.shape
+    cos, sin = rot(torch.zeros(Bp, Sp, head_dim), pid)
+    out = {"inv_freq": rot.inv_freq.clone(), "att": rot.attention_scaling, "seq_len": int(pid.max()) + 1}
+    if q_needed:
+        q = randn(torch, (Bp, n_heads, Sp, head_dim), name, 1)
+        k = randn(torch, (Bp, n_kv, Sp, head_dim), name, 2)
+        oq, ok = mp.apply_rotary_pos_emb(q, k, cos, sin)
+        out.update(q=q, k=k, out_q=oq, out_k=ok)
+    return out
+
+
+def phi3_case(ctx, name, pid, explicit):
+    r = phi3_run(ctx, name, pid)
+    spec = make_spec(name, 16, positions="explicit" if explicit else "implicit",
+                     scaling={"type": "longrope", "short_factor": PHI3_TINY_SHORT, "long_factor": PHI3_TINY_LONG,
+                              "factor": 4.0, "original_max_position": 8, "policy": "per_call"})
+    return record(name, hf_peer(ctx, "Phi3RotaryEmbedding + apply_rotary_pos_emb (models.phi3.modeling_phi3); "
+                                     "Phi3Config(max_position_embeddings=32, original_max_position_embeddings=8), "
+                                     "rope_parameters without 'factor' (factor = 32/8)"),
+                  spec, r["inv_freq"].tolist(), r["att"], seq_len=r["seq_len"], q=r["q"], k=r["k"],
+                  out_q=r["out_q"], out_k=r["out_k"], positions=pid if explicit else None)
+
+
+@case
+def hf_phi3_longrope_short(ctx):
+    torch = ctx.torch
+    return phi3_case(ctx, "hf_phi3_longrope_short", pos_implicit(torch, 1, 8), False)   # seq_len 8 == original
+
+
+@case
+def hf_phi3_longrope_long(ctx):
+    torch = ctx.torch
+    pid = torch.tensor([[0, 3, 8, 9, 14, 20]], dtype=torch.int64)                       # seq_len 21 > 8
+    return phi3_case(ctx, "hf_phi3_longrope_long", pid, True)
+
+
+# ---------------- Hugging Face: GPT-NeoX partial rotary ----------------
+
+@case
+def hf_gpt_neox_partial(ctx):
+    torch = ctx.torch
+    from transformers import GPTNeoXConfig
+    from transformers.models.gpt_neox import modeling_gpt_neox as mn
+    name = "hf_gpt_neox_partial"
+    cfg = GPTNeoXConfig(hidden_size=96, num_attention_heads=3, rotary_pct=0.25, rotary_emb_base=10000,
+                        max_position_embeddings=64, intermediate_size=32, num_hidden_layers=1, vocab_size=16)
+    rot = mn.GPTNeoXRotaryEmbedding(cfg)
+    pid = pos_implicit(torch, 1, 6)
+    cos, sin = rot(torch.zeros(1, 6, 32), pid)          # cos/sin width = rotary_ndims = 8
+    q = randn(torch, (1, 3, 6, 32), name, 1)
+    k = randn(torch, (1, 3, 6, 32), name, 2)
+    oq, ok = mn.apply_rotary_pos_emb(q, k, cos, sin)
+    spec = make_spec(name, 32, rotary_dim=8)
+    return record(name, hf_peer(ctx, "GPTNeoXRotaryEmbedding + apply_rotary_pos_emb (models.gpt_neox."
+                                     "modeling_gpt_neox); rotary_pct=0.25, head 32"),
+                  spec, rot.inv_freq.tolist(), rot.attention_scaling, q=q, k=k, out_q=oq, out_k=ok)
+
+
+# ---------------- Hugging Face: GPT-J rotate_every_two ----------------
+
+@case
+def hf_gptj_partial_interleaved(ctx):
+    torch = ctx.torch
+    from transformers.models.gptj import modeling_gptj as mj
+    name = "hf_gptj_partial_interleaved"
+    head_dim, rotary_dim, H, B, S = 16, 8, 2, 2, 5
+    table = mj.create_sinusoidal_positions(64, rotary_dim)           # [max_pos, rotary_dim] = [sin | cos]
+    pid = pos_implicit(torch, B, S)
+    sincos = table[pid]                                               # the attention's gather
+    sin, cos = torch.split(sincos, sincos.shape[-1] // 2, dim=-1)
+    q = randn(torch, (B, S, H, head_dim), name, 1)                    # GPT-J rotates before the head permute
+    k = randn(torch, (B, S, H, head_dim), name, 2)
+    oq = torch.cat([mj.apply_rotary_pos_emb(q[..., :rotary_dim], sin, cos), q[..., rotary_dim:]], dim=-1)
+    ok = torch.cat([mj.apply_rotary_pos_emb(k[..., :rotary_dim], sin, cos), k[..., rotary_dim:]], dim=-1)
+    inv = 1.0 / (10000 ** (torch.arange(0, rotary_dim, 2, dtype=torch.int64) / rotary_dim))  # as create_sinusoidal_positions
+    spec = make_spec(name, head_dim, rotary_dim=rotary_dim, pairing="interleaved", layout="bshd")
+    return record(name, hf_peer(ctx, "create_sinusoidal_positions + apply_rotary_pos_emb/rotate_every_two "
+                                     "(models.gptj.modeling_gptj), rot/pass split as GPTJAttention does"),
+                  spec, inv.tolist(), 1.0, q=q, k=k, out_q=oq, out_k=ok)
+
+
+# ---------------- Hugging Face: DeepSeek V2 / V3 (MLA rope part) ----------------
+
+def deepseek_cfg(ctx, cls_name, rp, *, nope=8, rope=16, n_heads=2, max_pos=163840, extra=None):
+    import transformers
+    cls = getattr(transformers, cls_name)
+    kw = dict(hidden_size=32, num_attention_heads=n_heads, num_key_value_heads=n_heads, qk_nope_head_dim=nope,
+              qk_rope_head_dim=rope, v_head_dim=8, kv_lora_rank=16, q_lora_rank=None,
+              max_position_embeddings=max_pos, intermediate_size=32, num_hidden_layers=1, vocab_size=16,
+              **rope_cfg_kwargs(rp))
+    kw.update(extra or {})
+    return cls(**kw)
+
+
+DS_TINY_RP = {"rope_type": "yarn", "factor": 40.0, "original_max_position_embeddings": 4096, "beta_fast": 32,
+              "beta_slow": 1, "rope_theta": 10000.0}
+
+
+@case
+def hf_deepseek_v2_yarn(ctx):
+    torch = ctx.torch
+    from transformers.models.deepseek_v2 import modeling_deepseek_v2 as md
+    name = "hf_deepseek_v2_yarn"
+    nope, rope, H, B, S = 8, 16, 2, 1, 6
+    rp = dict(DS_TINY_RP, mscale=1.0, mscale_all_dim=0.8)
+    cfg = deepseek_cfg(ctx, "DeepseekV2Config", rp, nope=nope, rope=rope, n_heads=H)
+    rot = md.DeepseekV2RotaryEmbedding(cfg)
+    pid = pos_implicit(torch, B, S)
+    freqs_cis = rot(torch.zeros(B, S, rope), pid)                     # complex [B, S, rope/2], already * attention_scaling
+    q = randn(torch, (B, H, S, nope + rope), name, 1)                 # [q_nope | q_pe] per head, as the attention splits
+    k = randn(torch, (B, 1, S, nope + rope), name, 2)                 # shared single-head k: [k_nope | k_pe]
+    q_pe, k_pe = md.apply_rotary_emb(q[..., nope:], k[..., nope:], freqs_cis)
+    oq = torch.cat([q[..., :nope], q_pe], dim=-1)
+    ok = torch.cat([k[..., :nope], k_pe], dim=-1)
+    spec = make_spec(name, nope + rope, rotary_dim=rope, rotary_offset=nope, pairing="interleaved",
+                     scaling={"type": "yarn", "factor": 40.0, "original_max_position": 4096, "beta_fast": 32,
+                              "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 0.8})
+    return record(name, hf_peer(ctx, "DeepseekV2RotaryEmbedding + apply_rotary_emb (complex, models.deepseek_v2."
+                                     "modeling_deepseek_v2) on the qk_rope_head_dim tail; nope part passed through"),
+                  spec, rot.inv_freq.tolist(), rot.attention_scaling, q=q, k=k, out_q=oq, out_k=ok)
+
+
+@case
+def hf_deepseek_v3_yarn_interleave(ctx):
+    torch = ctx.torch
+    from transformers.models.deepseek_v3 import modeling_deepseek_v3 as md
+    name = "hf_deepseek_v3_yarn_interleave"
+    nope, rope, H, B, S = 8, 16, 2, 1, 6
+    rp = dict(DS_TINY_RP, mscale=0.707, mscale_all_dim=0.707)
+    cfg = deepseek_cfg(ctx, "DeepseekV3Config", rp, nope=nope, rope=rope, n_heads=H,
+                       extra={"rope_interleave": True, "n_routed_experts": 2, "num_experts_per_tok": 1,
+                              "moe_intermediate_size": 8})
+    rot = md.DeepseekV3RotaryEmbedding(cfg)
+    pid = pos_implicit(torch, B, S)
+    cos, sin = rot(torch.zeros(B, S, rope), pid)
+    q = randn(torch, (B, H, S, nope + rope), name, 1)                 # [q_pass | q_rot]
+    k = randn(torch, (B, 1, S, nope + rope), name, 2)
+    q_rot, k_rot = md.apply_rotary_pos_emb_interleave(q[..., nope:], k[..., nope:], cos, sin)
+    oq = torch.cat([q[..., :nope], q_rot], dim=-1)
+    ok = torch.cat([k[..., :nope], k_rot], dim=-1)
+    spec = make_spec(name, nope + rope, rotary_dim=rope, rotary_offset=nope, pairing="interleaved",
+                     extra={"output_pairing": "half"},
+                     scaling={"type": "yarn", "factor": 40.0, "original_max_position": 4096, "beta_fast": 32,
+                              "beta_slow": 1, "mscale": 0.707, "mscale_all_dim": 0.707})
+    return record(name, hf_peer(ctx, "DeepseekV3RotaryEmbedding + apply_rotary_pos_emb_interleave (models."
+                                     "deepseek_v3.modeling_deepseek_v3, rope_interleave=True) on the rope tail: "
+                                     "reads (2i,2i+1) pairs, writes them de-interleaved to (i, i+rd/2)"),
+                  spec, rot.inv_freq.tolist(), rot.attention_scaling, q=q, k=k, out_q=oq, out_k=ok)
+
+
+# ---------------- Hugging Face: RoFormer sinusoidal table ----------------
+
+@case
+def hf_roformer(ctx):
+    torch, np = ctx.torch, ctx.np
+    from transformers.models.roformer import modeling_roformer as mr
+    name = "hf_roformer"
+    D, H, B, S = 16, 2, 1, 6
+    emb = mr.RoFormerSinusoidalPositionalEmbedding(64, D)
+    with torch.no_grad():
+        emb.weight.copy_(emb.create_weight())
+    sinusoidal_pos = emb((B, S))[None, None, :, :]                    # [1, 1, S, D] = [sin(D/2) | cos(D/2)]
+    q = randn(torch, (B, H, S, D), name, 1)
+    k = randn(torch, (B, H, S, D), name, 2)
+    oq, ok = mr.RoFormerSelfAttention.apply_rotary_position_embeddings(sinusoidal_pos, q, k)
+    inv = [1.0 / np.power(10000, 2 * i / D) for i in range(D // 2)]   # RoFormer's table uses float64 angles
+    spec = make_spec(name, D, pairing="interleaved")
+    return record(name, hf_peer(ctx, "RoFormerSinusoidalPositionalEmbedding.create_weight + "
+                                     "RoFormerSelfAttention.apply_rotary_position_embeddings (models.roformer); "
+                                     "angles/sin/cos in float64, table stored as float32"),
+                  spec, inv, 1.0, q=q, k=k, out_q=oq, out_k=ok)
+
+
+# ---------------- Hugging Face: realistic configs, frequencies only ----------------
+
+def freqs_only(ctx, name, peer, spec, inv, att, seq_len=None):
+    return record(name, hf_peer(ctx, peer), spec, [float(v) for v in inv], att, seq_len=seq_len)
+
+
+@case
+def hf_freqs_llama2_7b_default(ctx):
+    r = hf_llama_run(ctx, "x", head_dim=128, n_heads=32, max_pos=4096, q_needed=False)
+    return freqs_only(ctx, "hf_freqs_llama2_7b_default", LLAMA_PEER + "; Llama-2-7B: head_dim 128, theta 1e4",
+                      make_spec("hf_freqs_llama2_7b_default", 128), r["inv_freq"].tolist(), r["att"])
+
+
+@case
+def hf_freqs_linear_factor4(ctx):
+    rp = {"rope_type": "linear", "factor": 4.0, "rope_theta": 10000.0}
+    r = hf_llama_run(ctx, "x", head_dim=128, n_heads=32, max_pos=16384, rope_parameters=rp, q_needed=False)
+    return freqs_only(ctx, "hf_freqs_linear_factor4", LLAMA_PEER + "; head_dim 128, linear factor 4",
+                      make_spec("hf_freqs_linear_factor4", 128, scaling={"type": "linear", "factor": 4.0}),
+                      r["inv_freq"].tolist(), r["att"])
+
+
+@case
+def hf_freqs_dynamic_llama2_seq8192(ctx):
+    torch = ctx.torch
+    rp = {"rope_type": "dynamic", "factor": 2.0, "rope_theta": 10000.0}
+    pid = torch.tensor([[8191]], dtype=torch.int64)
+    r = hf_llama_run(ctx, "x", head_dim=128, n_heads=32, max_pos=4096, rope_parameters=rp, positions=pid,
+                     q_needed=False)
+    name = "hf_freqs_dynamic_llama2_seq8192"
+    return freqs_only(ctx, name, LLAMA_PEER + "; head_dim 128, max_position_embeddings 4096, dynamic factor 2, "
+                                              "one call with position_ids [[8191]]",
+                      make_spec(name, 128, scaling={"type": "dynamic", "factor": 2.0, "original_max_position": 4096}),
+                      r["inv_freq"].tolist(), r["att"], seq_len=r["seq_len"])
+
+
+@case
+def hf_freqs_llama31_8b_llama3(ctx):
+    rp = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+          "original_max_position_embeddings": 8192, "rope_theta": 500000.0}
+    r = hf_llama_run(ctx, "x", head_dim=128, n_heads=32, max_pos=131072, rope_parameters=rp, q_needed=False)
+    name = "hf_freqs_llama31_8b_llama3"
+    spec = make_spec(name, 128, frequency={"scheme": "lang", "theta": 500000.0},
+                     scaling={"type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                              "original_max_position": 8192})
+    return freqs_only(ctx, name, LLAMA_PEER + "; Llama-3.1-8B rope_scaling", spec, r["inv_freq"].tolist(), r["att"])
+
+
+@case
+def hf_freqs_qwen25_yarn(ctx):
+    from transformers import Qwen2Config
+    from transformers.models.qwen2 import modeling_qwen2 as mq
+    rp = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768, "rope_theta": 1000000.0}
+    cfg = Qwen2Config(hidden_size=3584, num_attention_heads=28, num_key_value_heads=4, max_position_embeddings=32768,
+                      intermediate_size=32, num_hidden_layers=1, vocab_size=16, **rope_cfg_kwargs(rp))
+    rot = mq.Qwen2RotaryEmbedding(cfg)
+    name = "hf_freqs_qwen25_yarn"
+    spec = make_spec(name, 128, frequency={"scheme": "lang", "theta": 1000000.0},
+                     scaling={"type": "yarn", "factor": 4.0, "original_max_position": 32768})
+    return freqs_only(ctx, name, "Qwen2RotaryEmbedding (models.qwen2.modeling_qwen2); Qwen2.5-7B (hidden 3584, "
+                                 "28 heads, theta 1e6) with the documented yarn factor 4 / original 32768",
+                      spec, rot.inv_freq.tolist(), rot.attention_scaling)
+
+
+def ds_freqs(ctx, name, cls_name, mscale, mad, peer):
+    import importlib
+    rp = {"rope_type": "yarn", "factor": 40.0, "original_max_position_embeddings": 4096, "beta_fast": 32,
+          "beta_slow": 1, "mscale": mscale, "mscale_all_dim": mad, "rope_theta": 10000.0}
+    extra = {"n_routed_experts": 2, "num_experts_per_tok": 1, "moe_intermediate_size": 8} if "V3" in cls_name else {}
+    cfg = deepseek_cfg(ctx, cls_name, rp, nope=128, rope=64, n_heads=2, max_pos=163840, extra=extra)
+    sub = "deepseek_v3" if "V3" in cls_name else "deepseek_v2"
+    mod = importlib.import_module(f"transformers.models.{sub}.modeling_{sub}")
+    rot = getattr(mod, cls_name.replace("Config", "RotaryEmbedding"))(cfg)
+    spec = make_spec(name, 192, rotary_dim=64, rotary_offset=128, pairing="interleaved",
+                     extra={"output_pairing": "half"} if "V3" in cls_name else None,
+                     scaling={"type": "yarn", "factor": 40.0, "original_max_position": 4096, "beta_fast": 32,
+                              "beta_slow": 1, "mscale": mscale, "mscale_all_dim": mad})
+    return freqs_only(ctx, name, peer, spec, rot.inv_freq.tolist(), rot.attention_scaling)
+
+
+@case
+def hf_freqs_deepseek_v2_yarn(ctx):
+    return ds_freqs(ctx, "hf_freqs_deepseek_v2_yarn", "DeepseekV2Config", 0.707, 0.707,
+                    "DeepseekV2RotaryEmbedding; DeepSeek-V2 rope_scaling (qk_rope_head_dim 64, qk_nope_head_dim 128)")
+
+
+@case
+def hf_freqs_deepseek_v3_yarn(ctx):
+    return ds_freqs(ctx, "hf_freqs_deepseek_v3_yarn", "DeepseekV3Config", 1.0, 1.0,
+                    "DeepseekV3RotaryEmbedding; DeepSeek-V3 rope_scaling (qk_rope_head_dim 64, qk_nope_head_dim 128)")
+
+
+# Phi-3.5-mini-instruct config.json rope_scaling, as quoted identically in two public GitHub sources
+PHI35_LONG = [
+    1.0800000429153442, 1.1100000143051147, 1.1399999856948853, 1.340000033378601, 1.5899999141693115,
+    1.600000023841858, 1.6200000047683716, 2.620000123977661, 3.2300000190734863, 3.2300000190734863,
+    4.789999961853027, 7.400000095367432, 7.700000286102295, 9.09000015258789, 12.199999809265137,
+    17.670000076293945, 24.46000099182129, 28.57000160217285, 30.420001983642578, 30.840002059936523,
+    32.590003967285156, 32.93000411987305, 42.320003509521484, 44.96000289916992, 50.340003967285156,
+    50.45000457763672, 57.55000305175781, 57.93000411987305, 58.21000289916992, 60.1400032043457,
+    62.61000442504883, 62.62000274658203, 62.71000289916992, 63.1400032043457, 63.1400032043457,
+    63.77000427246094, 63.93000411987305, 63.96000289916992, 63.970001220703125, 64.02999877929688,
+    64.06999969482422, 64.08000183105469, 64.12000274658203, 64.41000366210938, 64.4800033569336,
+    64.51000213623047, 64.52999877929688, 64.83999633789062]
+PHI35_SHORT = [
+    1.0, 1.0199999809265137, 1.0299999713897705, 1.0299999713897705, 1.0499999523162842, 1.0499999523162842,
+    1.0499999523162842, 1.0499999523162842, 1.0499999523162842, 1.0699999332427979, 1.0999999046325684,
+    1.1099998950958252, 1.1599998474121094, 1.1599998474121094, 1.1699998378753662, 1.2899998426437378,
+    1.339999794960022, 1.679999828338623, 1.7899998426437378, 1.8199998140335083, 1.8499997854232788,
+    1.8799997568130493, 1.9099997282028198, 1.9399996995925903, 1.9899996519088745, 2.0199997425079346,
+    2.0199997425079346, 2.0199997425079346, 2.0199997425079346, 2.0199997425079346, 2.0199997425079346,
+    2.0299997329711914, 2.0299997329711914, 2.0299997329711914, 2.0299997329711914, 2.0299997329711914,
+    2.0299997329711914, 2.0299997329711914, 2.0299997329711914, 2.0299997329711914, 2.0799996852874756,
+    2.0899996757507324, 2.189999580383301, 2.2199995517730713, 2.5899994373321533, 2.729999542236328,
+    2.749999523162842, 2.8399994373321533]
+
+
+def phi35_freqs(ctx, name, last_pos):
+    torch = ctx.torch
+    assert len(PHI35_LONG) == 48 and len(PHI35_SHORT) == 48
+    pid = torch.tensor([[last_pos]], dtype=torch.int64)
+    r = phi3_run(ctx, name, pid, head_dim=96, n_heads=32, n_kv=32, max_pos=131072, orig=4096,
+                 short=PHI35_SHORT, long=PHI35_LONG, q_needed=False)
+    spec = make_spec(name, 96, scaling={"type": "longrope", "short_factor": PHI35_SHORT, "long_factor": PHI35_LONG,
+                                        "factor": 32.0, "original_max_position": 4096, "policy": "per_call"})
+    return freqs_only(ctx, name, "Phi3RotaryEmbedding (models.phi3.modeling_phi3); Phi-3.5-mini-instruct "
+                                 f"rope_scaling, one call with position_ids [[{last_pos}]]",
+                      spec, r["inv_freq"].tolist(), r["att"], seq_len=r["seq_len"])
+
+
+@case
+def hf_freqs_phi35_mini_short(ctx):
+    return phi35_freqs(ctx, "hf_freqs_phi35_mini_short", 4095)      # seq_len 4096 == original -> short
+
+
+@case
+def hf_freqs_phi35_mini_long(ctx):
+    return phi35_freqs(ctx, "hf_freqs_phi35_mini_long", 4096)       # seq_len 4097 > original -> long
+
+
+# ---------------- lucidrains rotary-embedding-torch ----------------
+
+def lr_peer(ctx, what):
+    return f"rotary-embedding-torch {ctx.ret_ver}: {what}"
+
+
+def lr_case(ctx, name, ctor, spec_kw, *, head_dim=16, H=2, Hk=None, B=1, S=6, offset=0, bshd=False,
+            xpos=False, effective_div=None):
+    torch = ctx.torch
+    RotaryEmbedding = ctx.ret.RotaryEmbedding
+    rot = RotaryEmbedding(seq_before_head_dim=bshd, **ctor)
+    Hk = Hk or H
+    shp = (lambda h: (B, S, h, head_dim)) if bshd else (lambda h: (B, h, S, head_dim))
+    q = randn(torch, shp(H), name, 1)
+    k = randn(torch, shp(Hk), name, 2)
+    if xpos:
+        oq, ok = rot.rotate_queries_and_keys(q, k)
+        call = "rotate_queries_and_keys"
+    else:
+        oq = rot.rotate_queries_or_keys(q, offset=offset)
+        ok = rot.rotate_queries_or_keys(k, offset=offset)
+        call = "rotate_queries_or_keys" + (f"(offset={offset})" if offset else "")
+    inv = rot.freqs.detach().clone()
+    if effective_div is not None:
+        inv = inv / effective_div        # interpolate_factor divides positions; record the equivalent inv_freq
+    args = ", ".join(f"{k2}={v!r}" for k2, v in ctor.items() if k2 != "custom_freqs")
+    if "custom_freqs" in ctor:
+        args = (args + ", " if args else "") + "custom_freqs=<values>"
+    if bshd:
+        args += ", seq_before_head_dim=True"
+    spec = make_spec(name, head_dim, layout="bshd" if bshd else "bhsd", pairing="interleaved", **spec_kw)
+    what = f"RotaryEmbedding({args}).{call}"
+    if effective_div is not None:
+        what += f"; inv_freq recorded as freqs/{effective_div!r} (the peer divides the positions instead)"
+    return record(name, lr_peer(ctx, what), spec, inv.tolist(), 1.0,
+                  seq_len=S if xpos else None, q=q, k=k, out_q=oq, out_k=ok, offset=offset if offset else None)
+
+
+@case
+def lr_lang(ctx):
+    return lr_case(ctx, "lr_lang", {"dim": 16}, {}, B=2)
+
+
+@case
+def lr_lang_bshd_gqa(ctx):
+    return lr_case(ctx, "lr_lang_bshd_gqa", {"dim": 16, "theta": 500}, {"frequency": {"scheme": "lang", "theta": 500.0}},
+                   bshd=True, H=3, Hk=1, S=5)
+
+
+@case
+def lr_pixel(ctx):
+    return lr_case(ctx, "lr_pixel", {"dim": 16, "freqs_for": "pixel", "max_freq": 10},
+                   {"frequency": {"scheme": "pixel", "max_freq": 10.0}})
+
+
+@case
+def lr_constant(ctx):
+    # num_freqs must be dim//2 here: with the default num_freqs=1 only 2 features rotate and the
+    # module's freq cache (shape [cache_max_seq_len, dim]) cannot hold the [S, 2] result.
+    return lr_case(ctx, "lr_constant", {"dim": 16, "freqs_for": "constant", "num_freqs": 8},
+                   {"frequency": {"scheme": "constant", "value": 1.0}})
+
+
+@case
+def lr_custom(ctx):
+    torch = ctx.torch
+    vals = [1.5, 0.75, 0.3, 0.125, 0.05, 0.02, 0.007, 0.001]
+    f32 = [float(v) for v in torch.tensor(vals, dtype=torch.float32).tolist()]
+    return lr_case(ctx, "lr_custom", {"dim": 16, "custom_freqs": torch.tensor(vals, dtype=torch.float32)},
+                   {"frequency": {"scheme": "custom", "values": f32}})
+
+
+@case
+def lr_xpos(ctx):
+    return lr_case(ctx, "lr_xpos", {"dim": 16, "use_xpos": True, "xpos_scale_base": 8},
+                   {"xpos": {"scale_base": 8}}, S=7, xpos=True)
+
+
+@case
+def lr_xpos_default_base(ctx):
+    return lr_case(ctx, "lr_xpos_default_base", {"dim": 16, "use_xpos": True},
+                   {"xpos": {"scale_base": 512}}, S=6, B=2, xpos=True)
+
+
+@case
+def lr_interpolate(ctx):
+    return lr_case(ctx, "lr_interpolate", {"dim": 16, "interpolate_factor": 2.0},
+                   {"scaling": {"type": "linear", "factor": 2.0}}, effective_div=2.0)
+
+
+@case
+def lr_theta_rescale(ctx):
+    return lr_case(ctx, "lr_theta_rescale", {"dim": 16, "theta_rescale_factor": 2.0},
+                   {"scaling": {"type": "ntk", "factor": 2.0}})
+
+
+@case
+def lr_offset(ctx):
+    return lr_case(ctx, "lr_offset", {"dim": 16}, {}, offset=3)
+
+
+@case
+def lr_partial(ctx):
+    # dim 8 < head_dim 16: features [0, 8) rotate (start_index 0), [8, 16) pass through
+    return lr_case(ctx, "lr_partial", {"dim": 8}, {"rotary_dim": 8})
+
+
+# ---------------- Meta LLaMA complex form (stand-in, from the published formula) ----------------
+
+@case
+def meta_llama_complex(ctx):
+    torch = ctx.torch
+    name = "meta_llama_complex"
+    D, H, Hk, B, S, start_pos, theta = 16, 3, 1, 2, 5, 2, 10000.0
+
+    def inv_freq_of(dim, theta):
+        return 1.0 / (theta ** (torch.arange(0, dim, 2)[: (dim // 2)].float() / dim))
+
+    def precompute_freqs_cis(dim, end, theta):
+        freqs = inv_freq_of(dim, theta)
+        t = torch.arange(end, device=freqs.device, dtype=torch.float32)
+        freqs = torch.outer(t, freqs)
+        return torch.polar(torch.ones_like(freqs), freqs)
+
+    inv = inv_freq_of(D, theta)
+    freqs_cis_all = precompute_freqs_cis(D, 32, theta)
+    freqs_cis = freqs_cis_all[start_pos: start_pos + S]               # [S, D/2], Meta's KV-cache slice
+
+    def apply(x):                                                     # x: [B, S, H, D]
+        xc = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+        fc = freqs_cis.view(1, S, 1, D // 2)
+        return torch.view_as_real(xc * fc).flatten(3).type_as(x)
+
+    q = randn(torch, (B, S, H, D), name, 1)
+    k = randn(torch, (B, S, Hk, D), name, 2)
+    spec = make_spec(name, D, pairing="interleaved", layout="bshd")
+    return record(name, "stand-in for Meta LLaMA model.py: precompute_freqs_cis + apply_rotary_emb (complex), "
+                        f"freqs_cis[start_pos:start_pos+S] with start_pos={start_pos}, written in make_golden.py",
+                  spec, inv.tolist(), 1.0, q=q, k=k, out_q=apply(q), out_k=apply(k), offset=start_pos)
+
+
+# ---------------- User seed documents (/work/shared/seeds), reproduced inline ----------------
+
+@case
+def seed000_six_dim_five_tokens(ctx):
+    """000: 5 tokens, 6-dim embeddings, theta 10000; halves (q1,q2,q3 | q4,q5,q6) paired (i, i+3);
+    q = [0.5, 1.0, -0.5, 0.8, -1.2, 0.3] and k = [-0.7, 0.9, 0.4, -0.6, 1.1, -0.2] (the document's q_1 / k_3)
+    placed at every one of the 5 positions.  The document's hand result for position 1 is
+    q_1' ~ [-0.4031, 1.0546, -0.500644, 0.8530, -1.1523, 0.298924] (out_q row 1)."""
+    torch = ctx.torch
+    name = "seed000_six_dim_five_tokens"
+    D, S, theta = 6, 5, 10000.0
+    # The document lists omega_d = 1/theta^(d/D) for d = 0..5 but evaluates and uses only
+    # [1, 0.0464, 0.00215] = theta^(-2i/D), i = 0..2 -- the standard frequencies, used here.
+    omega = 1.0 / (theta ** (torch.arange(0, D // 2, dtype=torch.float32) * 2 / D))
+    pos = torch.arange(S, dtype=torch.float32)
+    ang = pos[:, None] * omega[None, :]                               # theta_i = omega * i, [S, 3]
+    c, s = torch.cos(ang), torch.sin(ang)
+
+    def rot(x):                                                       # x: [1, S, 1, 6]
+        x1, x2 = x[..., : D // 2], x[..., D // 2:]
+        cc, ss = c[None, :, None, :], s[None, :, None, :]
+        return torch.cat([x1 * cc - x2 * ss, x1 * ss + x2 * cc], dim=-1)
+
+    qv = torch.tensor([0.5, 1.0, -0.5, 0.8, -1.2, 0.3], dtype=torch.float32)
+    kv = torch.tensor([-0.7, 0.9, 0.4, -0.6, 1.1, -0.2], dtype=torch.float32)
+    q = qv.expand(1, S, 1, D).clone()
+    k = kv.expand(1, S, 1, D).clone()
+    oq, ok = rot(q), rot(k)
+    hand = [-0.4031, 1.0546, -0.500644, 0.8530, -1.1523, 0.298924]
+    assert max(abs(a - b) for a, b in zip(oq[0, 1, 0].tolist(), hand)) < 2e-4, oq[0, 1, 0]
+    spec = make_spec(name, D, layout="bshd")
+    return record(name, "seed 000 (user document): 6-dim, 5-token worked example, reproduced inline",
+                  spec, omega.tolist(), 1.0, q=q, k=k, out_q=oq, out_k=ok)
+
+
+@case
+def seed001_build_rotary_frequencies(ctx):
+    """001: build_rotary_frequencies(dim_head, max_seq_len, base) + apply_rope on [B,H,S,D], (even, odd) pairs."""
+    torch = ctx.torch
+    name = "seed001_build_rotary_frequencies"
+
+    def build_rotary_frequencies(dim_head, max_seq_len, base=10000.0):
+        half_dim = dim_head // 2
+        theta = 1.0 / (base ** (torch.arange(0, half_dim).float() / half_dim))
+        seq = torch.arange(max_seq_len).float()
+        freqs = torch.einsum("s,d -> sd", seq, theta)
+        return torch.cos(freqs)[None, None, :, :], torch.sin(freqs)[None, None, :, :], theta
+
+    def apply_rope(x, cos, sin):
+        B, H, S, D = x.shape
+        x_ = x.view(B, H, S, D // 2, 2)
+        xe, xo = x_[..., 0], x_[..., 1]
+        return torch.stack([xe * cos - xo * sin, xe * sin + xo * cos], dim=-1).reshape(B, H, S, D)
+
+    B, H, S, D = 2, 3, 7, 8
+    cos, sin, theta = build_rotary_frequencies(D, S)
+    q = randn(torch, (B, H, S, D), name, 1)
+    k = randn(torch, (B, H, S, D), name, 2)
+    spec = make_spec(name, D, pairing="interleaved")
+    return record(name, "seed 001 (user document): build_rotary_frequencies + apply_rope, reproduced inline",
+                  spec, theta.tolist(), 1.0, q=q, k=k, out_q=apply_rope(q, cos, sin), out_k=apply_rope(k, cos, sin))
+
+
+@case
+def seed003_head_dim4(ctx):
+    """003: head_dim 4; cos/sin of (S, 2) concatenated twice to (S, 4) and used with rotate_half."""
+    torch = ctx.torch
+    name = "seed003_head_dim4"
+    B, H, S, D = 1, 2, 5, 4
+    inv_freq = 1.0 / (10000 ** (torch.arange(0, D, 2).float() / D))
+    freqs = torch.arange(S).float()[:, None] * inv_freq[None, :]      # (S, 2)
+    cos_half, sin_half = freqs.cos(), freqs.sin()
+    cos = torch.cat([cos_half, cos_half], dim=-1).unsqueeze(0)         # (1, S, 4)
+    sin = torch.cat([sin_half, sin_half], dim=-1).unsqueeze(0)
+
+    def rotate_half(x):
+        x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+        return torch.cat([-x2, x1], dim=-1)
+
+    def apply_rotary_pos_emb(q, k, cos, sin):
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)                  # (1, 1, S, 4)
+        return (q * cos) + (rotate_half(q) * sin), (k * cos) + (rotate_half(k) * sin)
+
+    q = randn(torch, (B, H, S, D), name, 1)
+    k = randn(torch, (B, H, S, D), name, 2)
+    oq, ok = apply_rotary_pos_emb(q, k, cos, sin)
+    spec = make_spec(name, D)
+    return record(name, "seed 003 (user document): head_dim 4, cos/sin concatenated twice + rotate_half, "
+                        "reproduced inline", spec, inv_freq.tolist(), 1.0, q=q, k=k, out_q=oq, out_k=ok)
+
+
+# --------------------------------------------------------------------------------------
+# main
+# --------------------------------------------------------------------------------------
+
+def run(args):
+    import logging
+    import warnings
+    warnings.filterwarnings("ignore")
+    try:
+        from transformers.utils import logging as hf_logging
+        hf_logging.set_verbosity_error()
+    except Exception:
+        pass
+    logging.disable(logging.WARNING)
+    ctx = Ctx()
+    ctx.torch.set_num_threads(1)
+    ctx.torch.manual_seed(0)
+    import platform
+    versions = {
+        "torch": ctx.torch.__version__,
+        "transformers": ctx.tf_ver,
+        "rotary-embedding-torch": ctx.ret_ver,
+        "numpy": ctx.np.__version__,
+        "python": platform.python_version(),
+    }
+    out_dir = Path(args.out)
+    produced = {}
+    failures = 0
+    for fn in CASES:
+        name = fn.__name__
+        if args.only and not any(fnmatch.fnmatch(name, pat) for pat in args.only):
+            continue
+        rec = fn(ctx)
+        assert rec["case"] == name, (rec["case"], name)
+        spec_text = spec_yaml(rec["spec"])
+        spec = rec["spec"]
+        rec["spec"] = spec_text
+        assert len(rec["inv_freq"]) == spec["rotary_dim"] // 2, name
+        if "q_shape" in rec:
+            assert rec["q_shape"][-1] == spec["head_dim"], name
+        try:
+            note = cross_check(ctx.np, rec, spec, tol=args.tol)
+        except AssertionError as e:
+            print(f"FAIL {name}: {e}", file=sys.stderr)
+            failures += 1
+            continue
+        produced[f"{name}.json"] = dump_record(rec)
+        print(f"ok   {name:40s} {note}")
+    produced["VERSIONS.json"] = json.dumps(versions, indent=2) + "\n"
+    if failures:
+        print(f"{failures} case(s) failed the spec cross-check; nothing written", file=sys.stderr)
+        return 1
+    if args.check:
+        bad = 0
+        for fname, text in produced.items():
+            p = out_dir / fname
+            if not p.exists() or p.read_text() != text:
+                print(f"DRIFT {fname}", file=sys.stderr)
+                bad += 1
+        if not args.only:
+            extra = sorted(set(x.name for x in out_dir.glob("*.json")) - set(produced))
+            for x in extra:
+                print(f"STALE {x}", file=sys.stderr)
+                bad += 1
+        print("check: " + ("OK" if not bad else f"{bad} difference(s)"))
+        return 1 if bad else 0
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for fname, text in produced.items():
+        (out_dir / fname).write_text(text)
+    if not args.only:
+        for x in out_dir.glob("*.json"):
+            if x.name not in produced:
+                x.unlink()
+    total = sum(len(t.encode()) for t in produced.values())
+    print(f"wrote {len(produced)} files to {out_dir} ({total} bytes)")
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--venv", nargs="?", const=str(DEFAULT_VENV), default=None,
+                    help=f"create/reuse a venv (default {DEFAULT_VENV}), install the peers, re-run inside it")
+    ap.add_argument("--pinned", action="store_true", help="with --venv: install the versions in data/VERSIONS.json")
+    ap.add_argument("--out", default=str(DEFAULT_OUT), help="output directory (default tests/golden/data)")
+    ap.add_argument("--check", action="store_true", help="compare with the files in --out instead of writing")
+    ap.add_argument("--only", action="append", help="glob of case names (repeatable)")
+    ap.add_argument("--tol", type=float, default=1e-4, help="abs tolerance of the spec cross-check on outputs")
+    args = ap.parse_args()
+    if args.venv and not os.environ.get(IN_VENV_ENV):
+        rest = []
+        skip = False
+        argv = sys.argv[1:]
+        for i, a in enumerate(argv):
+            if skip:
+                skip = False
+                continue
+            if a == "--venv":
+                if i + 1 < len(argv) and not argv[i + 1].startswith("-"):
+                    skip = True
+                continue
+            if a.startswith("--venv=") or a == "--pinned":
+                continue
+            rest.append(a)
+        bootstrap_venv(Path(args.venv), args.pinned, rest)
+    sys.exit(run(args))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,38 @@
+#include "support/run_command.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <sys/wait.h>
+
+namespace ropegen::test {
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void write_text(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
+
+std::string make_temp_dir() {
+  std::string tmpl = (std::getenv("TMPDIR") ? std::string(std::getenv("TMPDIR")) : "/tmp") + "/ropegen-test-XXXXXX";
+  if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
+  return tmpl;
+}
+
+CommandResult run_command(const std::string& command_line) {
+  const std::string dir = make_temp_dir();
+  const std::string out = dir + "/stdout", err = dir + "/stderr";
+  const int status = std::system((command_line + " >" + out + " 2>" + err).c_str());
+  CommandResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = read_text(out);
+  r.err = read_text(err);
+  std::system(("rm -rf " + dir).c_str());
+  return r;
+}
+
+}  // namespace ropegen::test
