@@ -18,8 +18,7 @@ std::vector<double> lang_frequencies(double theta, int rotary_dim) {
   return f;
 }
 
-// theta * x^(d/(d-2)): NTK-aware base change (lucidrains theta_rescale_factor,
-// HF dynamic with x = factor*s/original - (factor-1)).
+// theta * x^(d/(d-2)): NTK-aware base change (lucidrains theta_rescale_factor).
 double rescaled_theta(double theta, double x, int rotary_dim) {
   return theta * std::pow(x, static_cast<double>(rotary_dim) / (rotary_dim - 2));
 }
@@ -116,8 +115,7 @@ RopeFrequencies compute_frequencies(const RopeSpec& spec, std::optional<int64_t>
     case ScalingType::Ntk: out.inv_freq = base_frequencies(spec, rescaled_theta(theta, s.factor, spec.rotary_dim)); break;
     case ScalingType::Dynamic: {
       const int64_t len = std::max(seq_len.value_or(0), s.original_max_position);
-      const double x = s.factor * static_cast<double>(len) / s.original_max_position - (s.factor - 1);
-      out.inv_freq = base_frequencies(spec, rescaled_theta(theta, x, spec.rotary_dim));
+      out.inv_freq = base_frequencies(spec, dynamic_ntk_theta(spec, static_cast<double>(len)));
       out.effective_seq_len = len;
       break;
     }

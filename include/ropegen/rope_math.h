@@ -3,6 +3,8 @@
 // Every target (and `rope-gen freqs`) takes its constants from here.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -29,6 +31,20 @@ RopeFrequencies compute_frequencies(const RopeSpec& spec, std::optional<int64_t>
 // The xPos exponent for one position: (pos - floor(seq_len / 2)) / scale_base
 // (lucidrains centres the scale on the middle of the sequence).
 double xpos_power(const RopeSpec& spec, int64_t position, int64_t seq_len);
+
+// Dynamic NTK's base for a run-time length: theta * x^(d/(d-2)) with
+// x = factor * max(seq_len, original) / original - (factor - 1). A template so
+// kernels evaluate this very formula on a run-time expression (T = Halide::Expr).
+template <typename T>
+T dynamic_ntk_theta(const RopeSpec& spec, T seq_len) {
+  using std::max;
+  using std::pow;
+  const Scaling& s = spec.scaling;
+  const double original = static_cast<double>(s.original_max_position);
+  const T len = max(seq_len, T(original));
+  const T x = T(s.factor) * len / T(original) - T(s.factor - 1);
+  return T(spec.frequency.theta) * pow(x, T(static_cast<double>(spec.rotary_dim) / (spec.rotary_dim - 2)));
+}
 
 // YaRN's attention factor on its own (0.1 * mscale * ln(factor) + 1 rules).
 double yarn_attention_factor(const Scaling& s);

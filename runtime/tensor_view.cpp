@@ -1,0 +1,45 @@
+#include "tensor_view.h"
+
+namespace ropegen::runtime {
+namespace {
+
+halide_dimension_t dim(int64_t extent, int64_t stride) {
+  return halide_dimension_t(0, static_cast<int32_t>(extent), static_cast<int32_t>(stride));
+}
+
+}  // namespace
+
+std::vector<int64_t> dense_strides(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (int i = static_cast<int>(shape.size()) - 2; i >= 0; --i) strides[i] = strides[i + 1] * shape[i + 1];
+  return strides;
+}
+
+Halide::Buffer<> logical_tensor(void* data, Halide::Type type, Layout layout, const std::vector<int64_t>& shape,
+                                const std::vector<int64_t>& st) {
+  halide_dimension_t dims[4];
+  const auto& n = shape;
+  switch (layout) {
+    case Layout::BSHD: dims[0] = dim(n[3], st[3]), dims[1] = dim(n[2], st[2]), dims[2] = dim(n[1], st[1]), dims[3] = dim(n[0], st[0]); break;
+    case Layout::BHSD: dims[0] = dim(n[3], st[3]), dims[1] = dim(n[1], st[1]), dims[2] = dim(n[2], st[2]), dims[3] = dim(n[0], st[0]); break;
+    case Layout::SBHD: dims[0] = dim(n[3], st[3]), dims[1] = dim(n[2], st[2]), dims[2] = dim(n[0], st[0]), dims[3] = dim(n[1], st[1]); break;
+    case Layout::THD: dims[0] = dim(n[2], st[2]), dims[1] = dim(n[1], st[1]), dims[2] = dim(n[0], st[0]), dims[3] = dim(1, n[0] * st[0]); break;
+  }
+  return Halide::Buffer<>(type, data, 4, dims);
+}
+
+Halide::Buffer<> logical_positions(void* data, Halide::Type type, Layout layout, const std::vector<int64_t>& shape,
+                                   int64_t batch) {
+  halide_dimension_t dims[2];
+  if (shape.size() == 1) {
+    // [S] shared by every sequence: the batch dim has stride 0.
+    dims[0] = dim(shape[0], 1), dims[1] = dim(layout == Layout::THD ? 1 : batch, 0);
+  } else if (layout == Layout::SBHD) {
+    dims[0] = dim(shape[0], shape[1]), dims[1] = dim(shape[1], 1);
+  } else {
+    dims[0] = dim(shape[1], 1), dims[1] = dim(shape[0], shape[1]);
+  }
+  return Halide::Buffer<>(type, data, 2, dims);
+}
+
+}  // namespace ropegen::runtime

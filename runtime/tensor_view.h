@@ -1,0 +1,27 @@
+// User tensors (shape and strides in the spec's layout) seen the way the
+// kernels see them: (d, h, s, b) with strides, no copy.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <Halide.h>
+
+#include "ropegen/spec.h"
+
+namespace ropegen::runtime {
+
+// shape/strides in elements, in the layout's own order: bshd [B,S,H,D],
+// bhsd [B,H,S,D], sbhd [S,B,H,D], thd [T,H,D].
+Halide::Buffer<> logical_tensor(void* data, Halide::Type type, Layout layout, const std::vector<int64_t>& shape,
+                                const std::vector<int64_t>& strides);
+
+// Position ids shaped as the layout's token dims ([B,S] bshd/bhsd, [S,B]
+// sbhd, [T] thd) or [S] (shared across the batch), seen as (s, b).
+Halide::Buffer<> logical_positions(void* data, Halide::Type type, Layout layout, const std::vector<int64_t>& shape,
+                                   int64_t batch);
+
+// Dense row-major strides for a shape.
+std::vector<int64_t> dense_strides(const std::vector<int64_t>& shape);
+
+}  // namespace ropegen::runtime

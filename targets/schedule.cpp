@@ -1,0 +1,10 @@
+#include "schedule.h"
+
+namespace ropegen::targets {
+
+void schedule_rope(lowering::RopeAlgorithm& algorithm, const RopeSpec& spec, const Halide::Target& target) {
+  // GPU families (CUDA, Vulkan) come with their own schedules.
+  schedule_rope_cpu(algorithm, spec, target);
+}
+
+}  // namespace ropegen::targets
