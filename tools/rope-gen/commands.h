@@ -8,5 +8,6 @@ namespace ropegen::cli {
 void add_check_command(CLI::App& app);
 void add_freqs_command(CLI::App& app);
 void add_from_hf_command(CLI::App& app);
+void add_apply_command(CLI::App& app);
 
 }  // namespace ropegen::cli

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   ropegen::cli::add_check_command(app);
   ropegen::cli::add_freqs_command(app);
   ropegen::cli::add_from_hf_command(app);
+  ropegen::cli::add_apply_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

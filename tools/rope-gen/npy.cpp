@@ -27,6 +27,8 @@ int dtype_size(const std::string& descr) {
 
 }  // namespace
 
+std::string npy_bytes_raw(const char* descr, const void* data, size_t size, const std::vector<int64_t>& shape);
+
 int64_t NpyArray::elements() const {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
@@ -34,7 +36,15 @@ int64_t NpyArray::elements() const {
 }
 
 std::string npy_bytes(const std::vector<float>& values, const std::vector<int64_t>& shape) {
-  std::string header = fmt::format("{{'descr': '<f4', 'fortran_order': False, 'shape': {}, }}", shape_tuple(shape));
+  return npy_bytes_raw("<f4", values.data(), values.size() * sizeof(float), shape);
+}
+
+std::string npy_bytes(const std::vector<int64_t>& values, const std::vector<int64_t>& shape) {
+  return npy_bytes_raw("<i8", values.data(), values.size() * sizeof(int64_t), shape);
+}
+
+std::string npy_bytes_raw(const char* descr, const void* data, size_t size, const std::vector<int64_t>& shape) {
+  std::string header = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': {}, }}", descr, shape_tuple(shape));
   // Magic (6) + version (2) + length (2) + header + '\n' is padded to 64 bytes.
   const size_t unpadded = 10 + header.size() + 1;
   header.append((64 - unpadded % 64) % 64, ' ');
@@ -45,7 +55,7 @@ std::string npy_bytes(const std::vector<float>& values, const std::vector<int64_
   out += static_cast<char>(header.size() & 0xff);
   out += static_cast<char>(header.size() >> 8);
   out += header;
-  out.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+  out.append(static_cast<const char*>(data), size);
   return out;
 }
 

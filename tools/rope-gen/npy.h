@@ -17,6 +17,7 @@ struct NpyArray {
 };
 
 std::string npy_bytes(const std::vector<float>& values, const std::vector<int64_t>& shape);
+std::string npy_bytes(const std::vector<int64_t>& values, const std::vector<int64_t>& shape);
 // Throws CliError naming the file for anything it cannot read.
 NpyArray read_npy(const std::string& path);
 

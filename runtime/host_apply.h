@@ -1,0 +1,51 @@
+// Applying a spec to float32 host tensors (what `rope-gen apply` and the
+// tests do): validate the call against the spec, convert to the spec's
+// dtype, run, convert back. Shape mistakes are diagnostics that name both
+// shapes and the fix.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ropegen/result.h"
+#include "ropegen/spec.h"
+
+namespace ropegen::runtime {
+
+struct HostTensor {
+  std::string name;               // as the user knows it: "q", "k", or a file name
+  std::vector<int64_t> shape;     // in the spec's layout
+  std::vector<float> data;
+};
+
+struct HostPositions {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::vector<int64_t> values;
+  bool is_int64 = false;          // the kernel reads the ids in their own width
+};
+
+struct ApplyRequest {
+  HostTensor q;
+  std::optional<HostTensor> k;
+  std::optional<HostPositions> positions;
+  std::optional<std::vector<int64_t>> cu_seqlens;  // thd
+  int64_t offset = 0;
+  std::optional<int64_t> seq_len;                  // default: max position + 1
+  std::string target = "host";
+};
+
+struct ApplyResult {
+  std::vector<float> out_q;
+  std::optional<std::vector<float>> out_k;
+  int64_t seq_len = 0;  // what the call used
+};
+
+Result<ApplyResult> apply_on_host(const RopeSpec& spec, const ApplyRequest& request);
+
+// The shape checks alone (no compilation): every problem with the call.
+std::vector<Diagnostic> check_call(const RopeSpec& spec, const ApplyRequest& request);
+
+}  // namespace ropegen::runtime
