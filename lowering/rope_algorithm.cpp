@@ -68,7 +68,7 @@ void define_rotation(const RopeSpec& spec, const RopeAlgorithm& a, RotatedTensor
   const int off = spec.rotary_offset, half = spec.num_pairs();
   const bool interleaved = spec.pairing == Pairing::Interleaved;
   // Dims of pair r: (first, second) member.
-  auto dim_of = [&](Expr r, Expr m) { return interleaved ? off + 2 * r + m : off + r + m * half; };
+  auto dim_of = [&](const Expr& r, const Expr& m) { return interleaved ? off + 2 * r + m : off + r + m * half; };
   const Expr x0 = cast<float>(t.input(dim_of(a.r, 0), a.h, a.s, a.b));
   const Expr x1 = cast<float>(t.input(dim_of(a.r, 1), a.h, a.s, a.b));
   const Expr c = a.cos_sin(a.r, a.s, a.b)[0], sn = a.cos_sin(a.r, a.s, a.b)[1];
@@ -79,29 +79,17 @@ void define_rotation(const RopeSpec& spec, const RopeAlgorithm& a, RotatedTensor
   }
   t.rotated(a.r, a.m, a.h, a.s, a.b) = value;
 
-  // Output: only the rotary pairs and the pass-through ranges are written,
-  // so in place (output == input) each row is fully read into `rotated`
-  // before any of it is stored.
-  const Type type = storage_type(spec.dtype);
-  t.output(a.d, a.h, a.s, a.b) = undef(type);
-  // The domain's inner dim is the one adjacent in memory: members when
-  // interleaved, pairs when half-split.
+  // The view's dim 0 is the dense one: pairs when half-split, members when interleaved.
+  const Expr stored = cast(storage_type(spec.dtype), t.rotated(a.r, a.m, a.h, a.s, a.b));
   if (interleaved) {
-    t.pairs = RDom(0, 2, 0, half, "pairs");
-    t.member = t.pairs.x, t.pair = t.pairs.y;
+    t.output(a.m, a.r, a.h, a.s, a.b) = stored;
+    t.output.output_buffer().dim(1).set_stride(2);
   } else {
-    t.pairs = RDom(0, half, 0, 2, "pairs");
-    t.pair = t.pairs.x, t.member = t.pairs.y;
+    t.output(a.r, a.m, a.h, a.s, a.b) = stored;
+    t.output.output_buffer().dim(1).set_stride(half);
   }
-  t.output(dim_of(t.pair, t.member), a.h, a.s, a.b) = cast(type, t.rotated(t.pair, t.member, a.h, a.s, a.b));
-  auto pass_through = [&](int first, int count, const char* name) {
-    if (count <= 0) return;
-    RDom p(first, count, name);
-    t.output(p, a.h, a.s, a.b) = t.input(p, a.h, a.s, a.b);
-    t.pass_through.push_back(p);
-  };
-  pass_through(0, off, "leading");
-  pass_through(off + spec.rotary_dim, spec.head_dim - off - spec.rotary_dim, "trailing");
+  t.output.output_buffer().dim(0).set_extent(interleaved ? 2 : half);
+  t.output.output_buffer().dim(1).set_extent(interleaved ? half : 2);
 }
 
 }  // namespace
@@ -126,7 +114,9 @@ RopeAlgorithm build_rope_algorithm(const RopeSpec& spec, const KernelVariant& va
 
   const RopeFrequencies freqs = compute_frequencies(spec);
   const float attention = static_cast<float>(freqs.attention_factor);
-  const SinCos sc = accurate_sincos(a.position(a.s, a.b) * a.inv_freq(a.r));
+  a.reduced = Func("reduced");
+  a.reduced(a.r, a.s, a.b) = reduce_angle(a.position(a.s, a.b) * a.inv_freq(a.r));
+  const SinCos sc = sincos_of_reduced(a.reduced(a.r, a.s, a.b)[0], a.reduced(a.r, a.s, a.b)[1]);
   a.cos_sin = Func("cos_sin");
   a.cos_sin(a.r, a.s, a.b) = attention == 1.0f ? Tuple(sc.cos, sc.sin) : Tuple(sc.cos * attention, sc.sin * attention);
 
@@ -160,6 +150,14 @@ std::vector<Argument> RopeAlgorithm::arguments() const {
   if (uses_offset) args.push_back(offset);
   if (uses_seq_len) args.push_back(seq_len);
   return args;
+}
+
+PassThroughCopy build_pass_through_copy(const RopeSpec& spec) {
+  PassThroughCopy c;
+  c.input = ImageParam(storage_type(spec.dtype), 4, "pass_in");
+  c.output = Func("pass_out");
+  c.output(c.d, c.h, c.s, c.b) = c.input(c.d, c.h, c.s, c.b);
+  return c;
 }
 
 std::vector<Func> RopeAlgorithm::outputs() const {

@@ -19,13 +19,14 @@ struct KernelVariant {
 };
 
 // One rotated tensor (q or k): its input and the stages the schedule places.
+// The output is the rotary part only, as a strided view the runtime builds:
+// half pairing (r, m, h, s, b) with m's stride rotary_dim/2; interleaved
+// (m, r, h, s, b) with r's stride 2 — dim 0 is dense either way. Dims
+// outside the rotary range are never written (see PassThroughCopy).
 struct RotatedTensor {
-  Halide::ImageParam input;
-  Halide::Func rotated;  // (r, m, h, s, b): member m of pair r, float32
-  Halide::Func output;   // (d, h, s, b): spec dtype; updates: [0] rotary pairs, then pass-through ranges
-  Halide::RDom pairs;    // the rotary update's domain, its dims in memory order of the members:
-  Halide::RVar pair, member;  // interleaved (m, r), half (r, m)
-  std::vector<Halide::RDom> pass_through;  // dims outside the rotary range, one RDom per range
+  Halide::ImageParam input;  // (d, h, s, b), the whole head
+  Halide::Func rotated;      // (r, m, h, s, b): member m of pair r, float32
+  Halide::Func output;       // rotary view, spec dtype
 };
 
 struct RopeAlgorithm {
@@ -39,6 +40,7 @@ struct RopeAlgorithm {
 
   Halide::Func position;      // (s, b) float64
   Halide::Func inv_freq;      // (r) float64, after scaling
+  Halide::Func reduced;       // (r, s, b) -> {angle mod pi/2 (float32), quadrant}
   Halide::Func cos_sin;       // (r, s, b) -> {cos, sin} * attention factor, float32
   Halide::Func xpos_scale;    // (r, s, b) query scale s_r^p (keys use its inverse); undefined without xPos
 
@@ -52,6 +54,15 @@ struct RopeAlgorithm {
 };
 
 Halide::Type storage_type(DType dtype);
+
+// Copies the dims outside the rotary range for out-of-place calls on a
+// partial-rotary spec: output(d, h, s, b) = input(d, h, s, b) on a view of one range.
+struct PassThroughCopy {
+  Halide::ImageParam input;
+  Halide::Func output;
+  Halide::Var d{"d"}, h{"h"}, s{"s"}, b{"b"};
+};
+PassThroughCopy build_pass_through_copy(const RopeSpec& spec);
 
 // Builds the algorithm; every constant comes from rope_math.
 RopeAlgorithm build_rope_algorithm(const RopeSpec& spec, const KernelVariant& variant);

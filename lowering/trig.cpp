@@ -4,13 +4,18 @@ namespace ropegen::lowering {
 
 using namespace Halide;
 
-SinCos accurate_sincos(const Expr& angle_f64) {
+Tuple reduce_angle(const Expr& angle_f64) {
   constexpr double kPiOver2 = 1.57079632679489661923;
   constexpr double kTwoOverPi = 0.63661977236758134308;
-  // angle = k * pi/2 + r, |r| <= pi/4; strict so the reduction is not reassociated.
-  const Expr k = strict_float(round(angle_f64 * Expr(kTwoOverPi)));
-  const Expr r = cast<float>(strict_float(angle_f64 - k * Expr(kPiOver2)));
-  const Expr quadrant = cast<int>(cast<int64_t>(k) & 3);
+  // In float64 the product and the reduction stay exact to ~1e-9 rad for
+  // angles up to ~1e7 (positions up to 2^24 at inv_freq 1); the polynomial
+  // then only ever sees |r| <= pi/4.
+  const Expr k = round(angle_f64 * Expr(kTwoOverPi));
+  const Expr r = cast<float>(angle_f64 - k * Expr(kPiOver2));
+  return Tuple(r, cast<int>(cast<int64_t>(k) & 3));
+}
+
+SinCos sincos_of_reduced(const Expr& r, const Expr& quadrant) {
   // Taylor series; on |r| <= pi/4 the first omitted terms are < 2e-9.
   const Expr r2 = r * r;
   const Expr sin_r =

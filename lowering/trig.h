@@ -13,6 +13,11 @@ struct SinCos {
   Halide::Expr sin, cos;  // float32
 };
 
-SinCos accurate_sincos(const Halide::Expr& angle_f64);
+// The angle reduced to r in [-pi/4, pi/4] (float32) and its quadrant (int32):
+// angle = quadrant * pi/2 + r (mod 2 pi). A Tuple, so a schedule can compute
+// it once for both sin and cos.
+Halide::Tuple reduce_angle(const Halide::Expr& angle_f64);
+// sin and cos from a reduced angle (the two Tuple elements above).
+SinCos sincos_of_reduced(const Halide::Expr& r, const Halide::Expr& quadrant);
 
 }  // namespace ropegen::lowering

@@ -30,8 +30,13 @@ class JitKernel {
 
  private:
   RopeSpec spec_;
+  void copy_pass_through(const Halide::Buffer<>& in, const Halide::Buffer<>& out);
+
   std::unique_ptr<lowering::RopeAlgorithm> algorithm_;
   Halide::Pipeline pipeline_;
+  // Partial-rotary specs only: copies the other dims on out-of-place calls.
+  std::unique_ptr<lowering::PassThroughCopy> pass_through_;
+  Halide::Pipeline pass_through_pipeline_;
   Halide::Target target_;
 };
 

@@ -42,4 +42,27 @@ Halide::Buffer<> logical_positions(void* data, Halide::Type type, Layout layout,
   return Halide::Buffer<>(type, data, 2, dims);
 }
 
+Halide::Buffer<> rotary_view(const Halide::Buffer<>& t, const RopeSpec& spec) {
+  const int half = spec.num_pairs(), d_stride = t.dim(0).stride();
+  halide_dimension_t dims[5];
+  if (spec.pairing == Pairing::Interleaved) {
+    dims[0] = halide_dimension_t(0, 2, d_stride), dims[1] = halide_dimension_t(0, half, 2 * d_stride);
+  } else {
+    dims[0] = halide_dimension_t(0, half, d_stride), dims[1] = halide_dimension_t(0, 2, half * d_stride);
+  }
+  for (int i = 1; i < 4; ++i) dims[i + 1] = halide_dimension_t(0, t.dim(i).extent(), t.dim(i).stride());
+  auto* base = static_cast<uint8_t*>(const_cast<void*>(static_cast<const void*>(t.data()))) +
+               static_cast<int64_t>(spec.rotary_offset) * d_stride * t.type().bytes();
+  return Halide::Buffer<>(t.type(), base, 5, dims);
+}
+
+Halide::Buffer<> dim_range_view(const Halide::Buffer<>& t, int first, int count) {
+  halide_dimension_t dims[4];
+  dims[0] = halide_dimension_t(0, count, t.dim(0).stride());
+  for (int i = 1; i < 4; ++i) dims[i] = halide_dimension_t(0, t.dim(i).extent(), t.dim(i).stride());
+  auto* base = static_cast<uint8_t*>(const_cast<void*>(static_cast<const void*>(t.data()))) +
+               static_cast<int64_t>(first) * t.dim(0).stride() * t.type().bytes();
+  return Halide::Buffer<>(t.type(), base, 4, dims);
+}
+
 }  // namespace ropegen::runtime

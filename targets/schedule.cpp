@@ -7,4 +7,8 @@ void schedule_rope(lowering::RopeAlgorithm& algorithm, const RopeSpec& spec, con
   schedule_rope_cpu(algorithm, spec, target);
 }
 
+void schedule_pass_through(lowering::PassThroughCopy& copy, const RopeSpec& spec, const Halide::Target& target) {
+  schedule_pass_through_cpu(copy, spec, target);
+}
+
 }  // namespace ropegen::targets

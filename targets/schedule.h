@@ -10,8 +10,10 @@
 namespace ropegen::targets {
 
 void schedule_rope(lowering::RopeAlgorithm& algorithm, const RopeSpec& spec, const Halide::Target& target);
+void schedule_pass_through(lowering::PassThroughCopy& copy, const RopeSpec& spec, const Halide::Target& target);
 
 // The CPU family (x86 SSE/AVX/AVX-512, ARM NEON).
 void schedule_rope_cpu(lowering::RopeAlgorithm& algorithm, const RopeSpec& spec, const Halide::Target& target);
+void schedule_pass_through_cpu(lowering::PassThroughCopy& copy, const RopeSpec& spec, const Halide::Target& target);
 
 }  // namespace ropegen::targets

@@ -9,5 +9,6 @@ void add_check_command(CLI::App& app);
 void add_freqs_command(CLI::App& app);
 void add_from_hf_command(CLI::App& app);
 void add_apply_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
 
 }  // namespace ropegen::cli

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   ropegen::cli::add_freqs_command(app);
   ropegen::cli::add_from_hf_command(app);
   ropegen::cli::add_apply_command(app);
+  ropegen::cli::add_bench_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

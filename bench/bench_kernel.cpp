@@ -1,0 +1,127 @@
+#include "bench_kernel.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <thread>
+
+#include "runtime/host_tensor.h"
+#include "runtime/jit_kernel.h"
+#include "runtime/tensor_view.h"
+#include "targets/target_names.h"
+
+namespace ropegen::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::vector<int64_t> layout_shape(Layout layout, int64_t b, int64_t s, int64_t h, int64_t d) {
+  switch (layout) {
+    case Layout::BSHD: return {b, s, h, d};
+    case Layout::BHSD: return {b, h, s, d};
+    case Layout::SBHD: return {s, b, h, d};
+    case Layout::THD: return {b * s, h, d};
+  }
+  return {};
+}
+
+// Median seconds of `fn` over repeated runs after a warm-up.
+double median_seconds(const std::function<void()>& fn, double min_seconds, int* runs) {
+  for (int i = 0; i < 3; ++i) fn();
+  std::vector<double> times;
+  const auto start = Clock::now();
+  while (times.size() < 10 || (std::chrono::duration<double>(Clock::now() - start).count() < min_seconds && times.size() < 10000)) {
+    const auto t0 = Clock::now();
+    fn();
+    times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+  *runs = static_cast<int>(times.size());
+  return times[times.size() / 2];
+}
+
+// The yardstick: one thread copies with memcpy; several threads copy with a
+// parallel Halide pipeline on the same thread pool as the kernel.
+std::function<void()> make_copy(void* dst, const void* src, int64_t bytes, int threads, const Halide::Target& target) {
+  if (threads == 1) return [=] { std::memcpy(dst, src, bytes); };
+  const int64_t words = bytes / 4;
+  auto in = std::make_shared<Halide::Buffer<uint32_t>>(static_cast<uint32_t*>(const_cast<void*>(src)), static_cast<int>(words));
+  auto out = std::make_shared<Halide::Buffer<uint32_t>>(static_cast<uint32_t*>(dst), static_cast<int>(words));
+  Halide::ImageParam input(Halide::UInt(32), 1, "copy_in");
+  Halide::Func copy("copy");
+  Halide::Var x("x"), xo("xo"), xi("xi");
+  copy(x) = input(x);
+  copy.split(x, xo, xi, 1 << 16, Halide::TailStrategy::GuardWithIf).parallel(xo).vectorize(xi, target.natural_vector_size<uint32_t>());
+  auto pipeline = std::make_shared<Halide::Pipeline>(copy);
+  pipeline->compile_jit(target);
+  return [=]() mutable {
+    input.set(*in);
+    pipeline->realize(*out, target);
+  };
+}
+
+}  // namespace
+
+Result<BenchResult> bench_rope(const RopeSpec& spec, const BenchOptions& o) {
+  Result<Halide::Target> target = targets::parse_target(o.target);
+  if (!target) return target.errors();
+  if (o.threads > 0) setenv("HL_NUM_THREADS", std::to_string(o.threads).c_str(), 1);
+  const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency());
+
+  lowering::KernelVariant variant;
+  variant.with_k = o.k_heads > 0;
+  runtime::JitKernel kernel(spec, variant, *target);
+
+  const std::vector<int64_t> q_shape = layout_shape(spec.layout, o.batch, o.seq, o.heads, spec.head_dim);
+  const std::vector<int64_t> k_shape = layout_shape(spec.layout, o.batch, o.seq, o.k_heads, spec.head_dim);
+  int64_t q_elems = 1, k_elems = variant.with_k ? 1 : 0;
+  for (auto d : q_shape) q_elems *= d;
+  if (variant.with_k)
+    for (auto d : k_shape) k_elems *= d;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> dist;
+  std::vector<float> values(q_elems + k_elems);
+  for (float& v : values) v = dist(rng);
+  // q and k live in one allocation so the copy moves exactly the same bytes.
+  runtime::HostStorage in = runtime::to_storage(values, spec.dtype), out = in.empty_like();
+  const int64_t elem_bytes = spec.dtype == DType::F32 ? 4 : 2;
+
+  runtime::RopeCall call;
+  call.q = runtime::logical_tensor(in.data(), in.type(), spec.layout, q_shape, runtime::dense_strides(q_shape));
+  call.out_q = runtime::logical_tensor(out.data(), in.type(), spec.layout, q_shape, runtime::dense_strides(q_shape));
+  if (variant.with_k) {
+    auto* k_in = static_cast<char*>(in.data()) + q_elems * elem_bytes;
+    auto* k_out = static_cast<char*>(out.data()) + q_elems * elem_bytes;
+    call.k = runtime::logical_tensor(k_in, in.type(), spec.layout, k_shape, runtime::dense_strides(k_shape));
+    call.out_k = runtime::logical_tensor(k_out, in.type(), spec.layout, k_shape, runtime::dense_strides(k_shape));
+  }
+  std::vector<int32_t> ids(o.batch * o.seq);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i % o.seq);
+  call.positions = runtime::logical_positions(ids.data(), Halide::Int(32), spec.layout,
+                                              spec.layout == Layout::THD ? std::vector<int64_t>{o.batch * o.seq}
+                                              : spec.layout == Layout::SBHD ? std::vector<int64_t>{o.seq, o.batch}
+                                                                            : std::vector<int64_t>{o.batch, o.seq},
+                                              o.batch);
+  std::vector<int32_t> cu;
+  for (int64_t b = 0; b <= o.batch; ++b) cu.push_back(static_cast<int32_t>(b * o.seq));
+  call.cu_seqlens = Halide::Buffer<int32_t>(cu.data(), static_cast<int>(cu.size()));
+  call.seq_len = o.seq;
+
+  BenchResult r;
+  r.bytes = 2 * (q_elems + k_elems) * elem_bytes;
+  int copy_runs = 0;
+  auto copy = make_copy(out.data(), in.data(), r.bytes / 2, threads, *target);
+  // Interleave the two measurements' warm-ups so both see a warm machine.
+  const double copy_s = median_seconds(copy, o.min_seconds, &copy_runs);
+  const double kernel_s = median_seconds([&] { kernel.run(call); }, o.min_seconds, &r.runs);
+  r.kernel_us = kernel_s * 1e6;
+  r.copy_us = copy_s * 1e6;
+  r.gbps = r.bytes / kernel_s / 1e9;
+  r.copy_gbps = r.bytes / copy_s / 1e9;
+  r.ratio = r.gbps / r.copy_gbps;
+  return r;
+}
+
+}  // namespace ropegen::bench
