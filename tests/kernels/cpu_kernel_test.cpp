@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "runtime/host_tensor.h"
 #include "runtime/jit_kernel.h"
 #include "runtime/tensor_view.h"
 #include "ropegen/spec_io.h"
@@ -257,6 +258,55 @@ TEST(CpuKernel, XposLongRopeAndSchemes) {
     c.scaling = extra;
     run_case(c);
   }
+}
+
+}  // namespace
+}  // namespace ropegen
+
+namespace ropegen {
+namespace {
+
+// The kernel as built, at long context: every pair holds (1, 0), so the
+// outputs are cos and sin of pos * inv_freq, compared with long double.
+double max_trig_error(double theta, int64_t max_position) {
+  const RopeSpec spec = *parse_spec(fmt::format("name: acc\nhead_dim: 128\npositions: explicit\nlayout: thd\n"
+                                                "frequency: {{theta: {}}}\n", theta), "acc");
+  const int64_t tokens = 4096;
+  std::vector<int64_t> ids(tokens);
+  for (int64_t t = 0; t < tokens; ++t) ids[t] = max_position - t * 997 % max_position;  // spread over the range
+  std::vector<float> q(tokens * 128, 0.0f);
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int i = 0; i < 64; ++i) q[t * 128 + i] = 1.0f;  // half pairing: (x_i, x_{i+64}) = (1, 0)
+  runtime::HostStorage in = runtime::to_storage(q, DType::F32), out = in.empty_like();
+  lowering::KernelVariant variant;
+  variant.position_type = Halide::Int(64);
+  runtime::JitKernel kernel(spec, variant, Halide::get_host_target());
+  runtime::RopeCall call;
+  const std::vector<int64_t> shape = {tokens, 1, 128};
+  call.q = runtime::logical_tensor(in.data(), in.type(), Layout::THD, shape, runtime::dense_strides(shape));
+  call.out_q = runtime::logical_tensor(out.data(), in.type(), Layout::THD, shape, runtime::dense_strides(shape));
+  call.positions = runtime::logical_positions(ids.data(), Halide::Int(64), Layout::THD, {tokens}, 1);
+  call.seq_len = max_position + 1;
+  kernel.run(call);
+  const std::vector<float> got = out.to_float();
+  double worst = 0;
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int i = 0; i < 64; ++i) {
+      const long double angle = static_cast<long double>(ids[t]) * powl(static_cast<long double>(theta), -2.0L * i / 128);
+      worst = std::max(worst, static_cast<double>(std::fabs(got[t * 128 + i] - cosl(angle))));
+      worst = std::max(worst, static_cast<double>(std::fabs(got[t * 128 + 64 + i] - sinl(angle))));
+    }
+  return worst;
+}
+
+TEST(CpuKernelAccuracy, TrigErrorAtLongPositions) {
+  for (int64_t max_position : {int64_t{1} << 20, int64_t{1} << 24})
+    for (double theta : {10000.0, 500000.0}) {
+      const double err = max_trig_error(theta, max_position);
+      std::printf("kernel cos/sin max error, positions up to %lld, theta %g: %.3g\n",
+                  static_cast<long long>(max_position), theta, err);
+      EXPECT_LT(err, 1e-6);  // float32 rounding of the result is 6e-8
+    }
 }
 
 }  // namespace
