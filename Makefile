@@ -13,7 +13,7 @@ JOBS  ?= $(shell nproc)
 
 APT_PACKAGES := build-essential ninja-build pkg-config python3 python3-venv \
   libyaml-cpp-dev libfmt-dev libcli11-dev nlohmann-json3-dev \
-  libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev
+  libgtest-dev libgmock-dev clang libclang-rt-14-dev
 PIP_PACKAGES := halide==21.0.0 cmake==3.31.6 numpy
 
 EXAMPLE ?= examples/llama3_8b.yaml

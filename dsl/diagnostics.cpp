@@ -1,5 +1,7 @@
 #include "ropegen/diagnostics.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace ropegen {
@@ -11,11 +13,17 @@ std::string format(const Diagnostic& d) {
   else
     out = fmt::format("{}: error: {}", d.where.file, d.message);
   if (!d.source_line.empty() && d.where.column >= 0) {
+    // Long lines are shown as a window around the column.
+    constexpr int kWidth = 100;
+    const int column = std::min(d.where.column, static_cast<int>(d.source_line.size()));
+    const int first = std::max(0, column - kWidth / 2);
+    std::string line = d.source_line.substr(first, kWidth);
+    if (first > 0) line = "..." + line;
+    if (first + kWidth < static_cast<int>(d.source_line.size())) line += "...";
     // Tabs are kept so the caret lines up under the same characters.
-    std::string pad;
-    for (int i = 0; i < d.where.column && i < static_cast<int>(d.source_line.size()); ++i)
-      pad += d.source_line[i] == '\t' ? '\t' : ' ';
-    out += fmt::format("\n  {}\n  {}^", d.source_line, pad);
+    std::string pad(first > 0 ? 3 : 0, ' ');
+    for (int i = first; i < column; ++i) pad += d.source_line[i] == '\t' ? '\t' : ' ';
+    out += fmt::format("\n  {}\n  {}^", line, pad);
   }
   return out;
 }

@@ -118,6 +118,16 @@ TEST(SpecErrorsFormat, PrintsTheSourceLineAndACaret) {
             "              ^\n");
 }
 
+TEST(SpecErrorsFormat, LongLinesAreShownAsAWindowAroundTheColumn) {
+  const std::string filler(300, 'x');
+  Result<RopeSpec> r = parse_spec("name: a\nhead_dim: 8\npairing: " + filler + "\n", "spec.yaml");
+  ASSERT_FALSE(r.ok());
+  const std::string text = format(r.errors()[0]);
+  const std::string shown = text.substr(text.find('\n') + 3, text.rfind('\n') - text.find('\n') - 3);
+  EXPECT_EQ(shown, "pairing: " + std::string(91, 'x') + "...");
+  EXPECT_EQ(text.substr(text.rfind('\n')), "\n           ^");
+}
+
 TEST(SpecErrorsFormat, MissingFileIsADiagnosticNotACrash) {
   Result<RopeSpec> r = load_spec("/nonexistent/spec.yaml");
   ASSERT_FALSE(r.ok());
