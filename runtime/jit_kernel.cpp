@@ -1,5 +1,6 @@
 #include "jit_kernel.h"
 
+#include "runtime/halide_messages.h"
 #include "runtime/tensor_view.h"
 #include "targets/schedule.h"
 
@@ -9,6 +10,7 @@ JitKernel::JitKernel(const RopeSpec& spec, const lowering::KernelVariant& varian
     : spec_(spec),
       algorithm_(std::make_unique<lowering::RopeAlgorithm>(lowering::build_rope_algorithm(spec, variant))),
       target_(target) {
+  install_halide_message_filter();
   targets::schedule_rope(*algorithm_, spec, target);
   pipeline_ = Halide::Pipeline(algorithm_->outputs());
   pipeline_.compile_jit(target);

@@ -311,3 +311,75 @@ TEST(CpuKernelAccuracy, TrigErrorAtLongPositions) {
 
 }  // namespace
 }  // namespace ropegen
+
+namespace ropegen {
+namespace {
+
+// q and k sliced from one fused qkv projection [.., Hq + 2 Hk, D] (bshd,
+// sbhd) are rotated where they lie, without a copy; v and everything else
+// (canaries) is untouched, in place and out of place.
+void check_fused_qkv(const char* layout, bool in_place) {
+  SCOPED_TRACE(std::string(layout) + (in_place ? " in place" : " out of place"));
+  const RopeSpec spec = *parse_spec(fmt::format("name: f\nhead_dim: 16\nrotary_dim: 12\nrotary_offset: 2\n"
+                                                "pairing: interleaved\nlayout: {}\n", layout), "f");
+  const int64_t B = 2, S = 5, Hq = 4, Hk = 2, H = Hq + 2 * Hk, D = 16;
+  const bool sbhd = std::string(layout) == "sbhd";
+  const std::vector<int64_t> fused_shape = sbhd ? std::vector<int64_t>{S, B, H, D} : std::vector<int64_t>{B, S, H, D};
+  const std::vector<int64_t> strides = runtime::dense_strides(fused_shape);
+  std::vector<float> fused(B * S * H * D);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> dist;
+  for (float& v : fused) v = dist(rng);
+  const std::vector<float> original = fused;
+  const float canary = 12345.0f;
+  std::vector<float> out(fused.size(), canary);
+  float* dst = in_place ? fused.data() : out.data();
+
+  auto shape_with_heads = [&](int64_t heads) {
+    std::vector<int64_t> s = fused_shape;
+    s[2] = heads;
+    return s;
+  };
+  runtime::RopeCall call;
+  call.q = runtime::logical_tensor(fused.data(), Halide::Float(32), spec.layout, shape_with_heads(Hq), strides);
+  call.k = runtime::logical_tensor(fused.data() + Hq * D, Halide::Float(32), spec.layout, shape_with_heads(Hk), strides);
+  call.out_q = runtime::logical_tensor(dst, Halide::Float(32), spec.layout, shape_with_heads(Hq), strides);
+  call.out_k = runtime::logical_tensor(dst + Hq * D, Halide::Float(32), spec.layout, shape_with_heads(Hk), strides);
+  call.seq_len = S;
+  lowering::KernelVariant variant;
+  variant.with_k = true;
+  runtime::JitKernel(spec, variant, Halide::get_host_target()).run(call);
+
+  // Reference on dense copies of the slices.
+  auto slice = [&](int64_t head0, int64_t heads) {
+    ref::Tensor t{shape_with_heads(heads), {}};
+    for (int64_t i = 0; i < fused_shape[0]; ++i)
+      for (int64_t j = 0; j < fused_shape[1]; ++j)
+        for (int64_t h = 0; h < heads; ++h)
+          for (int64_t d = 0; d < D; ++d) t.data.push_back(original[((i * fused_shape[1] + j) * H + head0 + h) * D + d]);
+    return t;
+  };
+  ref::Call rc;
+  rc.seq_len = S;
+  const ref::Tensor q_ref = ref::reference_apply(spec, slice(0, Hq), false, rc);
+  const ref::Tensor k_ref = ref::reference_apply(spec, slice(Hq, Hk), true, rc);
+  size_t qi = 0, ki = 0;
+  for (int64_t i = 0; i < fused_shape[0]; ++i)
+    for (int64_t j = 0; j < fused_shape[1]; ++j)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t d = 0; d < D; ++d) {
+          const size_t at = ((i * fused_shape[1] + j) * H + h) * D + d;
+          const float got = dst[at];
+          if (h < Hq) EXPECT_NEAR(got, q_ref.data[qi++], 3e-6) << "q at " << at;
+          else if (h < Hq + Hk) EXPECT_NEAR(got, k_ref.data[ki++], 3e-6) << "k at " << at;
+          else EXPECT_EQ(got, in_place ? original[at] : canary) << "v / canary at " << at;
+        }
+}
+
+TEST(CpuKernel, FusedQkvViewsWithoutCopy) {
+  for (const char* layout : {"bshd", "sbhd"})
+    for (bool in_place : {true, false}) check_fused_qkv(layout, in_place);
+}
+
+}  // namespace
+}  // namespace ropegen
