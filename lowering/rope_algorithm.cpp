@@ -9,15 +9,6 @@ namespace ropegen::lowering {
 
 using namespace Halide;
 
-Type storage_type(DType dtype) {
-  switch (dtype) {
-    case DType::F32: return Float(32);
-    case DType::F16: return Float(16);
-    case DType::BF16: return BFloat(16);
-  }
-  return Float(32);
-}
-
 namespace {
 
 Buffer<double> table(const std::vector<double>& values, const std::string& name) {
@@ -69,8 +60,8 @@ void define_rotation(const RopeSpec& spec, const RopeAlgorithm& a, RotatedTensor
   const bool interleaved = spec.pairing == Pairing::Interleaved;
   // Dims of pair r: (first, second) member.
   auto dim_of = [&](const Expr& r, const Expr& m) { return interleaved ? off + 2 * r + m : off + r + m * half; };
-  const Expr x0 = cast<float>(t.input(dim_of(a.r, 0), a.h, a.s, a.b));
-  const Expr x1 = cast<float>(t.input(dim_of(a.r, 1), a.h, a.s, a.b));
+  const Expr x0 = load_as_float(t.input(dim_of(a.r, 0), a.h, a.s, a.b), spec.dtype);
+  const Expr x1 = load_as_float(t.input(dim_of(a.r, 1), a.h, a.s, a.b), spec.dtype);
   const Expr c = a.cos_sin(a.r, a.s, a.b)[0], sn = a.cos_sin(a.r, a.s, a.b)[1];
   Expr value = select(a.m == 0, x0 * c - x1 * sn, x1 * c + x0 * sn);
   if (spec.xpos.enabled) {
@@ -80,7 +71,7 @@ void define_rotation(const RopeSpec& spec, const RopeAlgorithm& a, RotatedTensor
   t.rotated(a.r, a.m, a.h, a.s, a.b) = value;
 
   // The view's dim 0 is the dense one: pairs when half-split, members when interleaved.
-  const Expr stored = cast(storage_type(spec.dtype), t.rotated(a.r, a.m, a.h, a.s, a.b));
+  const Expr stored = store_from_float(t.rotated(a.r, a.m, a.h, a.s, a.b), spec.dtype);
   if (interleaved) {
     t.output(a.m, a.r, a.h, a.s, a.b) = stored;
     t.output.output_buffer().dim(1).set_stride(2);

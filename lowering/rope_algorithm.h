@@ -8,6 +8,7 @@
 
 #include <Halide.h>
 
+#include "lowering/storage.h"
 #include "ropegen/spec.h"
 
 namespace ropegen::lowering {
@@ -52,8 +53,6 @@ struct RopeAlgorithm {
   std::vector<Halide::Argument> arguments() const;
   std::vector<Halide::Func> outputs() const;
 };
-
-Halide::Type storage_type(DType dtype);
 
 // Copies the dims outside the rotary range for out-of-place calls on a
 // partial-rotary spec: output(d, h, s, b) = input(d, h, s, b) on a view of one range.
