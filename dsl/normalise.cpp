@@ -64,6 +64,7 @@ std::string to_yaml(const RopeSpec& spec) {
   out += fmt::format("rotary_dim: {}\n", spec.rotary_dim);
   out += fmt::format("rotary_offset: {}\n", spec.rotary_offset);
   out += fmt::format("pairing: {}\n", to_string(spec.pairing));
+  out += fmt::format("output_pairing: {}\n", to_string(spec.output_pairing));
   out += fmt::format("layout: {}\n", to_string(spec.layout));
   out += fmt::format("dtype: {}\n", to_string(spec.dtype));
   const Frequency& f = spec.frequency;

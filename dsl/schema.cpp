@@ -53,6 +53,7 @@ const Section& top_section() {
        {"rotary_dim", Kind::Integer},
        {"rotary_offset", Kind::Integer},
        {"pairing", Kind::String, false, spellings<Pairing>()},
+       {"output_pairing", Kind::String, false, spellings<Pairing>()},
        {"layout", Kind::String, false, spellings<Layout>()},
        {"dtype", Kind::String, false, spellings<DType>()},
        {"frequency", Kind::Map},

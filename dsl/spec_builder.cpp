@@ -45,6 +45,8 @@ class SpecBuilder {
 
     read_enum(root_, "encoding", spec_.encoding);
     read_enum(root_, "pairing", spec_.pairing);
+    spec_.output_pairing = spec_.pairing;
+    read_enum(root_, "output_pairing", spec_.output_pairing);
     read_enum(root_, "layout", spec_.layout);
     read_enum(root_, "dtype", spec_.dtype);
     read_enum(root_, "positions", spec_.positions);

@@ -70,17 +70,19 @@ void define_rotation(const RopeSpec& spec, const RopeAlgorithm& a, RotatedTensor
   }
   t.rotated(a.r, a.m, a.h, a.s, a.b) = value;
 
-  // The view's dim 0 is the dense one: pairs when half-split, members when interleaved.
+  // The view's dim 0 is the dense one: pairs when half-split, members when
+  // interleaved (in the output pairing, which differs only for DeepSeek-V3).
   const Expr stored = store_from_float(t.rotated(a.r, a.m, a.h, a.s, a.b), spec.dtype);
-  if (interleaved) {
+  if (spec.output_pairing == Pairing::Interleaved) {
     t.output(a.m, a.r, a.h, a.s, a.b) = stored;
     t.output.output_buffer().dim(1).set_stride(2);
   } else {
     t.output(a.r, a.m, a.h, a.s, a.b) = stored;
     t.output.output_buffer().dim(1).set_stride(half);
   }
-  t.output.output_buffer().dim(0).set_extent(interleaved ? 2 : half);
-  t.output.output_buffer().dim(1).set_extent(interleaved ? half : 2);
+  const bool out_interleaved = spec.output_pairing == Pairing::Interleaved;
+  t.output.output_buffer().dim(0).set_extent(out_interleaved ? 2 : half);
+  t.output.output_buffer().dim(1).set_extent(out_interleaved ? half : 2);
 }
 
 }  // namespace

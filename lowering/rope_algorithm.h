@@ -21,8 +21,8 @@ struct KernelVariant {
 
 // One rotated tensor (q or k): its input and the stages the schedule places.
 // The output is the rotary part only, as a strided view the runtime builds:
-// half pairing (r, m, h, s, b) with m's stride rotary_dim/2; interleaved
-// (m, r, h, s, b) with r's stride 2 — dim 0 is dense either way. Dims
+// half (output) pairing (r, m, h, s, b) with m's stride rotary_dim/2;
+// interleaved (m, r, h, s, b) with r's stride 2 — dim 0 is dense either way. Dims
 // outside the rotary range are never written (see PassThroughCopy).
 struct RotatedTensor {
   Halide::ImageParam input;  // (d, h, s, b), the whole head

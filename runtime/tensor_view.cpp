@@ -45,7 +45,7 @@ Halide::Buffer<> logical_positions(void* data, Halide::Type type, Layout layout,
 Halide::Buffer<> rotary_view(const Halide::Buffer<>& t, const RopeSpec& spec) {
   const int half = spec.num_pairs(), d_stride = t.dim(0).stride();
   halide_dimension_t dims[5];
-  if (spec.pairing == Pairing::Interleaved) {
+  if (spec.output_pairing == Pairing::Interleaved) {
     dims[0] = halide_dimension_t(0, 2, d_stride), dims[1] = halide_dimension_t(0, half, 2 * d_stride);
   } else {
     dims[0] = halide_dimension_t(0, half, d_stride), dims[1] = halide_dimension_t(0, 2, half * d_stride);

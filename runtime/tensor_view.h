@@ -22,7 +22,7 @@ Halide::Buffer<> logical_positions(void* data, Halide::Type type, Layout layout,
                                    int64_t batch);
 
 // The rotary part of a logical (d, h, s, b) tensor as the kernels' output
-// view: half (r, m, h, s, b), interleaved (m, r, h, s, b).
+// view, by output pairing: half (r, m, h, s, b), interleaved (m, r, h, s, b).
 Halide::Buffer<> rotary_view(const Halide::Buffer<>& logical, const RopeSpec& spec);
 // Dims [first, first + count) of a logical tensor, as (d, h, s, b).
 Halide::Buffer<> dim_range_view(const Halide::Buffer<>& logical, int first, int count);

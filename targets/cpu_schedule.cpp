@@ -42,7 +42,7 @@ Var tile_tokens(Func f, const V& vars, const RopeSpec& spec, std::vector<VarOrRV
 void schedule_tensor(const lowering::RopeAlgorithm& a, lowering::RotatedTensor& t, Func reduced, Func cos_sin,
                      Func xpos, const RopeSpec& spec, const Target& target) {
   const int lanes = vector_lanes(target);
-  const bool interleaved = spec.pairing == Pairing::Interleaved;
+  const bool interleaved = spec.output_pairing == Pairing::Interleaved;
   // Per vector chunk of pairs, both members are computed into registers
   // (`rotated`, computed at the chunk) before either is stored, so no pair
   // is read after its partner was stored: in place is safe by construction.

@@ -60,6 +60,9 @@ struct RopeSpec {
   int rotary_dim = 0;       // even, 2..head_dim - rotary_offset
   int rotary_offset = 0;    // first rotated dim
   Pairing pairing = Pairing::Half;
+  // Where the rotated members are written; differs from `pairing` only for
+  // DeepSeek-V3 (HF rope_interleave: read (2i, 2i+1), write (i, i + d/2)).
+  Pairing output_pairing = Pairing::Half;
   Layout layout = Layout::BSHD;
   DType dtype = DType::F32;
   Frequency frequency;

@@ -34,7 +34,7 @@ TEST_P(SpecErrors, ReportsPreciseLocationAndMessage) {
 const ErrorCase kCases[] = {
     {"unknown_key_did_you_mean", "name: a\nhead_dim: 8\nrotary_dims: 4\n",
      "s.yaml:3:1: error: unknown key `rotary_dims` in a spec; allowed: name, encoding, head_dim, rotary_dim, "
-     "rotary_offset, pairing, layout, dtype, frequency, scaling, xpos, positions; did you mean `rotary_dim`?\n"},
+     "rotary_offset, pairing, output_pairing, layout, dtype, frequency, scaling, xpos, positions; did you mean `rotary_dim`?\n"},
     {"missing_name", "head_dim: 8\n", "s.yaml:1:1: error: missing required key `name`\n"},
     {"head_dim_wrong_type", "name: a\nhead_dim: big\n",
      "s.yaml:2:11: error: `head_dim` must be an integer, got `big`\n"},
@@ -102,7 +102,7 @@ const ErrorCase kCases[] = {
      "s.yaml:3:10: error: `scaling` must be a mapping, got `linear`\n"},
     {"several_errors_at_once", "name: A\nhead_dim: 8\nlayot: bshd\ndtype: f64\n",
      "s.yaml:3:1: error: unknown key `layot` in a spec; allowed: name, encoding, head_dim, rotary_dim, rotary_offset, "
-     "pairing, layout, dtype, frequency, scaling, xpos, positions; did you mean `layout`?\n"
+     "pairing, output_pairing, layout, dtype, frequency, scaling, xpos, positions; did you mean `layout`?\n"
      "s.yaml:4:8: error: unknown dtype `f64`; allowed: f32, f16, bf16; did you mean `f32`?\n"},
 };
 

@@ -113,7 +113,7 @@ xpos: {scale_base: 256}
 
 TEST(SpecParser, NormalisedTextIsExact) {
   EXPECT_EQ(to_yaml(parse_ok("name: a\nhead_dim: 4\nscaling: {type: linear, factor: 2.5}\n")),
-            "name: a\nencoding: rope\nhead_dim: 4\nrotary_dim: 4\nrotary_offset: 0\npairing: half\n"
+            "name: a\nencoding: rope\nhead_dim: 4\nrotary_dim: 4\nrotary_offset: 0\npairing: half\noutput_pairing: half\n"
             "layout: bshd\ndtype: f32\nfrequency:\n  scheme: lang\n  theta: 10000\nscaling:\n  type: linear\n"
             "  factor: 2.5\npositions: implicit\n");
 }

@@ -18,7 +18,7 @@ namespace ropegen {
 namespace {
 
 struct Case {
-  std::string layout = "bshd", pairing = "half", dtype = "f32", scaling, xpos;
+  std::string layout = "bshd", pairing = "half", dtype = "f32", scaling, xpos, output_pairing;
   int head_dim = 16, rotary_dim = 16, rotary_offset = 0;
   int B = 2, S = 5, H = 3, Hk = 0;  // Hk = 0: no k
   bool explicit_positions = false, shared_positions = false, int64_positions = false, in_place = false;
@@ -27,9 +27,10 @@ struct Case {
 
   std::string spec_text() const {
     return fmt::format("name: t\nhead_dim: {}\nrotary_dim: {}\nrotary_offset: {}\npairing: {}\nlayout: {}\n"
-                       "dtype: {}\npositions: {}\n{}{}",
+                       "dtype: {}\npositions: {}\n{}{}{}",
                        head_dim, rotary_dim, rotary_offset, pairing, layout, dtype,
-                       explicit_positions ? "explicit" : "implicit", scaling, xpos);
+                       explicit_positions ? "explicit" : "implicit", scaling, xpos,
+                       output_pairing.empty() ? "" : "output_pairing: " + output_pairing + "\n");
   }
   std::string describe() const {
     return fmt::format("{} {} {} D={} R={} off={} B={} S={} H={} Hk={} pos={}{}{} offset={} in_place={} | {}{}",
@@ -243,6 +244,17 @@ TEST(CpuKernel, OddSizes) {
         c.pairing = pairing;
         run_case(c);
       }
+}
+
+TEST(CpuKernel, OutputPairingDiffersFromInputPairing) {
+  // DeepSeek-V3 (HF rope_interleave): read (2i, 2i+1), write (i, i + d/2); and the converse.
+  for (auto [in, out] : std::vector<std::pair<const char*, const char*>>{{"interleaved", "half"}, {"half", "interleaved"}})
+    for (const char* dtype : {"f32", "bf16"}) {
+      Case c;
+      c.pairing = in, c.output_pairing = out, c.dtype = dtype;
+      c.head_dim = 40, c.rotary_dim = 24, c.rotary_offset = 16, c.Hk = 1, c.S = 7;
+      run_case(c);
+    }
 }
 
 TEST(CpuKernel, XposLongRopeAndSchemes) {

@@ -225,8 +225,12 @@ Tensor reference_apply(const RopeSpec& spec, const Tensor& x, bool is_key, const
           }
           const LD c = std::cos(angle) * scale, sn = std::sin(angle) * scale;
           const LD a = x.data[ia], bb = x.data[ib];
-          out.data[ia] = static_cast<double>(a * c - bb * sn);
-          out.data[ib] = static_cast<double>(bb * c + a * sn);
+          // DeepSeek-V3 style: read in `pairing`, write in `output_pairing`.
+          const bool out_half = spec.output_pairing == Pairing::Half;
+          const int64_t oa = row + (out_half ? off + i : off + 2 * i);
+          const int64_t ob = row + (out_half ? off + i + rd / 2 : off + 2 * i + 1);
+          out.data[oa] = static_cast<double>(a * c - bb * sn);
+          out.data[ob] = static_cast<double>(bb * c + a * sn);
         }
       }
     }

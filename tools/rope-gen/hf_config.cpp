@@ -21,8 +21,7 @@ const std::set<std::string> kInterleavedModels = {"gptj", "codegen", "deepseek_v
 // Models whose HF apply function is known to be rotate_half.
 const std::set<std::string> kHalfModels = {
     "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma", "gemma2", "gemma3_text",
-    "phi", "phi3", "gpt_neox", "falcon", "stablelm", "olmo", "olmo2", "cohere", "granite", "starcoder2", "internlm2",
-    "deepseek_v3", "persimmon", "mpt", "exaone", "nemotron", "baichuan", "yi", "smollm3", "ministral"};
+    "phi", "phi3", "gpt_neox", "falcon", "stablelm", "olmo", "olmo2", "cohere", "granite", "starcoder2", "internlm2", "persimmon", "mpt", "exaone", "nemotron", "baichuan", "yi", "smollm3", "ministral"};
 
 class Importer {
  public:
@@ -152,11 +151,14 @@ class Importer {
 
   void set_pairing() {
     if (kInterleavedModels.count(model_type_)) {
-      out_.spec.pairing = Pairing::Interleaved;
+      out_.spec.pairing = out_.spec.output_pairing = Pairing::Interleaved;
       out_.notes.push_back(fmt::format("pairing: interleaved, as transformers' {} model file applies it", model_type_));
     } else if (model_type_ == "deepseek_v3" && c_.value("rope_interleave", true)) {
-      out_.notes.push_back("deepseek_v3 with rope_interleave: HF de-interleaves q/k, then applies rotate_half "
-                           "(pairing half on the permuted head); use pairing interleaved on unpermuted heads");
+      out_.spec.pairing = Pairing::Interleaved;
+      out_.spec.output_pairing = Pairing::Half;
+      out_.notes.push_back("deepseek_v3 with rope_interleave: HF reads pairs (2i, 2i+1) and writes them to "
+                           "(i, i + d/2) (apply_rotary_pos_emb_interleave); in-place calls need output_pairing "
+                           "interleaved, which gives the same attention scores");
     } else if (!kHalfModels.count(model_type_)) {
       out_.notes.push_back(fmt::format("pairing: half (HF's rotate_half) assumed for model_type `{}`; check its "
                                        "apply_rotary_pos_emb (rotate_every_two means interleaved)",
