@@ -51,10 +51,17 @@ $(BUILD)/build.ninja: $(STAMP)/venv CMakeLists.txt
 build: configure
 	$(CMAKE) --build $(BUILD) -j $(JOBS)
 
-# The main job on an example: the normalised spec and its frequencies.
+# The main job on an example: the normalised spec and its frequencies; then
+# an AOT library of llama3_8b, linked by a C program (examples/aot_consumer)
+# that checks it against an inline reference.
 run: build
 	$(BUILD)/rope-gen check $(EXAMPLE)
 	$(BUILD)/rope-gen freqs $(EXAMPLE) --out $(BUILD)/freqs.npy
+	$(BUILD)/rope-gen build examples/llama3_8b.yaml -o $(BUILD)/aot/llama3_8b
+	$(CMAKE) -S examples/aot_consumer -B $(BUILD)/aot/consumer -G Ninja -DCMAKE_BUILD_TYPE=Release \
+	  -DROPEGEN_LIB_DIR=$(abspath $(BUILD)/aot/llama3_8b)
+	$(CMAKE) --build $(BUILD)/aot/consumer
+	$(BUILD)/aot/consumer/aot_consumer
 
 test: build
 	cd $(BUILD) && $(abspath $(VENV))/bin/ctest --output-on-failure -j $(JOBS)

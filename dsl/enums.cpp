@@ -51,6 +51,16 @@ const char* to_string(LongRopePolicy v) {
   }
   return "?";
 }
+const char* layout_dims(Layout v) {
+  switch (v) {
+    case Layout::BSHD: return "[B, S, H, D]";
+    case Layout::BHSD: return "[B, H, S, D]";
+    case Layout::SBHD: return "[S, B, H, D]";
+    case Layout::THD: return "[T, H, D]";
+  }
+  return "?";
+}
+
 const char* to_string(PositionsMode v) { return v == PositionsMode::Implicit ? "implicit" : "explicit"; }
 
 }  // namespace ropegen

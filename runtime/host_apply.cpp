@@ -17,16 +17,6 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return s.size() == 1 ? fmt::format("({},)", s[0]) : fmt::format("({})", fmt::join(s, ", "));
 }
 
-const char* layout_dims(Layout l) {
-  switch (l) {
-    case Layout::BSHD: return "[B, S, H, D]";
-    case Layout::BHSD: return "[B, H, S, D]";
-    case Layout::SBHD: return "[S, B, H, D]";
-    case Layout::THD: return "[T, H, D]";
-  }
-  return "?";
-}
-
 int heads_dim(Layout l) { return l == Layout::BHSD ? 1 : l == Layout::THD ? 1 : 2; }
 
 Diagnostic error(const std::string& what, std::string message) { return Diagnostic{{what, -1, -1}, std::move(message), {}}; }

@@ -37,7 +37,7 @@ void JitKernel::copy_pass_through(const Halide::Buffer<>& in, const Halide::Buff
 void JitKernel::run(const RopeCall& call) {
   lowering::RopeAlgorithm& a = *algorithm_;
   // Writing a pair elsewhere than it was read would overwrite other pairs' inputs.
-  if (spec_.output_pairing != spec_.pairing && (call.q.data() == call.out_q.data() || call.k.data() && call.k.data() == call.out_k.data()))
+  if (spec_.output_pairing != spec_.pairing && (call.q.data() == call.out_q.data() || (call.k.data() && call.k.data() == call.out_k.data())))
     throw std::invalid_argument("a spec whose output_pairing differs from its pairing cannot run in place");
   a.q.input.set(call.q);
   if (a.variant.with_k) a.k.input.set(call.k);

@@ -88,4 +88,7 @@ const char* to_string(ScalingType);
 const char* to_string(LongRopePolicy);
 const char* to_string(PositionsMode);
 
+// The dims of a tensor in a layout, for messages and docs: "[B, S, H, D]".
+const char* layout_dims(Layout);
+
 }  // namespace ropegen

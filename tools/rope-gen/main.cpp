@@ -2,6 +2,7 @@
 // message; anything else escaping is a bug in rope-gen and says so.
 #include <cstdio>
 #include <exception>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -18,8 +19,12 @@ int main(int argc, char** argv) {
   ropegen::cli::add_from_hf_command(app);
   ropegen::cli::add_apply_command(app);
   ropegen::cli::add_bench_command(app);
+  ropegen::cli::add_build_command(app);
+  std::vector<char*> args(argv, argv + argc);
+  static char build[] = "build";
+  if (ropegen::cli::is_bare_spec_call(app, argc, argv)) args.insert(args.begin() + 1, build);
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(args.size()), args.data());
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
     return code == 0 ? 0 : 2;  // usage errors are user errors

@@ -1,0 +1,23 @@
+// Compiles a spec into an AOT library: every entry point for every target
+// (Halide::compile_multitarget: one dispatching function per entry, the
+// per-target variants behind it, all built with no_runtime), the Halide
+// runtime once, merged into ONE archive, plus the C header, Halide's
+// per-entry headers, HalideRuntime.h and manifest.json.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ropegen/result.h"
+#include "ropegen/spec.h"
+#include "targets/aot/aot_targets.h"
+
+namespace ropegen::targets::aot {
+
+// Writes into `dir`, which must exist and be private to this build (a
+// staging directory: the caller moves the files into place). Returns the
+// names of the files written there; intermediate objects are removed.
+Result<std::vector<std::string>> build_aot_library(const RopeSpec& spec, const std::vector<AotTarget>& targets,
+                                                   const std::string& dir);
+
+}  // namespace ropegen::targets::aot

@@ -1,0 +1,19 @@
+// DIR/<name>.h: the C interface of an AOT library. A friendly static-inline
+// call, <name>_rope(), takes the caller's raw pointers, shapes and strides in
+// the spec's layout, builds the halide_buffer_t views the kernels take
+// (tensor_view.cpp's views, in C) and calls the right entry point. Plain
+// C99 and C++; needs only HalideRuntime.h and the per-entry headers next to it.
+#pragma once
+
+#include <string>
+
+#include "targets/aot/library.h"
+
+namespace ropegen::targets::aot {
+
+std::string c_header(const LibraryDescription& library);
+
+// The declaration of <name>_rope(), as in the header (also in manifest.json).
+std::string rope_function_declaration(const RopeSpec& spec);
+
+}  // namespace ropegen::targets::aot

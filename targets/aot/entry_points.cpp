@@ -1,0 +1,37 @@
+#include "entry_points.h"
+
+#include "targets/schedule.h"
+
+namespace ropegen::targets::aot {
+
+std::vector<EntryPoint> entry_points(const RopeSpec& spec) {
+  std::vector<EntryPoint> out;
+  const bool explicit_positions = spec.positions == PositionsMode::Explicit;
+  for (bool with_k : {false, true}) {
+    const std::string base = spec.name + (with_k ? "_qk" : "_q");
+    if (!explicit_positions) {
+      out.push_back({base, EntryPoint::Kind::Rope, {with_k, Halide::Int(32)}, false});
+      continue;
+    }
+    // Callers hold ids as int32 or int64; the kernel reads either width
+    // directly rather than making the caller convert.
+    out.push_back({base + "_i32", EntryPoint::Kind::Rope, {with_k, Halide::Int(32)}, true});
+    out.push_back({base + "_i64", EntryPoint::Kind::Rope, {with_k, Halide::Int(64)}, true});
+  }
+  if (spec.rotary_dim < spec.head_dim) out.push_back({spec.name + "_pass_through", EntryPoint::Kind::PassThrough, {}, false});
+  return out;
+}
+
+Halide::Module compile_entry(const RopeSpec& spec, const EntryPoint& entry, const std::string& fn_name,
+                             const Halide::Target& target) {
+  if (entry.kind == EntryPoint::Kind::PassThrough) {
+    lowering::PassThroughCopy copy = lowering::build_pass_through_copy(spec);
+    schedule_pass_through(copy, spec, target);
+    return Halide::Pipeline(copy.output).compile_to_module({copy.input}, fn_name, target);
+  }
+  lowering::RopeAlgorithm algorithm = lowering::build_rope_algorithm(spec, entry.variant);
+  schedule_rope(algorithm, spec, target);
+  return Halide::Pipeline(algorithm.outputs()).compile_to_module(algorithm.arguments(), fn_name, target);
+}
+
+}  // namespace ropegen::targets::aot

@@ -1,0 +1,39 @@
+// What an AOT library holds once compiled: the spec, its targets and each
+// entry point's argument list as Halide compiled it. The C header and
+// manifest.json are both written from this, so they cannot disagree with
+// the objects in the archive.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <Halide.h>
+
+#include "ropegen/spec.h"
+#include "targets/aot/aot_targets.h"
+#include "targets/aot/entry_points.h"
+
+namespace ropegen::targets::aot {
+
+struct CompiledEntry {
+  EntryPoint entry;
+  std::vector<Halide::Argument> arguments;  // call order: inputs, then output buffers
+};
+
+struct LibraryDescription {
+  RopeSpec spec;
+  std::vector<AotTarget> targets;  // dispatch order; the last is the baseline
+  Halide::Target runtime_target;
+  std::vector<CompiledEntry> entries;
+};
+
+// File names inside the output directory.
+inline std::string library_file(const RopeSpec& spec) { return "lib" + spec.name + ".a"; }
+inline std::string header_file(const RopeSpec& spec) { return spec.name + ".h"; }
+inline std::string entry_header_file(const EntryPoint& e) { return e.name + ".h"; }
+inline const char* manifest_file() { return "manifest.json"; }
+inline const char* halide_runtime_header_file() { return "HalideRuntime.h"; }
+// What a program linking the archive also needs (Halide's runtime uses threads and dlopen).
+inline const char* link_libraries() { return "-lpthread -ldl -lm"; }
+
+}  // namespace ropegen::targets::aot

@@ -1,0 +1,132 @@
+#include "manifest.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "ropegen/spec_io.h"
+#include "targets/aot/c_header.h"
+
+namespace ropegen::targets::aot {
+namespace {
+
+using nlohmann::ordered_json;
+
+std::string type_name(const Halide::Type& t) {
+  const char* code = t.is_bfloat() ? "bfloat" : t.is_float() ? "float" : t.is_uint() ? "uint" : "int";
+  return fmt::format("{}{}", code, t.bits());
+}
+
+const char* kind_name(const Halide::Argument& a) {
+  if (a.is_scalar()) return "scalar";
+  return a.is_input() ? "input_buffer" : "output_buffer";
+}
+
+// Dim names and extents (numbers where the spec fixes them) of each buffer,
+// and what the dims mean; symbolic extents: H heads of q, Hk of k, S
+// tokens, B batch (1 for thd), N sequences, C copied dims.
+void describe_buffer(const RopeSpec& spec, const std::string& name, ordered_json& j) {
+  const int half = spec.num_pairs();
+  const bool interleaved = spec.output_pairing == Pairing::Interleaved;
+  const std::string heads = name.back() == 'k' ? "Hk" : "H";
+  if (name == "q" || name == "k") {
+    j["dims"] = {"d", "h", "s", "b"};
+    j["shape"] = {spec.head_dim, heads, "S", "B"};
+    j["note"] = "the whole head; dim d has stride 1";
+  } else if (name == "out_q" || name == "out_k") {
+    if (interleaved) {
+      j["dims"] = {"m", "r", "h", "s", "b"};
+      j["shape"] = {2, half, heads, "S", "B"};
+      j["note"] = fmt::format("the rotary dims only, based at dim {}: member m of pair r; r has stride 2", spec.rotary_offset);
+    } else {
+      j["dims"] = {"r", "m", "h", "s", "b"};
+      j["shape"] = {half, 2, heads, "S", "B"};
+      j["note"] = fmt::format("the rotary dims only, based at dim {}: member m of pair r; m has stride {}",
+                              spec.rotary_offset, half);
+    }
+  } else if (name == "positions") {
+    j["dims"] = {"s", "b"};
+    j["shape"] = {"S", "B"};
+    j["note"] = "position ids; any strides (0 along b shares ids across the batch)";
+  } else if (name == "cu_seqlens") {
+    j["dims"] = {"n"};
+    j["shape"] = {"N+1"};
+    j["note"] = "thd: sequence starts, 0 .. T";
+  } else if (name == "pass_in" || name == "pass_out") {
+    j["dims"] = {"d", "h", "s", "b"};
+    j["shape"] = {"C", "H", "S", "B"};
+    j["note"] = "one range of dims outside the rotary part, based at its first dim";
+  }
+}
+
+ordered_json describe_entry(const RopeSpec& spec, const CompiledEntry& e) {
+  ordered_json j;
+  j["name"] = e.entry.name;
+  if (e.entry.kind == EntryPoint::Kind::PassThrough) {
+    j["role"] = "copy the dims outside the rotary part (out-of-place calls on a partial-rotary spec)";
+  } else {
+    j["role"] = e.entry.variant.with_k ? "rotate q and k" : "rotate q";
+    if (e.entry.explicit_positions) j["position_type"] = type_name(e.entry.variant.position_type);
+  }
+  ordered_json args = ordered_json::array();
+  for (const auto& a : e.arguments) {
+    ordered_json arg;
+    // Halide may make an output buffer's name unique with a `$n` tail; the role is the name.
+    const std::string name = a.name.substr(0, a.name.find('$'));
+    arg["name"] = name;
+    arg["kind"] = kind_name(a);
+    arg["type"] = type_name(a.type);
+    if (a.is_buffer()) {
+      arg["dimensions"] = a.dimensions;
+      describe_buffer(spec, name, arg);
+    }
+    args.push_back(arg);
+  }
+  j["arguments"] = args;
+  return j;
+}
+
+}  // namespace
+
+std::string manifest_json(const LibraryDescription& lib) {
+  const RopeSpec& spec = lib.spec;
+  ordered_json j;
+  j["format"] = "rope-gen-aot-library/1";
+  j["name"] = spec.name;
+  j["spec_hash"] = spec_hash(spec);
+  j["spec"] = to_yaml(spec);
+  j["halide_version"] = fmt::format("{}.{}.{}", HALIDE_VERSION_MAJOR, HALIDE_VERSION_MINOR, HALIDE_VERSION_PATCH);
+  j["architecture"] = architecture_name(lib.runtime_target);
+  ordered_json targets = ordered_json::array();
+  for (size_t i = 0; i < lib.targets.size(); ++i) {
+    const bool baseline = i + 1 == lib.targets.size();
+    targets.push_back({{"target", lib.targets[i].target.without_feature(Halide::Target::NoRuntime).to_string()},
+                       {"suffix", lib.targets[i].suffix},
+                       {"role", baseline ? "baseline" : "used when the CPU has its features"}});
+  }
+  j["targets"] = targets;
+  j["runtime_target"] = lib.runtime_target.to_string();
+  ordered_json headers = ordered_json::array();
+  for (const auto& e : lib.entries) headers.push_back(entry_header_file(e.entry));
+  j["files"] = {{"library", library_file(spec)},
+                {"header", header_file(spec)},
+                {"halide_runtime_header", halide_runtime_header_file()},
+                {"entry_headers", headers}};
+  j["link"] = link_libraries();
+  j["tensor"] = {{"layout", to_string(spec.layout)},
+                 {"dtype", to_string(spec.dtype)},
+                 {"element", spec.dtype == DType::F32 ? "float" : "uint16_t bit pattern"},
+                 {"head_dim", spec.head_dim},
+                 {"rotary_dim", spec.rotary_dim},
+                 {"rotary_offset", spec.rotary_offset},
+                 {"pairing", to_string(spec.pairing)},
+                 {"output_pairing", to_string(spec.output_pairing)},
+                 {"in_place", spec.output_pairing == spec.pairing},
+                 {"positions", to_string(spec.positions)}};
+  j["c_api"] = {{"function", spec.name + "_rope"}, {"declaration", rope_function_declaration(spec) + ";"}};
+  ordered_json entries = ordered_json::array();
+  for (const auto& e : lib.entries) entries.push_back(describe_entry(spec, e));
+  j["entry_points"] = entries;
+  return j.dump(2) + "\n";
+}
+
+}  // namespace ropegen::targets::aot

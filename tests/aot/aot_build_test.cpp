@@ -1,0 +1,388 @@
+// rope-gen build, end to end as a C user sees it: build a library, check its
+// files and manifest, compile tests/aot/rope_driver.c against only those
+// files with the system C compiler, run it, and compare what it wrote with
+// the independent float64 reference. Plus cross-compilation (AArch64
+// objects) and the errors that must exit 2 and leave nothing behind.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "ropegen/spec_io.h"
+#include "support/reference.h"
+#include "support/run_command.h"
+
+namespace ropegen {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using test::run_command;
+
+const std::string kTool = ROPEGEN_BINARY;
+const std::string kDriver = ROPEGEN_SOURCE_DIR "/tests/aot/rope_driver.c";
+
+// sbhd, interleaved, partial rotary (pass-through copy), f32, explicit
+// positions (i32/i64 entries), dynamic NTK (reads seq_len).
+const char* kSpecA =
+    "name: aot_a\nhead_dim: 24\nrotary_dim: 16\nrotary_offset: 4\npairing: interleaved\nlayout: sbhd\n"
+    "dtype: f32\npositions: explicit\nscaling: {type: dynamic, factor: 2, original_max_position: 8}\n";
+// thd with cu_seqlens, implicit positions, bf16, half pairing, yarn.
+const char* kSpecB =
+    "name: aot_b\nhead_dim: 16\nlayout: thd\ndtype: bf16\nscaling: {type: yarn, factor: 4, original_max_position: 32}\n";
+
+class AotBuild : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = test::make_temp_dir(); }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& name) const { return dir_ + "/" + name; }
+  std::string write_spec(const std::string& text) {
+    test::write_text(path("spec.yaml"), text);
+    return path("spec.yaml");
+  }
+  std::string dir_;
+};
+
+// ---- raw data as the C side sees it -------------------------------------
+
+uint16_t to_bf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  return static_cast<uint16_t>((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
+}
+float from_bf16(uint16_t h) {
+  const uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// Elements of a tensor in the spec's dtype, as raw bytes.
+struct Storage {
+  DType dtype;
+  std::vector<float> values;
+  std::string bytes() const {
+    std::string out;
+    for (float v : values) {
+      if (dtype == DType::BF16) {
+        const uint16_t h = to_bf16(v);
+        out.append(reinterpret_cast<const char*>(&h), 2);
+      } else {
+        out.append(reinterpret_cast<const char*>(&v), 4);
+      }
+    }
+    return out;
+  }
+  static Storage from_bytes(DType dtype, const std::string& bytes) {
+    Storage s{dtype, {}};
+    const size_t size = dtype == DType::BF16 ? 2 : 4;
+    for (size_t i = 0; i + size <= bytes.size(); i += size) {
+      if (dtype == DType::BF16) {
+        uint16_t h;
+        std::memcpy(&h, bytes.data() + i, 2);
+        s.values.push_back(from_bf16(h));
+      } else {
+        float f;
+        std::memcpy(&f, bytes.data() + i, 4);
+        s.values.push_back(f);
+      }
+    }
+    return s;
+  }
+};
+
+// A tensor in the layout's order, stored with the given strides (elements
+// between rows may be padding, which the call must never touch).
+struct StridedTensor {
+  std::vector<int64_t> shape, strides;
+  int64_t elements = 0;  // of the storage
+  std::vector<double> dense;  // row-major logical values (reference input)
+
+  int64_t storage_index(int64_t flat) const {
+    int64_t index = 0;
+    for (int i = static_cast<int>(shape.size()) - 1; i >= 0; --i) {
+      index += (flat % shape[i]) * strides[i];
+      flat /= shape[i];
+    }
+    return index;
+  }
+};
+
+StridedTensor make_tensor(DType dtype, std::vector<int64_t> shape, std::vector<int64_t> strides, double phase) {
+  StridedTensor t{shape, strides, 1, {}};
+  int64_t n = 1, last = 0;
+  for (size_t i = 0; i < shape.size(); ++i) n *= shape[i], last += (shape[i] - 1) * strides[i];
+  t.elements = last + 1;
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = static_cast<float>(1.5 * std::sin(0.731 * i + phase));
+    t.dense.push_back(dtype == DType::BF16 ? from_bf16(to_bf16(v)) : v);  // exactly representable
+  }
+  return t;
+}
+
+constexpr float kSentinel = 1234.5f;
+
+Storage storage_of(DType dtype, const StridedTensor& t, float fill) {
+  Storage s{dtype, std::vector<float>(t.elements, fill)};
+  for (size_t i = 0; i < t.dense.size(); ++i) s.values[t.storage_index(i)] = static_cast<float>(t.dense[i]);
+  return s;
+}
+
+struct Scenario {
+  StridedTensor q;
+  std::optional<StridedTensor> k;
+  bool in_place = false;
+  std::vector<int64_t> positions_shape, positions;
+  bool positions_int64 = false;
+  std::vector<int64_t> cu_seqlens;
+  int64_t offset = 0, seq_len = 0;  // 0: the header derives it
+};
+
+std::string join(const std::vector<int64_t>& v) { return fmt::format("{}", fmt::join(v, " ")); }
+
+// Writes the driver's inputs; returns the driver's stdout.
+std::string run_driver(const std::string& exe, const std::string& dir, DType dtype, const Scenario& s) {
+  fs::create_directories(dir);
+  std::string call = fmt::format("{} {} {} {}\n", s.q.shape.size(), join(s.q.shape), join(s.q.strides), s.q.elements);
+  test::write_text(dir + "/q.bin", storage_of(dtype, s.q, kSentinel).bytes());
+  test::write_text(dir + "/out_q.bin", Storage{dtype, std::vector<float>(s.q.elements, kSentinel)}.bytes());
+  if (s.k) {
+    call += fmt::format("1 {} {} {}\n", join(s.k->shape), join(s.k->strides), s.k->elements);
+    test::write_text(dir + "/k.bin", storage_of(dtype, *s.k, kSentinel).bytes());
+    test::write_text(dir + "/out_k.bin", Storage{dtype, std::vector<float>(s.k->elements, kSentinel)}.bytes());
+  } else {
+    call += "0\n";
+  }
+  call += fmt::format("{}\n", s.in_place ? 1 : 0);
+  if (s.positions_shape.empty()) {
+    call += "0\n";
+  } else {
+    call += fmt::format("{} {} {}\n", s.positions_shape.size(), join(s.positions_shape), s.positions_int64 ? 1 : 0);
+    std::string bytes;
+    for (int64_t p : s.positions) {
+      const int32_t p32 = static_cast<int32_t>(p);
+      if (s.positions_int64) bytes.append(reinterpret_cast<const char*>(&p), 8);
+      else bytes.append(reinterpret_cast<const char*>(&p32), 4);
+    }
+    test::write_text(dir + "/positions.bin", bytes);
+  }
+  if (s.cu_seqlens.empty()) call += "0\n";
+  else call += fmt::format("{} {}\n", s.cu_seqlens.size() - 1, join(s.cu_seqlens));
+  call += fmt::format("{} {}\n", s.offset, s.seq_len);
+  test::write_text(dir + "/call.txt", call);
+  const auto r = run_command(exe + " " + dir);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return r.out;
+}
+
+double tolerance(DType t, double ref) {
+  return 3e-6 + (t == DType::F32 ? 1e-6 : std::ldexp(1.0, -8)) * std::abs(ref);
+}
+
+// The output buffer against the reference; padding must still hold the
+// sentinel (or, in place, the input's padding, which is the sentinel too).
+void check_output(const RopeSpec& spec, const std::string& result_file, const StridedTensor& in, bool is_key,
+                  const Scenario& s, const char* what) {
+  ref::Call call;
+  call.offset = s.offset;
+  call.cu_seqlens = s.cu_seqlens;
+  if (!s.positions.empty())
+    call.positions = ref::Tensor{s.positions_shape, std::vector<double>(s.positions.begin(), s.positions.end())};
+  if (s.seq_len > 0) call.seq_len = s.seq_len;
+  const ref::Tensor want = ref::reference_apply(spec, {in.shape, in.dense}, is_key, call);
+  const Storage got = Storage::from_bytes(spec.dtype, test::read_text(result_file));
+  ASSERT_EQ(static_cast<int64_t>(got.values.size()), in.elements) << what;
+  std::vector<bool> touched(in.elements, false);
+  int bad = 0;
+  for (size_t i = 0; i < want.data.size() && bad < 5; ++i) {
+    const int64_t at = in.storage_index(i);
+    touched[at] = true;
+    if (!(std::abs(got.values[at] - want.data[i]) <= tolerance(spec.dtype, want.data[i])))
+      ADD_FAILURE() << what << "[" << i << "] = " << got.values[at] << ", reference " << want.data[i], ++bad;
+  }
+  for (int64_t i = 0; i < in.elements && bad < 5; ++i)
+    if (!touched[i] && got.values[i] != kSentinel) ADD_FAILURE() << what << ": padding element " << i << " was written", ++bad;
+}
+
+std::string build_library(const std::string& spec, const std::string& targets, const std::string& out) {
+  const auto r = run_command(kTool + " build " + spec + " --targets " + targets + " -o " + out);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return r.out;
+}
+
+// The driver, compiled as a C99 user would: only the library's directory.
+std::string compile_driver(const std::string& lib, const std::string& name, int element_bytes, const std::string& exe) {
+  const auto r = run_command(fmt::format(
+      "cc -std=c99 -Wall -Wextra -pedantic -Werror -DROPE_HEADER='\"{0}.h\"' -DROPE_FN={0}_rope -DELEMENT_BYTES={1} "
+      "-I {2} {3} {2}/lib{0}.a -lpthread -ldl -lm -o {4}",
+      name, element_bytes, lib, kDriver, exe));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return exe;
+}
+
+RopeSpec parse(const char* text) {
+  Result<RopeSpec> spec = parse_spec(text, "spec");
+  EXPECT_TRUE(spec.ok()) << format(spec.errors());
+  return *spec;
+}
+
+TEST_F(AotBuild, HostLibraryFilesManifestAndNumbers) {
+  const RopeSpec spec = parse(kSpecA);
+  const std::string lib = path("lib");
+  const auto summary = nlohmann::json::parse(build_library(write_spec(kSpecA), "host", lib));
+  EXPECT_EQ(summary["name"], "aot_a");
+
+  // Files and manifest.
+  for (const char* f : {"libaot_a.a", "aot_a.h", "HalideRuntime.h", "manifest.json", "aot_a_q_i32.h", "aot_a_qk_i64.h",
+                        "aot_a_pass_through.h"})
+    EXPECT_TRUE(fs::exists(lib + "/" + f)) << f;
+  for (const auto& e : fs::directory_iterator(lib))
+    EXPECT_NE(e.path().filename().string().substr(0, 1), ".") << "staging left behind: " << e.path();
+  const auto manifest = nlohmann::json::parse(test::read_text(lib + "/manifest.json"));
+  EXPECT_EQ(manifest["spec_hash"], spec_hash(spec));
+  EXPECT_EQ(manifest["spec"], to_yaml(spec));
+  EXPECT_EQ(manifest["halide_version"], "21.0.0");
+  EXPECT_EQ(manifest["targets"].back()["role"], "baseline");
+  std::vector<std::string> entries;
+  for (const auto& e : manifest["entry_points"]) entries.push_back(e["name"]);
+  EXPECT_THAT(entries, ::testing::ElementsAre("aot_a_q_i32", "aot_a_q_i64", "aot_a_qk_i32", "aot_a_qk_i64",
+                                              "aot_a_pass_through"));
+  std::vector<std::string> args;
+  for (const auto& a : manifest["entry_points"][3]["arguments"]) args.push_back(a["name"]);
+  EXPECT_THAT(args, ::testing::ElementsAre("q", "k", "positions", "seq_len", "out_q", "out_k"));
+  const auto& out_q = manifest["entry_points"][3]["arguments"][4];
+  EXPECT_EQ(manifest["entry_points"][3]["arguments"][2]["type"], "int64");
+  EXPECT_EQ(out_q["kind"], "output_buffer");
+  EXPECT_EQ(out_q["dims"], nlohmann::json::array({"m", "r", "h", "s", "b"}));  // interleaved rotary view
+  EXPECT_EQ(out_q["shape"], nlohmann::json::parse(R"([2, 8, "H", "S", "B"])"));
+  EXPECT_THAT(test::read_text(lib + "/aot_a.h"), HasSubstr(manifest["c_api"]["declaration"].get<std::string>().substr(0, 60)));
+
+  // The header is C++ too.
+  test::write_text(path("check.cpp"), "#include \"aot_a.h\"\nint main() { return AOT_A_HEAD_DIM == 24 ? 0 : 1; }\n");
+  const auto cxx = run_command("c++ -std=c++17 -Wall -Wextra -Werror -fsyntax-only -I " + lib + " " + path("check.cpp"));
+  EXPECT_EQ(cxx.exit_code, 0) << cxx.err;
+
+  const std::string exe = compile_driver(lib, "aot_a", 4, path("driver"));
+  const DType f32 = DType::F32;
+  // [S, B, H, D] = [5, 2, 3, 24]; q's heads padded to 32 elements (a view into a wider buffer).
+  Scenario s;
+  s.q = make_tensor(f32, {5, 2, 3, 24}, {2 * 3 * 32, 3 * 32, 32, 1}, 0.1);
+  s.k = make_tensor(f32, {5, 2, 2, 24}, {2 * 2 * 24, 2 * 24, 24, 1}, 0.7);
+  s.positions_shape = {5, 2};
+  s.positions = {0, 3, 1, 9, 2, 17, 3, 20, 4, 5};
+  {
+    SCOPED_TRACE("q and k, out of place, int32 ids [S, B], padded q");
+    EXPECT_EQ(run_driver(exe, path("call1"), f32, s), "rc=0\n");
+    check_output(spec, path("call1/result_q.bin"), s.q, false, s, "q");
+    check_output(spec, path("call1/result_k.bin"), *s.k, true, s, "k");
+  }
+  {
+    SCOPED_TRACE("q and k, in place, int64 ids, explicit seq_len");
+    Scenario t = s;
+    t.in_place = true, t.positions_int64 = true, t.seq_len = 50;
+    EXPECT_EQ(run_driver(exe, path("call2"), f32, t), "rc=0\n");
+    check_output(spec, path("call2/result_q.bin"), t.q, false, t, "q");
+    check_output(spec, path("call2/result_k.bin"), *t.k, true, t, "k");
+  }
+  {
+    SCOPED_TRACE("q alone, int64 ids [S] shared by the batch");
+    Scenario t = s;
+    t.k.reset();
+    t.positions_shape = {5}, t.positions = {7, 0, 30, 2, 4}, t.positions_int64 = true;
+    EXPECT_EQ(run_driver(exe, path("call3"), f32, t), "rc=0\n");
+    check_output(spec, path("call3/result_q.bin"), t.q, false, t, "q");
+  }
+  {
+    SCOPED_TRACE("errors the header catches before any kernel runs");
+    Scenario t = s;
+    t.positions_shape = {2, 5};  // [B, S]: sbhd wants [S, B]
+    EXPECT_EQ(run_driver(exe, path("call4"), f32, t), "rc=4\n");
+    t = s;
+    t.k = make_tensor(f32, {4, 2, 2, 24}, {2 * 2 * 24, 2 * 24, 24, 1}, 0.7);  // fewer tokens than q
+    EXPECT_EQ(run_driver(exe, path("call5"), f32, t), "rc=2\n");
+  }
+}
+
+TEST_F(AotBuild, ThdCuSeqlensBf16Library) {
+  const RopeSpec spec = parse(kSpecB);
+  const std::string lib = path("lib");
+  build_library(write_spec(kSpecB), "host", lib);
+  const std::string exe = compile_driver(lib, "aot_b", 2, path("driver"));
+  Scenario s;
+  s.q = make_tensor(DType::BF16, {7, 3, 16}, {48, 16, 1}, 0.2);
+  s.k = make_tensor(DType::BF16, {7, 1, 16}, {16, 16, 1}, 0.9);
+  s.cu_seqlens = {0, 3, 7};
+  s.offset = 2;
+  EXPECT_EQ(run_driver(exe, path("call1"), DType::BF16, s), "rc=0\n");
+  check_output(spec, path("call1/result_q.bin"), s.q, false, s, "q");
+  check_output(spec, path("call1/result_k.bin"), *s.k, true, s, "k");
+
+  s.cu_seqlens = {0, 4, 3, 7};  // decreasing
+  EXPECT_EQ(run_driver(exe, path("call2"), DType::BF16, s), "rc=5\n");
+}
+
+// The e_machine of every ELF member of an ar archive.
+std::vector<int> archive_machines(const std::string& file) {
+  const std::string a = test::read_text(file);
+  std::vector<int> machines;
+  if (a.compare(0, 8, "!<arch>\n") != 0) return machines;
+  for (size_t at = 8; at + 60 <= a.size();) {
+    const std::string name = a.substr(at, 16);
+    const size_t size = std::stoull(a.substr(at + 48, 10));
+    const size_t data = at + 60;
+    if (name.rfind("/ ", 0) != 0 && name.rfind("// ", 0) != 0 && a.compare(data, 4, "\x7f" "ELF") == 0)
+      machines.push_back(static_cast<unsigned char>(a[data + 18]) | static_cast<unsigned char>(a[data + 19]) << 8);
+    at = data + size + (size & 1);
+  }
+  return machines;
+}
+
+TEST_F(AotBuild, CrossCompilesAnAArch64Library) {
+  const std::string lib = path("arm");
+  const auto summary = nlohmann::json::parse(build_library(write_spec(kSpecB), "arm-64-linux", lib));
+  EXPECT_EQ(summary["targets"], nlohmann::json::array({"arm-64-linux"}));
+  const std::vector<int> machines = archive_machines(lib + "/libaot_b.a");
+  EXPECT_EQ(machines.size(), 3u);  // q, qk, runtime
+  for (int m : machines) EXPECT_EQ(m, 183) << "EM_AARCH64";
+  EXPECT_EQ(nlohmann::json::parse(test::read_text(lib + "/manifest.json"))["architecture"], "arm-64");
+}
+
+TEST_F(AotBuild, TargetErrorsExitTwoAndLeaveNothing) {
+  const std::string spec = write_spec(kSpecB);
+  fs::create_directories(path("existing"));
+  test::write_text(path("existing/mine.txt"), "keep");
+  for (const char* targets : {"x86-64-linux,arm-64-linux", "bogus-target", "x86-64-linux,", "x86-64-linux-cuda",
+                              "x86-64-linux,x86-64-linux"}) {
+    SCOPED_TRACE(targets);
+    auto r = run_command(kTool + " build " + spec + " --targets " + targets + " -o " + path("new/lib"));
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_THAT(r.err, HasSubstr("--targets"));
+    EXPECT_FALSE(fs::exists(path("new")));
+    r = run_command(kTool + " build " + spec + " --targets " + targets + " -o " + path("existing"));
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_EQ(std::distance(fs::directory_iterator(path("existing")), fs::directory_iterator()), 1);
+  }
+  const auto r = run_command(kTool + " build " + spec + " --targets x86-64-linux,arm-64-linux -o " + path("x"));
+  EXPECT_THAT(r.err, HasSubstr("mixes x86-64-linux and arm-64-linux"));
+}
+
+TEST_F(AotBuild, BareSpecBuildsForTheHostIntoItsName) {
+  const std::string spec = write_spec("name: bare\nhead_dim: 8\n");
+  fs::create_directories(path("cwd"));
+  const auto r = run_command("cd " + path("cwd") + " && " + kTool + " " + spec);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(path("cwd/bare/libbare.a")));
+  EXPECT_TRUE(fs::exists(path("cwd/bare/bare.h")));
+  EXPECT_TRUE(fs::exists(path("cwd/bare/manifest.json")));
+  // Not a file, not YAML: still a usage error.
+  EXPECT_EQ(run_command(kTool + " no-such-command").exit_code, 2);
+}
+
+}  // namespace
+}  // namespace ropegen

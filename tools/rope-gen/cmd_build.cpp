@@ -1,0 +1,117 @@
+// rope-gen build SPEC [--targets host,...] [-o DIR]: an AOT library in DIR
+// (default ./<name>): lib<name>.a, <name>.h, Halide's entry headers,
+// HalideRuntime.h and manifest.json; a JSON summary on stdout.
+// The files are built in a staging directory inside DIR and renamed into
+// place, so a failed build leaves DIR as it was.
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli_error.h"
+#include "commands.h"
+#include "ropegen/spec_io.h"
+#include "runtime/halide_messages.h"
+#include "targets/aot/build_library.h"
+
+namespace ropegen::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct BuildOptions {
+  std::string spec, targets = "host", out;
+};
+
+// Removes, unless committed, the staging dir and any directories this run
+// created to hold DIR, so a failure leaves no trace.
+class Staging {
+ public:
+  explicit Staging(const fs::path& out) {
+    std::error_code ec;
+    for (fs::path p = out; !p.empty() && !fs::exists(p, ec); p = p.parent_path()) created_top_ = p;
+    if (fs::exists(out, ec) && !fs::is_directory(out, ec)) fail(fmt::format("-o {}: exists and is not a directory", out.string()));
+    fs::create_directories(out, ec);
+    if (ec) fail(fmt::format("cannot create {}: {}", out.string(), ec.message()));
+    std::string tmpl = (out / ".rope-gen-build-XXXXXX").string();
+    if (!mkdtemp(tmpl.data())) {
+      if (!created_top_.empty()) fs::remove_all(created_top_, ec);
+      fail(fmt::format("cannot create a directory in {}", out.string()));
+    }
+    dir_ = tmpl;
+  }
+  ~Staging() {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+    if (!committed_ && !created_top_.empty()) fs::remove_all(created_top_, ec);
+  }
+  const fs::path& dir() const { return dir_; }
+  void commit() { committed_ = true; }
+
+ private:
+  fs::path dir_, created_top_;
+  bool committed_ = false;
+};
+
+void run_build(const BuildOptions& o) {
+  const auto start = std::chrono::steady_clock::now();
+  const RopeSpec spec = unwrap(load_spec(o.spec));
+  const std::vector<targets::aot::AotTarget> targets = unwrap(targets::aot::parse_aot_targets(o.targets));
+  const fs::path out = o.out.empty() ? fs::path(spec.name) : fs::path(o.out);
+
+  Staging staging(out);
+  runtime::install_halide_message_filter();  // as for JIT kernels: warnings only with ROPEGEN_VERBOSE=1
+  const std::vector<std::string> files = unwrap(targets::aot::build_aot_library(spec, targets, staging.dir()));
+  // manifest.json comes last in `files`: it appears once everything it lists is in place.
+  for (const std::string& f : files) {
+    std::error_code ec;
+    fs::rename(staging.dir() / f, out / f, ec);
+    if (ec) fail(fmt::format("cannot move {} into {}: {}", f, out.string(), ec.message()));
+  }
+  staging.commit();
+
+  nlohmann::ordered_json j;
+  j["name"] = spec.name;
+  j["spec_hash"] = spec_hash(spec);
+  j["out"] = out.string();
+  j["files"] = files;
+  for (const auto& t : targets) j["targets"].push_back(t.target.without_feature(Halide::Target::NoRuntime).to_string());
+  j["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::cout << j.dump() << "\n";
+}
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+}  // namespace
+
+void add_build_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "build",
+      "Compile SPEC ahead of time into DIR: lib<name>.a (every target, picked at run time), <name>.h\n"
+      "(C99/C++, no Halide needed) and manifest.json. `rope-gen SPEC` is `rope-gen build SPEC`.");
+  auto o = std::make_shared<BuildOptions>();
+  cmd->add_option("SPEC", o->spec, "spec file (YAML)")->required();
+  cmd->add_option("--targets", o->targets,
+                  "comma-separated, one architecture; the last is the baseline, always usable.\n"
+                  "host (default; on x86-64: avx512_skylake, avx2, sse41, x86-64) or Halide targets,\n"
+                  "e.g. x86-64-linux-avx2-fma-f16c-sse41,x86-64-linux or arm-64-linux");
+  cmd->add_option("-o,--out", o->out, "output directory (default: ./<name>); only the library's files are replaced");
+  cmd->callback([o] { run_build(*o); });
+}
+
+bool is_bare_spec_call(const CLI::App& app, int argc, char** argv) {
+  if (argc < 2) return false;
+  const std::string first = argv[1];
+  if (first.empty() || first[0] == '-') return false;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+    if (sub->get_name() == first) return false;
+  std::error_code ec;
+  return ends_with(first, ".yaml") || ends_with(first, ".yml") || fs::is_regular_file(first, ec);
+}
+
+}  // namespace ropegen::cli
