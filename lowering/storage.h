@@ -1,7 +1,8 @@
 // Storage types of the spec's dtypes and the conversions to and from the
-// float32 the math runs in. bf16 is kept as 16-bit words and converted with
-// integer vector ops (a shift on load; round to nearest even on store), which
-// every target runs natively, where Halide's bfloat16 is emulated.
+// float32 the math runs in. bf16 is kept as 16-bit words: loads widen with a
+// shift (an integer vector op on every target); stores use Halide's
+// round-to-nearest-even cast, one instruction where the target has it
+// (AVX512-BF16: 0.78 -> 0.86 of copy at [4,4096,32], one thread).
 #pragma once
 
 #include <Halide.h>

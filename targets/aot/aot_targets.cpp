@@ -20,6 +20,8 @@ std::vector<Target> expand_host() {
   if (host.arch != Target::X86 || host.bits != 64) return {host};
   using F = Target::Feature;
   const std::vector<std::vector<F>> levels = {
+      // Zen4 adds AVX512-BF16: one-instruction bf16 stores.
+      {F::AVX512_Zen4, F::AVX512_Skylake, F::AVX2, F::FMA, F::F16C, F::SSE41},
       {F::AVX512_Skylake, F::AVX2, F::FMA, F::F16C, F::SSE41},
       {F::AVX2, F::FMA, F::F16C, F::SSE41},
       {F::SSE41},
