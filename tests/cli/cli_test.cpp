@@ -98,6 +98,25 @@ TEST_F(Cli, FailedFreqsLeavesNoOutputFile) {
     EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << "temp file left: " << e.path();
 }
 
+TEST_F(Cli, TableWritesTheCosSinCache) {
+  const std::string out = path("t.npy");
+  const auto r = run_command(kTool + " table " + kExamples + "/qwen2_5_7b.yaml --max-pos 16 --out " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["rows"], 16);
+  EXPECT_EQ(j["columns"], 128);
+  const std::string bytes = test::read_text(out);
+  EXPECT_THAT(bytes, HasSubstr("'shape': (16, 128)"));
+  // Row 0: cos = attention factor, sin = 0.
+  const size_t header = static_cast<unsigned char>(bytes[8]) | (static_cast<unsigned char>(bytes[9]) << 8);
+  float cos0, sin0;
+  std::memcpy(&cos0, bytes.data() + 10 + header, 4);
+  std::memcpy(&sin0, bytes.data() + 10 + header + 64 * 4, 4);
+  EXPECT_FLOAT_EQ(cos0, 1.1386294f);
+  EXPECT_EQ(sin0, 0.0f);
+  EXPECT_EQ(run_command(kTool + " table " + kExamples + "/qwen2_5_7b.yaml --out " + out).exit_code, 2);
+}
+
 TEST_F(Cli, UsageErrorsExitTwo) {
   EXPECT_EQ(run_command(kTool).exit_code, 2);
   EXPECT_EQ(run_command(kTool + " frobnicate").exit_code, 2);

@@ -10,6 +10,7 @@ void add_freqs_command(CLI::App& app);
 void add_from_hf_command(CLI::App& app);
 void add_apply_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_table_command(CLI::App& app);
 void add_build_command(CLI::App& app);
 
 // `rope-gen SPEC` (a .yaml/.yml or existing file, not a subcommand) means `rope-gen build SPEC`.

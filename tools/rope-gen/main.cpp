@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   ropegen::cli::add_from_hf_command(app);
   ropegen::cli::add_apply_command(app);
   ropegen::cli::add_bench_command(app);
+  ropegen::cli::add_table_command(app);
   ropegen::cli::add_build_command(app);
   std::vector<char*> args(argv, argv + argc);
   static char build[] = "build";

@@ -1,0 +1,77 @@
+// rope-gen table SPEC (--max-pos N | --positions P.npy) [--seq-len N] --out T.npy
+#include <cstring>
+#include <iostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "atomic_file.h"
+#include "cli_error.h"
+#include "commands.h"
+#include "npy.h"
+#include "ropegen/rope_table.h"
+#include "ropegen/spec_io.h"
+
+namespace ropegen::cli {
+namespace {
+
+struct TableOptions {
+  std::string spec, positions, out;
+  std::optional<int64_t> max_pos, seq_len;
+};
+
+void run_table(const TableOptions& o) {
+  const RopeSpec spec = unwrap(load_spec(o.spec));
+  std::vector<int64_t> positions;
+  if (o.max_pos) {
+    if (*o.max_pos < 1) fail("--max-pos must be >= 1");
+    for (int64_t p = 0; p < *o.max_pos; ++p) positions.push_back(p);
+  } else {
+    const NpyArray a = read_npy(o.positions);
+    if (a.shape.size() != 1 || (a.dtype != "<i4" && a.dtype != "<i8"))
+      fail(fmt::format("{}: positions must be a 1-D int32 or int64 array [N]", o.positions));
+    for (int64_t i = 0; i < a.elements(); ++i) {
+      int64_t v = 0;
+      if (a.dtype == "<i4") {
+        int32_t x;
+        std::memcpy(&x, a.data.data() + 4 * i, 4);
+        v = x;
+      } else {
+        std::memcpy(&v, a.data.data() + 8 * i, 8);
+      }
+      positions.push_back(v);
+    }
+  }
+  if (o.seq_len && *o.seq_len < 1) fail("--seq-len must be >= 1");
+  const RopeTable t = unwrap(rope_table(spec, positions, o.seq_len));
+  write_file_atomically(o.out, npy_bytes(t.values, {t.rows, t.columns}));
+  nlohmann::ordered_json j;
+  j["name"] = spec.name;
+  j["rows"] = t.rows;
+  j["columns"] = t.columns;
+  j["layout"] = "[cos of the pairs | sin of the pairs] x attention_factor";
+  j["attention_factor"] = t.attention_factor;
+  j["seq_len"] = t.seq_len;
+  j["out"] = o.out;
+  std::cout << j.dump() << "\n";
+}
+
+}  // namespace
+
+void add_table_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("table", "Write the cos/sin cache engines take (vLLM, FlashInfer): float32 "
+                                          "[N, rotary_dim] = [cos | sin] x attention factor");
+  auto o = std::make_shared<TableOptions>();
+  cmd->add_option("SPEC", o->spec, "spec file (YAML)")->required();
+  auto* max_pos = cmd->add_option("--max-pos", o->max_pos, "rows for positions 0 .. N-1");
+  auto* pos = cmd->add_option("--positions", o->positions, "rows for these positions (int32/int64 .npy [N])");
+  max_pos->excludes(pos);
+  cmd->add_option("--seq-len", o->seq_len, "run-time sequence length for dynamic / longrope (default: max position + 1)");
+  cmd->add_option("--out", o->out, "the table (.npy, float32)")->required();
+  cmd->callback([o, max_pos, pos] {
+    if (!*max_pos && !*pos) fail("give --max-pos N or --positions P.npy");
+    run_table(*o);
+  });
+}
+
+}  // namespace ropegen::cli
