@@ -32,37 +32,16 @@ runtime::HostTensor read_float_tensor(const std::string& path, const char* role)
   return t;
 }
 
-std::vector<int64_t> read_ids(const std::string& path, const char* role, bool* is_int64, std::vector<int64_t>* shape) {
-  const NpyArray a = read_npy(path);
-  if (a.dtype != "<i4" && a.dtype != "<i8")
-    fail(fmt::format("{} ({}) has dtype {}; {} must be int32 or int64", role, path, a.dtype, role));
-  std::vector<int64_t> out(a.elements());
-  for (int64_t i = 0; i < a.elements(); ++i) {
-    if (a.dtype == "<i4") {
-      int32_t v;
-      std::memcpy(&v, a.data.data() + 4 * i, 4);
-      out[i] = v;
-    } else {
-      std::memcpy(&out[i], a.data.data() + 8 * i, 8);
-    }
-  }
-  if (is_int64) *is_int64 = a.dtype == "<i8";
-  if (shape) *shape = a.shape;
-  return out;
-}
-
 void run_apply(const ApplyOptions& o) {
   const RopeSpec spec = unwrap(load_spec(o.spec));
   runtime::ApplyRequest r;
   r.q = read_float_tensor(o.q, "q");
   if (!o.k.empty()) r.k = read_float_tensor(o.k, "k");
   if (!o.positions.empty()) {
-    runtime::HostPositions p;
-    p.name = "positions";
-    p.values = read_ids(o.positions, "positions", &p.is_int64, &p.shape);
-    r.positions = p;
+    NpyInts ids = read_npy_ints(o.positions, "positions");
+    r.positions = runtime::HostPositions{"positions", ids.shape, ids.values, ids.is_int64};
   }
-  if (!o.cu_seqlens.empty()) r.cu_seqlens = read_ids(o.cu_seqlens, "cu_seqlens", nullptr, nullptr);
+  if (!o.cu_seqlens.empty()) r.cu_seqlens = read_npy_ints(o.cu_seqlens, "cu_seqlens").values;
   if (o.k.empty() != o.out_k.empty()) fail("--k and --out-k go together");
   r.offset = o.offset;
   r.seq_len = o.seq_len;

@@ -1,5 +1,4 @@
 // rope-gen table SPEC (--max-pos N | --positions P.npy) [--seq-len N] --out T.npy
-#include <cstring>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -27,20 +26,9 @@ void run_table(const TableOptions& o) {
     if (*o.max_pos < 1) fail("--max-pos must be >= 1");
     for (int64_t p = 0; p < *o.max_pos; ++p) positions.push_back(p);
   } else {
-    const NpyArray a = read_npy(o.positions);
-    if (a.shape.size() != 1 || (a.dtype != "<i4" && a.dtype != "<i8"))
-      fail(fmt::format("{}: positions must be a 1-D int32 or int64 array [N]", o.positions));
-    for (int64_t i = 0; i < a.elements(); ++i) {
-      int64_t v = 0;
-      if (a.dtype == "<i4") {
-        int32_t x;
-        std::memcpy(&x, a.data.data() + 4 * i, 4);
-        v = x;
-      } else {
-        std::memcpy(&v, a.data.data() + 8 * i, 8);
-      }
-      positions.push_back(v);
-    }
+    const NpyInts ids = read_npy_ints(o.positions, "positions");
+    if (ids.shape.size() != 1) fail(fmt::format("{}: positions must be 1-D [N]", o.positions));
+    positions = ids.values;
   }
   if (o.seq_len && *o.seq_len < 1) fail("--seq-len must be >= 1");
   const RopeTable t = unwrap(rope_table(spec, positions, o.seq_len));

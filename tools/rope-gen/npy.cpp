@@ -1,5 +1,6 @@
 #include "npy.h"
 
+#include <cstring>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -105,6 +106,23 @@ NpyArray read_npy(const std::string& path) {
                      bytes.size() - data_start));
   a.data.assign(bytes.begin() + data_start, bytes.end());
   return a;
+}
+
+NpyInts read_npy_ints(const std::string& path, const char* role) {
+  const NpyArray a = read_npy(path);
+  if (a.dtype != "<i4" && a.dtype != "<i8")
+    fail(fmt::format("{} ({}) has dtype {}; {} must be int32 or int64", role, path, a.dtype, role));
+  NpyInts out{a.shape, std::vector<int64_t>(a.elements()), a.dtype == "<i8"};
+  for (int64_t i = 0; i < a.elements(); ++i) {
+    if (out.is_int64) {
+      std::memcpy(&out.values[i], a.data.data() + 8 * i, 8);
+    } else {
+      int32_t v;
+      std::memcpy(&v, a.data.data() + 4 * i, 4);
+      out.values[i] = v;
+    }
+  }
+  return out;
 }
 
 }  // namespace ropegen::cli

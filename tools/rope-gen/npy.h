@@ -21,4 +21,13 @@ std::string npy_bytes(const std::vector<int64_t>& values, const std::vector<int6
 // Throws CliError naming the file for anything it cannot read.
 NpyArray read_npy(const std::string& path);
 
+// Integer ids (positions, cu_seqlens): int32 or int64, widened; `role`
+// names them in errors.
+struct NpyInts {
+  std::vector<int64_t> shape;
+  std::vector<int64_t> values;
+  bool is_int64 = false;
+};
+NpyInts read_npy_ints(const std::string& path, const char* role);
+
 }  // namespace ropegen::cli
