@@ -7,8 +7,8 @@
 #include <random>
 #include <thread>
 
+#include "ropegen/runtime.h"
 #include "runtime/host_tensor.h"
-#include "runtime/jit_kernel.h"
 #include "runtime/tensor_view.h"
 #include "targets/target_names.h"
 
@@ -72,7 +72,9 @@ Result<BenchResult> bench_rope(const RopeSpec& spec, const BenchOptions& o) {
 
   lowering::KernelVariant variant;
   variant.with_k = o.k_heads > 0;
-  runtime::JitKernel kernel(spec, variant, *target);
+  Result<std::shared_ptr<runtime::Kernel>> acquired = Runtime::process().get(spec, variant, o.target);
+  if (!acquired) return acquired.errors();
+  runtime::Kernel& kernel = *acquired.value();
 
   const std::vector<int64_t> q_shape = layout_shape(spec.layout, o.batch, o.seq, o.heads, spec.head_dim);
   const std::vector<int64_t> k_shape = layout_shape(spec.layout, o.batch, o.seq, o.k_heads, spec.head_dim);

@@ -5,8 +5,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "ropegen/runtime.h"
 #include "runtime/host_tensor.h"
-#include "runtime/jit_kernel.h"
 #include "runtime/tensor_view.h"
 #include "targets/target_names.h"
 
@@ -142,7 +142,9 @@ Result<ApplyResult> apply_on_host(const RopeSpec& spec, const ApplyRequest& r) {
   lowering::KernelVariant variant;
   variant.with_k = r.k.has_value();
   variant.position_type = r.positions && r.positions->is_int64 ? Halide::Int(64) : Halide::Int(32);
-  JitKernel kernel(spec, variant, *target);
+  // Through the kernel cache: a later apply of this spec (in any process) skips compilation.
+  Result<std::shared_ptr<Kernel>> kernel = Runtime::process().get(spec, variant, r.target);
+  if (!kernel) return kernel.errors();
 
   HostStorage q = to_storage(r.q.data, spec.dtype);
   HostStorage out_q = q.empty_like();
@@ -169,7 +171,7 @@ Result<ApplyResult> apply_on_host(const RopeSpec& spec, const ApplyRequest& r) {
   call.cu_seqlens = Halide::Buffer<int32_t>(cu32.data(), static_cast<int>(cu32.size()));
   call.offset = r.offset;
   call.seq_len = result.seq_len;
-  kernel.run(call);
+  kernel.value()->run(call);
 
   result.out_q = out_q.to_float();
   if (out_k) result.out_k = out_k->to_float();

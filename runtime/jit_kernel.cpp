@@ -2,8 +2,8 @@
 
 #include <stdexcept>
 
+#include "runtime/call_binding.h"
 #include "runtime/halide_messages.h"
-#include "runtime/tensor_view.h"
 #include "targets/schedule.h"
 
 namespace ropegen::runtime {
@@ -24,33 +24,20 @@ JitKernel::JitKernel(const RopeSpec& spec, const lowering::KernelVariant& varian
   }
 }
 
-void JitKernel::copy_pass_through(const Halide::Buffer<>& in, const Halide::Buffer<>& out) {
-  if (!pass_through_ || in.data() == out.data()) return;  // in place: nothing to copy
-  const int first_after = spec_.rotary_offset + spec_.rotary_dim;
-  for (auto [first, count] : {std::pair{0, spec_.rotary_offset}, std::pair{first_after, spec_.head_dim - first_after}}) {
-    if (count == 0) continue;
-    pass_through_->input.set(dim_range_view(in, first, count));
-    pass_through_pipeline_.realize(Halide::Realization({dim_range_view(out, first, count)}), target_);
-  }
-}
-
 void JitKernel::run(const RopeCall& call) {
   lowering::RopeAlgorithm& a = *algorithm_;
-  // Writing a pair elsewhere than it was read would overwrite other pairs' inputs.
-  if (spec_.output_pairing != spec_.pairing && (call.q.data() == call.out_q.data() || (call.k.data() && call.k.data() == call.out_k.data())))
-    throw std::invalid_argument("a spec whose output_pairing differs from its pairing cannot run in place");
-  a.q.input.set(call.q);
-  if (a.variant.with_k) a.k.input.set(call.k);
-  if (a.uses_positions) a.positions.set(call.positions);
-  if (a.uses_cu_seqlens) a.cu_seqlens.set(call.cu_seqlens);
-  a.offset.set(call.offset);
-  a.seq_len.set(call.seq_len);
-  if (a.variant.with_k)
-    pipeline_.realize(Halide::Realization({rotary_view(call.out_q, spec_), rotary_view(call.out_k, spec_)}), target_);
-  else
-    pipeline_.realize(Halide::Realization({rotary_view(call.out_q, spec_)}), target_);
-  copy_pass_through(call.q, call.out_q);
-  if (a.variant.with_k) copy_pass_through(call.k, call.out_k);
+  const BoundCall bound = bind_call(spec_, a.variant, call);
+  a.q.input.set(bound.rope.q);
+  if (a.variant.with_k) a.k.input.set(bound.rope.k);
+  if (a.uses_positions) a.positions.set(bound.rope.positions);
+  if (a.uses_cu_seqlens) a.cu_seqlens.set(bound.rope.cu_seqlens);
+  a.offset.set(bound.rope.offset);
+  a.seq_len.set(bound.rope.seq_len);
+  pipeline_.realize(Halide::Realization(bound.rope.outputs()), target_);
+  for (const PassThroughArguments& copy : bound.pass_through) {
+    pass_through_->input.set(copy.in);
+    pass_through_pipeline_.realize(Halide::Realization({copy.out}), target_);
+  }
 }
 
 }  // namespace ropegen::runtime

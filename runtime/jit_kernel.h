@@ -10,28 +10,18 @@
 
 #include "lowering/rope_algorithm.h"
 #include "ropegen/spec.h"
+#include "runtime/kernel.h"
 
 namespace ropegen::runtime {
 
-struct RopeCall {
-  Halide::Buffer<> q, out_q;            // logical (d, h, s, b) views; out may alias in
-  Halide::Buffer<> k, out_k;            // only with a k variant
-  Halide::Buffer<> positions;           // (s, b), explicit specs
-  Halide::Buffer<int32_t> cu_seqlens;   // thd with implicit positions
-  int64_t offset = 0;
-  int64_t seq_len = 1;                  // HF: max position id + 1
-};
-
-class JitKernel {
+class JitKernel : public Kernel {
  public:
   JitKernel(const RopeSpec& spec, const lowering::KernelVariant& variant, const Halide::Target& target);
-  void run(const RopeCall& call);
+  void run(const RopeCall& call) override;  // not reentrant: binds the pipeline's parameters
   const RopeSpec& spec() const { return spec_; }
 
  private:
   RopeSpec spec_;
-  void copy_pass_through(const Halide::Buffer<>& in, const Halide::Buffer<>& out);
-
   std::unique_ptr<lowering::RopeAlgorithm> algorithm_;
   Halide::Pipeline pipeline_;
   // Partial-rotary specs only: copies the other dims on out-of-place calls.

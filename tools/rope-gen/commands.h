@@ -12,6 +12,7 @@ void add_apply_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_table_command(CLI::App& app);
 void add_build_command(CLI::App& app);
+void add_cache_command(CLI::App& app);
 
 // `rope-gen SPEC` (a .yaml/.yml or existing file, not a subcommand) means `rope-gen build SPEC`.
 bool is_bare_spec_call(const CLI::App& app, int argc, char** argv);

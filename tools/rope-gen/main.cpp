@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   ropegen::cli::add_bench_command(app);
   ropegen::cli::add_table_command(app);
   ropegen::cli::add_build_command(app);
+  ropegen::cli::add_cache_command(app);
   std::vector<char*> args(argv, argv + argc);
   static char build[] = "build";
   if (ropegen::cli::is_bare_spec_call(app, argc, argv)) args.insert(args.begin() + 1, build);

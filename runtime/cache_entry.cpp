@@ -1,0 +1,163 @@
+#include "cache_entry.h"
+
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "runtime/cache_key.h"
+
+namespace ropegen::runtime {
+namespace {
+
+constexpr char kMagic[8] = {'R', 'G', 'K', 'E', 'R', 'N', '0', '1'};
+constexpr size_t kTrailerBytes = 32;
+// Entries are a few MB; anything claiming more is not ours.
+constexpr uint64_t kMaxTagBytes = 1 << 16;
+
+struct Trailer {
+  uint64_t payload_bytes = 0, tag_bytes = 0, checksum = 0;
+  char magic[8] = {};
+};
+
+void put_u64(unsigned char* out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<unsigned char>(v >> (8 * i));
+}
+uint64_t get_u64(const unsigned char* in) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | in[i];
+  return v;
+}
+
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
+
+ private:
+  int fd_;
+};
+
+bool read_at(int fd, void* out, size_t bytes, off_t offset) {
+  auto* p = static_cast<char*>(out);
+  while (bytes > 0) {
+    const ssize_t n = ::pread(fd, p, bytes, offset);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n, bytes -= static_cast<size_t>(n), offset += n;
+  }
+  return true;
+}
+
+bool write_all(int fd, const void* data, size_t bytes) {
+  const auto* p = static_cast<const char*>(data);
+  while (bytes > 0) {
+    const ssize_t n = ::write(fd, p, bytes);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n, bytes -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// The trailer of a file of `size` bytes, if it is well formed.
+std::optional<Trailer> read_trailer(int fd, uint64_t size, std::string* why) {
+  unsigned char raw[kTrailerBytes];
+  if (size < kTrailerBytes || !read_at(fd, raw, kTrailerBytes, static_cast<off_t>(size - kTrailerBytes))) {
+    *why = fmt::format("{} bytes: too short for an entry", size);
+    return std::nullopt;
+  }
+  Trailer t{get_u64(raw), get_u64(raw + 8), get_u64(raw + 16), {}};
+  std::memcpy(t.magic, raw + 24, 8);
+  if (std::memcmp(t.magic, kMagic, 8) != 0) {
+    *why = "no rope-gen entry trailer (truncated, or not written by rope-gen)";
+    return std::nullopt;
+  }
+  if (t.tag_bytes > kMaxTagBytes || t.payload_bytes > size || t.payload_bytes + t.tag_bytes + kTrailerBytes != size) {
+    *why = fmt::format("sizes in the trailer ({} + {}) do not add up to the file's {} bytes", t.payload_bytes,
+                       t.tag_bytes, size);
+    return std::nullopt;
+  }
+  return t;
+}
+
+// The first line of `tag` that differs from `expected`, for the message.
+std::string first_difference(const std::string& tag, const std::string& expected) {
+  std::istringstream a(tag), b(expected);
+  std::string x, y;
+  while (std::getline(a, x)) {
+    if (!std::getline(b, y) || x != y) return x.substr(0, 200);
+  }
+  return "tag is a prefix of the expected one";
+}
+
+}  // namespace
+
+std::optional<Diagnostic> seal_entry(const std::string& path, const std::string& tag) {
+  auto fail = [&](const std::string& what) {
+    return Diagnostic{{path, -1, -1}, fmt::format("cannot seal cache entry {}: {}: {}", path, what, std::strerror(errno)), {}};
+  };
+  Fd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
+  struct stat st;
+  if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0) return fail("open");
+  std::vector<unsigned char> bytes(static_cast<size_t>(st.st_size) + tag.size());
+  if (!read_at(fd.get(), bytes.data(), static_cast<size_t>(st.st_size), 0)) return fail("read");
+  std::memcpy(bytes.data() + st.st_size, tag.data(), tag.size());
+  unsigned char trailer[kTrailerBytes];
+  put_u64(trailer, static_cast<uint64_t>(st.st_size));
+  put_u64(trailer + 8, tag.size());
+  put_u64(trailer + 16, checksum64(bytes.data(), bytes.size()));
+  std::memcpy(trailer + 24, kMagic, 8);
+  if (::lseek(fd.get(), 0, SEEK_END) < 0 || !write_all(fd.get(), tag.data(), tag.size()) ||
+      !write_all(fd.get(), trailer, kTrailerBytes))
+    return fail("write");
+  if (::fsync(fd.get()) != 0) return fail("fsync");
+  if (::close(fd.release()) != 0) return fail("close");
+  return std::nullopt;
+}
+
+EntryCheck check_entry(const std::string& path, const std::string& expected_tag, std::string* payload) {
+  using Status = EntryCheck::Status;
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) return {Status::Absent, {}};
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return {Status::Damaged, "not a regular file"};
+  EntryCheck check{Status::Damaged, {}};
+  const std::optional<Trailer> t = read_trailer(fd.get(), static_cast<uint64_t>(st.st_size), &check.why);
+  if (!t) return check;
+  std::vector<unsigned char> bytes(t->payload_bytes + t->tag_bytes);
+  if (!read_at(fd.get(), bytes.data(), bytes.size(), 0)) return {Status::Damaged, "unreadable"};
+  if (checksum64(bytes.data(), bytes.size()) != t->checksum) return {Status::Damaged, "checksum mismatch"};
+  const std::string tag(reinterpret_cast<const char*>(bytes.data() + t->payload_bytes), t->tag_bytes);
+  if (tag != expected_tag) return {Status::Foreign, "sealed for another key (" + first_difference(tag, expected_tag) + ")"};
+  if (payload) payload->assign(reinterpret_cast<const char*>(bytes.data()), t->payload_bytes);
+  return {Status::Ok, {}};
+}
+
+std::optional<std::string> read_entry_tag(const std::string& path) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  struct stat st;
+  if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0) return std::nullopt;
+  std::string why;
+  const std::optional<Trailer> t = read_trailer(fd.get(), static_cast<uint64_t>(st.st_size), &why);
+  if (!t) return std::nullopt;
+  std::string tag(t->tag_bytes, '\0');
+  if (!read_at(fd.get(), tag.data(), tag.size(), static_cast<off_t>(t->payload_bytes))) return std::nullopt;
+  return tag;
+}
+
+}  // namespace ropegen::runtime

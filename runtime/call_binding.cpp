@@ -1,0 +1,78 @@
+#include "call_binding.h"
+
+#include <stdexcept>
+
+#include "runtime/tensor_view.h"
+
+namespace ropegen::runtime {
+namespace {
+
+// The copies that complete an out-of-place call on a partial-rotary spec:
+// the dims before and after the rotary range, where there are any.
+void add_pass_through(const RopeSpec& spec, const Halide::Buffer<>& in, const Halide::Buffer<>& out,
+                      std::vector<PassThroughArguments>& copies) {
+  if (spec.rotary_dim == spec.head_dim || in.data() == out.data()) return;  // in place: nothing to copy
+  const int first_after = spec.rotary_offset + spec.rotary_dim;
+  for (auto [first, count] : {std::pair{0, spec.rotary_offset}, std::pair{first_after, spec.head_dim - first_after}})
+    if (count > 0) copies.push_back({dim_range_view(in, first, count), dim_range_view(out, first, count)});
+}
+
+// Halide may make an output's argument name unique with a `$n` tail.
+std::string_view base_name(std::string_view name) { return name.substr(0, name.find('$')); }
+
+}  // namespace
+
+std::vector<Halide::Buffer<>> RopeArguments::outputs() const {
+  if (out_k.defined()) return {out_q, out_k};
+  return {out_q};
+}
+
+// Names as lowering/rope_algorithm.cpp gives the ImageParams, Params and
+// output Funcs.
+std::optional<ArgumentSource> rope_argument(std::string_view name) {
+  name = base_name(name);
+  ArgumentSource s;
+  if (name == "q") s.rope_buffer = &RopeArguments::q;
+  else if (name == "k") s.rope_buffer = &RopeArguments::k;
+  else if (name == "positions") s.rope_buffer = &RopeArguments::positions;
+  else if (name == "cu_seqlens") s.rope_buffer = &RopeArguments::cu_seqlens;
+  else if (name == "out_q") s.rope_buffer = &RopeArguments::out_q;
+  else if (name == "out_k") s.rope_buffer = &RopeArguments::out_k;
+  else if (name == "offset") s.rope_scalar = &RopeArguments::offset;
+  else if (name == "seq_len") s.rope_scalar = &RopeArguments::seq_len;
+  else return std::nullopt;
+  return s;
+}
+
+std::optional<ArgumentSource> pass_through_argument(std::string_view name) {
+  name = base_name(name);
+  ArgumentSource s;
+  if (name == "pass_in") s.copy_buffer = &PassThroughArguments::in;
+  else if (name == "pass_out") s.copy_buffer = &PassThroughArguments::out;
+  else return std::nullopt;
+  return s;
+}
+
+BoundCall bind_call(const RopeSpec& spec, const lowering::KernelVariant& variant, const RopeCall& call) {
+  // Writing a pair elsewhere than it was read would overwrite other pairs' inputs.
+  if (spec.output_pairing != spec.pairing &&
+      (call.q.data() == call.out_q.data() || (call.k.data() && call.k.data() == call.out_k.data())))
+    throw std::invalid_argument("a spec whose output_pairing differs from its pairing cannot run in place");
+  BoundCall bound;
+  RopeArguments& a = bound.rope;
+  a.q = call.q;
+  a.out_q = rotary_view(call.out_q, spec);
+  if (variant.with_k) {
+    a.k = call.k;
+    a.out_k = rotary_view(call.out_k, spec);
+  }
+  a.positions = call.positions;
+  a.cu_seqlens = call.cu_seqlens;
+  a.offset = call.offset;
+  a.seq_len = call.seq_len;
+  add_pass_through(spec, call.q, call.out_q, bound.pass_through);
+  if (variant.with_k) add_pass_through(spec, call.k, call.out_k, bound.pass_through);
+  return bound;
+}
+
+}  // namespace ropegen::runtime

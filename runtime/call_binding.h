@@ -1,0 +1,58 @@
+// One RopeCall as the arguments of a spec's compiled pipelines: the rotary
+// pipeline's inputs and output views (tensor_view's rotary_view), and the
+// pass-through copies a partial-rotary spec needs out of place
+// (dim_range_view). The JIT kernel sets these on its ImageParams; a loaded
+// kernel passes them by argument name. Deciding which views a call means is
+// done here once, so the two kinds of kernel cannot disagree.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include <Halide.h>
+
+#include "lowering/rope_algorithm.h"
+#include "ropegen/spec.h"
+#include "runtime/kernel.h"
+
+namespace ropegen::runtime {
+
+// The rotary pipeline's arguments (lowering::RopeAlgorithm::arguments(),
+// then its outputs). Only those the variant and spec use are set.
+struct RopeArguments {
+  Halide::Buffer<> q, k, positions, cu_seqlens;
+  int64_t offset = 0, seq_len = 1;
+  Halide::Buffer<> out_q, out_k;  // rotary views of the caller's outputs
+
+  std::vector<Halide::Buffer<>> outputs() const;  // out_q (, out_k): the pipeline's output order
+};
+
+// One range of dims outside the rotary part: lowering::PassThroughCopy's
+// pass_in -> pass_out.
+struct PassThroughArguments {
+  Halide::Buffer<> in, out;
+};
+
+struct BoundCall {
+  RopeArguments rope;
+  std::vector<PassThroughArguments> pass_through;  // empty in place or with full rotary
+};
+
+// Where an argument of a compiled pipeline comes from, found by the name
+// lowering gave it (as in manifest.json; Halide may add a `$n` tail to an
+// output's name). Loaded kernels resolve their metadata once, at load.
+struct ArgumentSource {
+  Halide::Buffer<> RopeArguments::*rope_buffer = nullptr;
+  int64_t RopeArguments::*rope_scalar = nullptr;
+  Halide::Buffer<> PassThroughArguments::*copy_buffer = nullptr;
+};
+std::optional<ArgumentSource> rope_argument(std::string_view name);
+std::optional<ArgumentSource> pass_through_argument(std::string_view name);
+
+// Throws std::invalid_argument for a call no kernel of the spec can run
+// (writing pairs elsewhere than they were read, in place).
+BoundCall bind_call(const RopeSpec& spec, const lowering::KernelVariant& variant, const RopeCall& call);
+
+}  // namespace ropegen::runtime

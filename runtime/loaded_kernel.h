@@ -1,0 +1,26 @@
+// A kernel loaded from a disk-cache entry with dlopen. Its entry points are
+// called through Halide's <fn>_argv variant, with the arguments that
+// <fn>_metadata lists in call order, taken from call_binding's BoundCall —
+// the same binding the JIT kernel uses. run() is reentrant: each call
+// builds its own argument array.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "lowering/rope_algorithm.h"
+#include "ropegen/result.h"
+#include "ropegen/spec.h"
+#include "runtime/kernel.h"
+#include "runtime/shared_object.h"
+
+namespace ropegen::runtime {
+
+// `path` must be an entry check_entry accepted (or one just sealed). The
+// object stays loaded until the process exits: its Halide runtime owns a
+// thread pool, and dlopen hands the same mapping to any later load of the path.
+// A diagnostic means the object is not a kernel of this spec and variant.
+Result<std::shared_ptr<Kernel>> load_kernel(const std::string& path, const RopeSpec& spec,
+                                            const lowering::KernelVariant& variant, const KernelSymbols& symbols);
+
+}  // namespace ropegen::runtime

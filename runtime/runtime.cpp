@@ -1,0 +1,336 @@
+// ropegen::Runtime: the memory level, and the order of the others (disk,
+// then compile under the key's lock, then the JIT fallback).
+#include "ropegen/runtime.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "ropegen/spec_io.h"
+#include "runtime/cache_entry.h"
+#include "runtime/cache_key.h"
+#include "runtime/cache_stats.h"
+#include "runtime/disk_cache.h"
+#include "runtime/jit_kernel.h"
+#include "runtime/loaded_kernel.h"
+#include "runtime/shared_object.h"
+#include "targets/target_names.h"
+
+namespace ropegen {
+namespace {
+
+using runtime::Kernel;
+using KernelResult = Result<std::shared_ptr<Kernel>>;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// Why a kernel did not come from the disk cache: only shown with ROPEGEN_VERBOSE=1
+// (the kernel is still correct, only slower to obtain).
+void note(const std::string& message) {
+  if (std::getenv("ROPEGEN_VERBOSE")) std::fprintf(stderr, "rope-gen: kernel cache: %s\n", message.c_str());
+}
+
+// A JIT kernel binds its parameters on every run; the lock lets it be
+// shared like the reentrant loaded kernels.
+class SerializedKernel : public Kernel {
+ public:
+  explicit SerializedKernel(std::unique_ptr<Kernel> kernel) : kernel_(std::move(kernel)) {}
+  void run(const runtime::RopeCall& call) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    kernel_->run(call);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unique_ptr<Kernel> kernel_;
+};
+
+// Shared objects built for another OS or architecture, or with GPU code
+// whose buffers this binding does not manage, cannot be loaded here.
+bool loadable_here(const Halide::Target& t) {
+  static const Halide::Target host = Halide::get_host_target();
+  return t.os == host.os && t.arch == host.arch && t.bits == host.bits && !t.has_gpu_feature();
+}
+
+std::optional<uint64_t> parse_bytes(const std::string& text) {
+  size_t used = 0;
+  uint64_t value = 0;
+  try {
+    value = std::stoull(text, &used);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  const std::string suffix = text.substr(used);
+  const int shift = suffix.empty() ? 0 : suffix == "K" ? 10 : suffix == "M" ? 20 : suffix == "G" ? 30 : -1;
+  if (shift < 0 || text[0] == '-' || value > (UINT64_MAX >> shift)) return std::nullopt;
+  return value << shift;
+}
+
+}  // namespace
+
+CacheCounters& CacheCounters::operator+=(const CacheCounters& o) {
+  memory_hits += o.memory_hits, memory_misses += o.memory_misses;
+  disk_hits += o.disk_hits, disk_misses += o.disk_misses;
+  compiles += o.compiles, damaged_evicted += o.damaged_evicted, lru_evicted += o.lru_evicted;
+  jit_fallbacks += o.jit_fallbacks;
+  compile_seconds += o.compile_seconds, disk_load_seconds += o.disk_load_seconds;
+  return *this;
+}
+
+Result<RuntimeOptions> RuntimeOptions::from_environment() {
+  RuntimeOptions o;
+  o.cache_dir = runtime::default_cache_dir();
+  if (const char* cap = std::getenv("ROPEGEN_CACHE_MAX_BYTES"); cap && *cap) {
+    const std::optional<uint64_t> bytes = parse_bytes(cap);
+    if (!bytes)
+      return Diagnostic{{"ROPEGEN_CACHE_MAX_BYTES", -1, -1},
+                        fmt::format("ROPEGEN_CACHE_MAX_BYTES={}: expected a size in bytes, optionally with K, M or G "
+                                    "(e.g. 512M)",
+                                    cap),
+                        {}};
+    o.max_bytes = *bytes;
+  }
+  return o;
+}
+
+struct Runtime::State {
+  RuntimeOptions options;
+  std::vector<Diagnostic> config_errors;
+
+  std::once_flag disk_once;
+  std::optional<runtime::DiskCache> disk;  // nullopt: no disk level (disk_problem says why)
+  std::string disk_problem;
+
+  mutable std::mutex mutex;  // guards memory and the counters
+  std::unordered_map<std::string, std::shared_future<KernelResult>> memory;
+  CacheCounters counters, unflushed;
+
+  template <typename Change>
+  void count(Change change) {
+    std::lock_guard<std::mutex> lock(mutex);
+    change(counters);
+    change(unflushed);
+  }
+
+  runtime::DiskCache* disk_level() {
+    std::call_once(disk_once, [&] {
+      if (options.cache_dir.empty()) {
+        disk_problem = "no cache directory configured";
+        return;
+      }
+      Result<runtime::DiskCache> opened = runtime::DiskCache::open(options.cache_dir, options.max_bytes);
+      if (opened) disk.emplace(std::move(opened).value());
+      else disk_problem = format(opened.errors());
+    });
+    return disk ? &*disk : nullptr;
+  }
+
+  // Adds what was counted since the last flush to the stats file (advisory:
+  // a failure to write it is not an error of the get() that counted).
+  void flush() {
+    CacheCounters delta;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      delta = std::exchange(unflushed, CacheCounters{});
+    }
+    const CacheCounters& d = delta;
+    if (d.memory_hits + d.memory_misses + d.disk_hits + d.disk_misses + d.compiles + d.damaged_evicted +
+            d.lru_evicted + d.jit_fallbacks ==
+        0)
+      return;  // nothing happened (the seconds only grow with hits and compiles)
+    if (runtime::DiskCache* cache = disk_level()) (void)runtime::add_to_stats(*cache, delta);
+  }
+
+  KernelResult jit(const RopeSpec& spec, const lowering::KernelVariant& variant, const Halide::Target& target,
+                   const std::string& why) {
+    note(fmt::format("JIT-compiling {} in memory only: {}", spec.name, why));
+    count([](CacheCounters& c) { ++c.jit_fallbacks; });
+    try {
+      return std::shared_ptr<Kernel>(
+          std::make_shared<SerializedKernel>(std::make_unique<runtime::JitKernel>(spec, variant, target)));
+    } catch (const Halide::Error& e) {
+      return Diagnostic{{"--target", -1, -1},
+                        fmt::format("Halide cannot compile {} for {}: {}", spec.name, target.to_string(), e.what()), {}};
+    }
+  }
+
+  // The key's entry if it is on disk and sound. With `evict_bad` (under the
+  // key's lock) a damaged or foreign file is removed.
+  std::optional<std::shared_ptr<Kernel>> load_entry(runtime::DiskCache& cache, const runtime::CacheKey& key,
+                                                    const RopeSpec& spec, const lowering::KernelVariant& variant,
+                                                    bool evict_bad) {
+    const auto start = Clock::now();
+    const std::string path = cache.entry_path(key);
+    runtime::EntryCheck check = runtime::check_entry(path, key.text);
+    if (check.status == runtime::EntryCheck::Status::Ok) {
+      KernelResult kernel = runtime::load_kernel(path, spec, variant, runtime::kernel_symbols(spec, key));
+      if (kernel) {
+        cache.touch(key);
+        const double took = seconds_since(start);
+        count([&](CacheCounters& c) { ++c.disk_hits, c.disk_load_seconds += took; });
+        return kernel.value();
+      }
+      check = {runtime::EntryCheck::Status::Damaged, format(kernel.errors())};
+    }
+    if (check.status != runtime::EntryCheck::Status::Absent && evict_bad) evict_damaged(cache, path, check.why);
+    return std::nullopt;
+  }
+
+  void evict_damaged(runtime::DiskCache& cache, const std::string& path, const std::string& why) {
+    note(fmt::format("removing {}: {}", path, why));
+    cache.remove(path);
+    count([](CacheCounters& c) { ++c.damaged_evicted; });
+  }
+
+  // Halide's runtime for the target, written into `work` for the linker:
+  // from the cache, or compiled now and kept there for the next kernel
+  // (it is most of a cold compile).
+  Result<std::string> runtime_object(runtime::DiskCache& cache, const Halide::Target& target, const std::string& work) {
+    const runtime::CacheKey key = runtime::runtime_object_key(target);
+    const std::string path = cache.runtime_object_path(key), object = work + "/halide_runtime.o";
+    auto from_cache = [&](bool evict_bad) {
+      std::string payload;
+      const runtime::EntryCheck check = runtime::check_entry(path, key.text, &payload);
+      if (check.status == runtime::EntryCheck::Status::Ok) return static_cast<bool>(std::ofstream(object, std::ios::binary) << payload);
+      if (check.status != runtime::EntryCheck::Status::Absent && evict_bad) evict_damaged(cache, path, check.why);
+      return false;
+    };
+    if (from_cache(false)) return object;
+    Result<runtime::FileLock> held = cache.lock("runtime-" + key.hex.substr(0, 2));  // after the kernel's lock, never before
+    if (!held) return held.errors();
+    if (from_cache(true)) return object;
+    if (auto e = runtime::compile_runtime_object(target, object)) return *e;
+    const std::string sealed = work + "/halide_runtime.sealed";
+    std::error_code ec;
+    std::filesystem::copy_file(object, sealed, ec);
+    if (ec) note(fmt::format("cannot keep Halide's runtime object: {}", ec.message()));
+    else if (auto e = runtime::seal_entry(sealed, key.text)) note(format(*e));
+    else if (auto e = cache.publish(sealed, path)) note(format(*e));
+    return object;
+  }
+
+  // Compiles, seals, loads (so only a loadable object is ever published),
+  // publishes, then trims the cache to its cap. Under the key's lock.
+  KernelResult build(runtime::DiskCache& cache, const runtime::CacheKey& key, const RopeSpec& spec,
+                     const lowering::KernelVariant& variant, const Halide::Target& target) {
+    const auto start = Clock::now();
+    Result<std::string> work = cache.make_work_dir();
+    if (!work) return work.errors();
+    struct RemoveWhenDone {
+      std::string dir;
+      ~RemoveWhenDone() {
+        std::error_code ec;
+        std::filesystem::remove_all(dir, ec);
+      }
+    } remove_work{*work};
+    const runtime::KernelSymbols symbols = runtime::kernel_symbols(spec, key);
+    Result<std::string> halide_runtime = runtime_object(cache, target, *work);
+    if (!halide_runtime) return halide_runtime.errors();
+    Result<std::string> object = runtime::compile_shared_object(spec, variant, target, symbols, *halide_runtime, *work);
+    if (!object) return object.errors();
+    if (auto e = runtime::seal_entry(*object, key.text)) return *e;
+    KernelResult kernel = runtime::load_kernel(*object, spec, variant, symbols);
+    if (!kernel) return kernel.errors();
+    if (auto e = cache.publish(*object, cache.entry_path(key))) note(format(*e));  // still a good kernel for this process
+    const double took = seconds_since(start);
+    const int evicted = cache.evict_to_fit(key.hex);
+    count([&](CacheCounters& c) { ++c.compiles, c.compile_seconds += took, c.lru_evicted += evicted; });
+    return kernel;
+  }
+
+  KernelResult acquire(const RopeSpec& spec, const lowering::KernelVariant& variant, const std::string& target_name) {
+    Result<Halide::Target> target = targets::parse_target(target_name);
+    if (!target) return target.errors();
+    runtime::DiskCache* cache = disk_level();
+    if (!cache) return jit(spec, variant, *target, disk_problem);
+    if (!loadable_here(*target)) return jit(spec, variant, *target, "target " + target->to_string() + " cannot be loaded here");
+    const runtime::CacheKey key = runtime::cache_key(spec, variant, *target);
+    if (auto kernel = load_entry(*cache, key, spec, variant, false)) return *kernel;
+    // Whoever holds the lock builds; the others then find its entry.
+    Result<runtime::FileLock> held = cache->lock_key(key);
+    if (!held) return jit(spec, variant, *target, format(held.errors()));
+    if (auto kernel = load_entry(*cache, key, spec, variant, true)) return *kernel;
+    count([](CacheCounters& c) { ++c.disk_misses; });
+    KernelResult built = build(*cache, key, spec, variant, *target);
+    if (!built) return jit(spec, variant, *target, format(built.errors()));
+    return built;
+  }
+};
+
+Runtime::Runtime(RuntimeOptions options) : Runtime(std::move(options), {}) {}
+
+Runtime::Runtime(RuntimeOptions options, std::vector<Diagnostic> config_errors) : state_(std::make_unique<State>()) {
+  state_->options = std::move(options);
+  state_->config_errors = std::move(config_errors);
+}
+
+Runtime::~Runtime() { state_->flush(); }
+
+Runtime& Runtime::process() {
+  // Never destroyed: its kernels may hold JIT code whose Halide state must
+  // not be torn down during static destruction. Counters still reach the
+  // stats file at exit.
+  static Runtime* const instance = [] {
+    Result<RuntimeOptions> options = RuntimeOptions::from_environment();
+    auto* r = options ? new Runtime(options.value()) : new Runtime(RuntimeOptions{}, options.errors());
+    std::atexit([] { Runtime::process().state_->flush(); });
+    return r;
+  }();
+  return *instance;
+}
+
+Result<std::shared_ptr<runtime::Kernel>> Runtime::get(const RopeSpec& spec, const lowering::KernelVariant& variant,
+                                                      const std::string& target) {
+  State& s = *state_;
+  if (!s.config_errors.empty()) return s.config_errors;
+  // Exact in memory: the normalised text, not its hash.
+  std::string key = to_yaml(spec);
+  key += runtime::variant_tag(spec, variant);
+  key += '\n';
+  key += target;
+  std::promise<KernelResult> promise;
+  std::shared_future<KernelResult> found;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (auto it = s.memory.find(key); it != s.memory.end()) {
+      ++s.counters.memory_hits, ++s.unflushed.memory_hits;
+      found = it->second;
+    } else {
+      ++s.counters.memory_misses, ++s.unflushed.memory_misses;
+      s.memory.emplace(key, promise.get_future().share());
+    }
+  }
+  if (found.valid()) return found.get();  // waits while another thread is still building it
+  KernelResult result = [&]() -> KernelResult {
+    try {
+      return s.acquire(spec, variant, target);
+    } catch (const std::exception& e) {
+      return Diagnostic{{"kernel cache", -1, -1}, fmt::format("internal error while getting a kernel: {}", e.what()), {}};
+    }
+  }();
+  promise.set_value(result);
+  if (!result) {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.memory.erase(key);  // errors are not cached: the next call tries again
+  }
+  s.flush();
+  return result;
+}
+
+CacheCounters Runtime::counters() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->counters;
+}
+
+const RuntimeOptions& Runtime::options() const { return state_->options; }
+
+}  // namespace ropegen

@@ -1,0 +1,130 @@
+#include "shared_object.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <fmt/format.h>
+
+#include "runtime/halide_messages.h"
+#include "targets/aot/entry_points.h"
+
+extern char** environ;
+
+namespace ropegen::runtime {
+namespace {
+
+Diagnostic error(std::string message) { return Diagnostic{{"kernel cache", -1, -1}, std::move(message), {}}; }
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The AOT entry point that computes this variant (and the pass-through copy).
+std::vector<std::pair<targets::aot::EntryPoint, std::string>> entries_for(const RopeSpec& spec,
+                                                                         const lowering::KernelVariant& variant,
+                                                                         const KernelSymbols& symbols) {
+  using Kind = targets::aot::EntryPoint::Kind;
+  std::vector<std::pair<targets::aot::EntryPoint, std::string>> out;
+  for (const targets::aot::EntryPoint& e : targets::aot::entry_points(spec)) {
+    if (e.kind == Kind::PassThrough && !symbols.pass_through.empty()) out.emplace_back(e, symbols.pass_through);
+    const bool same_positions = !e.explicit_positions || e.variant.position_type == variant.position_type;
+    if (e.kind == Kind::Rope && e.variant.with_k == variant.with_k && same_positions) out.emplace_back(e, symbols.rope);
+  }
+  return out;
+}
+
+// Runs argv[0] from PATH with stdout and stderr going to `log` and its
+// temporary files in `tmp_dir` (the compiler driver makes some; they stay
+// inside the cache); the exit status.
+int run_program(const std::vector<std::string>& args, const std::string& log, const std::string& tmp_dir) {
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const std::string tmpdir = "TMPDIR=" + tmp_dir;
+  std::vector<char*> env;
+  for (char** e = environ; *e; ++e)
+    if (std::strncmp(*e, "TMPDIR=", 7) != 0) env.push_back(*e);
+  env.push_back(const_cast<char*>(tmpdir.c_str()));
+  env.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  pid_t pid;
+  const int spawned = posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), env.data());
+  posix_spawn_file_actions_destroy(&actions);
+  if (spawned != 0) return -spawned;
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return -errno;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+}  // namespace
+
+KernelSymbols kernel_symbols(const RopeSpec& spec, const CacheKey& key) {
+  KernelSymbols s;
+  s.prefix = "ropegen_" + key.hex + "_";
+  s.rope = s.prefix + "rope";
+  if (spec.rotary_dim < spec.head_dim) s.pass_through = s.prefix + "pass_through";
+  return s;
+}
+
+std::optional<Diagnostic> compile_runtime_object(const Halide::Target& target, const std::string& path) {
+  install_halide_message_filter();
+  try {
+    Halide::compile_standalone_runtime(path, target.without_feature(Halide::Target::NoRuntime));
+  } catch (const Halide::Error& e) {
+    return error(fmt::format("Halide cannot compile its runtime for {}: {}", target.to_string(), e.what()));
+  }
+  return std::nullopt;
+}
+
+Result<std::string> compile_shared_object(const RopeSpec& spec, const lowering::KernelVariant& variant,
+                                          const Halide::Target& target, const KernelSymbols& symbols,
+                                          const std::string& runtime_object, const std::string& work_dir) {
+  install_halide_message_filter();
+  std::vector<std::string> objects;
+  try {
+    // Every entry without a runtime; the runtime comes in once (as in rope-gen build).
+    for (const auto& [entry, symbol] : entries_for(spec, variant, symbols)) {
+      const std::string object = work_dir + "/" + symbol + ".o";
+      targets::aot::compile_entry(spec, entry, symbol, target.with_feature(Halide::Target::NoRuntime))
+          .compile({{Halide::OutputFileType::object, object}});
+      objects.push_back(object);
+    }
+  } catch (const Halide::Error& e) {
+    return error(fmt::format("Halide cannot compile {} for {}: {}", spec.name, target.to_string(), e.what()));
+  }
+  objects.push_back(runtime_object);
+
+  // Only the kernel is exported; the Halide runtime inside stays local.
+  const std::string exports = work_dir + "/exports.map";
+  std::ofstream(exports) << "{\n  global: " << symbols.prefix << "*; halide_set_error_handler;\n  local: *;\n};\n";
+  const std::string output = work_dir + "/kernel.so", log = work_dir + "/link.log";
+  const char* cxx = std::getenv("ROPEGEN_CXX");
+  std::vector<std::string> args = {cxx && *cxx ? cxx : "c++", "-shared", "-o", output};
+  args.insert(args.end(), objects.begin(), objects.end());
+  args.insert(args.end(), {"-Wl,--version-script=" + exports, "-Wl,-z,noexecstack", "-Wl,--as-needed", "-lpthread",
+                           "-ldl", "-lm"});
+  const int status = run_program(args, log, work_dir);
+  if (status < 0)
+    return error(fmt::format("cannot run the linker `{}`: {} (install a C++ compiler, or set ROPEGEN_CXX)", args[0],
+                             std::strerror(-status)));
+  if (status != 0)
+    return error(fmt::format("linking the kernel with `{}` failed (exit {}):\n{}", args[0], status, read_text(log)));
+  return output;
+}
+
+}  // namespace ropegen::runtime
