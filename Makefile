@@ -14,11 +14,11 @@ JOBS  ?= $(shell nproc)
 APT_PACKAGES := build-essential ninja-build pkg-config python3 python3-venv \
   libyaml-cpp-dev libfmt-dev libcli11-dev nlohmann-json3-dev \
   libgtest-dev libgmock-dev clang libclang-rt-14-dev
-PIP_PACKAGES := halide==21.0.0 cmake==3.31.6 numpy
+PIP_PACKAGES := halide==21.0.0 cmake==3.31.6 numpy pytest nanobind==3.1.0 scikit-build-core==1.1.2
 
 EXAMPLE ?= examples/llama3_8b.yaml
 
-.PHONY: all setup deps venv configure build run test fuzz clean distclean
+.PHONY: all setup deps venv configure build python run test fuzz clean distclean
 all: build
 
 setup: deps venv
@@ -63,8 +63,15 @@ run: build
 	$(CMAKE) --build $(BUILD)/aot/consumer
 	$(BUILD)/aot/consumer/aot_consumer
 
-test: build
+test: build python
 	cd $(BUILD) && $(abspath $(VENV))/bin/ctest --output-on-failure -j $(JOBS)
+	ROPEGEN_CACHE_DIR=$(abspath $(BUILD))/tests/rope-gen-cache $(PY) -m pytest -q -rs python/tests
+
+# The Python binding (python/), installed into the project venv; the build
+# directory is kept so reinstalling is incremental.
+python: build
+	$(PY) -m pip install -q --disable-pip-version-check --no-build-isolation ./python \
+	  --config-settings=build-dir=$(abspath $(BUILD))/python
 
 # A short, bounded libFuzzer session on the spec parser (clang; part of CI).
 FUZZ_SECONDS ?= 30

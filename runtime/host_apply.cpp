@@ -120,6 +120,20 @@ std::vector<Diagnostic> check_call(const RopeSpec& spec, const ApplyRequest& r) 
   return errors;
 }
 
+int64_t default_seq_len(const RopeSpec& spec, const ApplyRequest& r) {
+  const std::vector<int64_t> tokens = token_dims(spec.layout, r.q.shape);
+  int64_t max_position = 0;
+  if (r.positions) {
+    for (int64_t v : r.positions->values) max_position = std::max(max_position, v);
+  } else if (spec.layout == Layout::THD) {
+    const std::vector<int64_t> cu = r.cu_seqlens.value_or(std::vector<int64_t>{0, tokens[0]});
+    for (size_t i = 0; i + 1 < cu.size(); ++i) max_position = std::max(max_position, r.offset + cu[i + 1] - cu[i] - 1);
+  } else {
+    max_position = r.offset + (spec.layout == Layout::SBHD ? tokens[0] : tokens[1]) - 1;
+  }
+  return max_position + 1;
+}
+
 Result<ApplyResult> apply_on_host(const RopeSpec& spec, const ApplyRequest& r) {
   if (std::vector<Diagnostic> errors = check_call(spec, r); !errors.empty()) return errors;
   Result<Halide::Target> target = targets::parse_target(r.target);
@@ -127,17 +141,8 @@ Result<ApplyResult> apply_on_host(const RopeSpec& spec, const ApplyRequest& r) {
 
   const std::vector<int64_t> tokens = token_dims(spec.layout, r.q.shape);
   std::vector<int64_t> cu = r.cu_seqlens.value_or(std::vector<int64_t>{0, tokens[0]});
-  // seq_len as HF derives it: max position id + 1.
-  int64_t max_position = 0;
-  if (r.positions) {
-    for (int64_t v : r.positions->values) max_position = std::max(max_position, v);
-  } else if (spec.layout == Layout::THD) {
-    for (size_t i = 0; i + 1 < cu.size(); ++i) max_position = std::max(max_position, r.offset + cu[i + 1] - cu[i] - 1);
-  } else {
-    max_position = r.offset + (spec.layout == Layout::SBHD ? tokens[0] : tokens[1]) - 1;
-  }
   ApplyResult result;
-  result.seq_len = r.seq_len.value_or(max_position + 1);
+  result.seq_len = r.seq_len.value_or(default_seq_len(spec, r));
 
   lowering::KernelVariant variant;
   variant.with_k = r.k.has_value();

@@ -46,6 +46,10 @@ struct ApplyResult {
 Result<ApplyResult> apply_on_host(const RopeSpec& spec, const ApplyRequest& request);
 
 // The shape checks alone (no compilation): every problem with the call.
+// Only the tensors' shapes are read, not their data.
 std::vector<Diagnostic> check_call(const RopeSpec& spec, const ApplyRequest& request);
+
+// seq_len as HF derives it when the call gives none: max position id + 1.
+int64_t default_seq_len(const RopeSpec& spec, const ApplyRequest& request);
 
 }  // namespace ropegen::runtime

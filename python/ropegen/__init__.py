@@ -1,0 +1,73 @@
+"""rope-gen from Python: exact RoPE kernels on numpy and torch (CPU) tensors.
+
+    import ropegen
+    rope = ropegen.compile("examples/llama3_8b.yaml")   # a path, YAML text or a dict
+    q_rot, k_rot = rope(q, k, positions=position_ids)
+    rope(q, out_q=q)                                     # in place
+    inv_freq, attention_factor = ropegen.freqs(spec, seq_len=8192)
+
+Kernels are compiled once per spec and kept in memory and on disk
+($ROPEGEN_CACHE_DIR, default ~/.cache/rope-gen), so later calls and later
+processes skip compilation. Errors are ValueErrors with rope-gen's messages.
+"""
+import json
+import os
+
+from . import _ropegen
+
+__all__ = ["compile", "freqs", "Kernel"]
+
+
+def _spec_text(spec):
+    """(text, source name) of a spec given as a dict, a path or YAML text."""
+    if isinstance(spec, dict):
+        return json.dumps(spec), "<dict>"  # JSON is YAML
+    if isinstance(spec, os.PathLike) or (isinstance(spec, str) and "\n" not in spec and os.path.isfile(spec)):
+        with open(spec, encoding="utf-8") as f:
+            return f.read(), os.fspath(spec)
+    if isinstance(spec, str):
+        return spec, "<string>"
+    raise TypeError("spec must be a path, YAML text or a dict")
+
+
+def _empty_like(t):
+    if hasattr(t, "new_empty"):  # torch
+        import torch
+        return torch.empty_like(t)
+    import numpy
+    return numpy.empty_like(t)
+
+
+class Kernel:
+    """A compiled spec; call it on q (and k) in the spec's layout and dtype."""
+
+    def __init__(self, spec, target="host"):
+        text, source = _spec_text(spec)
+        self._kernel = _ropegen.compile(text, source, target)
+
+    @property
+    def spec(self):
+        """The normalised spec (YAML)."""
+        return self._kernel.spec
+
+    def __call__(self, q, k=None, positions=None, offset=0, seq_len=None, out_q=None, out_k=None, cu_seqlens=None):
+        """Rotate q (and k). Returns out_q, or (out_q, out_k) when k is given;
+        pass out_q=q (out_k=k) to rotate in place."""
+        out_q = _empty_like(q) if out_q is None else out_q
+        if k is not None and out_k is None:
+            out_k = _empty_like(k)
+        self._kernel(q, k, positions, offset, seq_len, out_q, out_k, cu_seqlens)
+        return out_q if k is None else (out_q, out_k)
+
+
+def compile(spec, target="host"):
+    """Compile a spec (path, YAML text or dict) for a target (default: this CPU)."""
+    return Kernel(spec, target)
+
+
+def freqs(spec, seq_len=None):
+    """(inv_freq as a float64 numpy array, attention_factor) after scaling."""
+    import numpy
+    text, source = _spec_text(spec)
+    inv_freq, attention_factor = _ropegen.freqs(text, source, seq_len)
+    return numpy.asarray(inv_freq, dtype=numpy.float64), attention_factor
