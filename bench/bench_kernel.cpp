@@ -7,7 +7,11 @@
 #include <random>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "ropegen/runtime.h"
+#include "runtime/device_call.h"
+#include "runtime/device_probe.h"
 #include "runtime/host_tensor.h"
 #include "runtime/tensor_view.h"
 #include "targets/target_names.h"
@@ -65,7 +69,8 @@ std::function<void()> make_copy(void* dst, const void* src, int64_t bytes, int t
 }  // namespace
 
 Result<BenchResult> bench_rope(const RopeSpec& spec, const BenchOptions& o) {
-  Result<Halide::Target> target = targets::parse_target(o.target);
+  // GPU targets: the driver and a device must be there (a diagnostic, not Halide's abort).
+  Result<Halide::Target> target = runtime::runnable_target(o.target);
   if (!target) return target.errors();
   if (o.threads > 0) setenv("HL_NUM_THREADS", std::to_string(o.threads).c_str(), 1);
   const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency());
@@ -117,7 +122,13 @@ Result<BenchResult> bench_rope(const RopeSpec& spec, const BenchOptions& o) {
   auto copy = make_copy(out.data(), in.data(), r.bytes / 2, threads, *target);
   // Interleave the two measurements' warm-ups so both see a warm machine.
   const double copy_s = median_seconds(copy, o.min_seconds, &copy_runs);
-  const double kernel_s = median_seconds([&] { kernel.run(call); }, o.min_seconds, &r.runs);
+  // On a GPU target each run includes staging and host <-> device copies (runtime/device_call.h).
+  double kernel_s = 0;
+  try {
+    kernel_s = median_seconds([&] { kernel.run(call); }, o.min_seconds, &r.runs);
+  } catch (const runtime::DeviceError& e) {
+    return Diagnostic{{"--target", -1, -1}, fmt::format("running on {} failed: {}", o.target, e.what()), {}};
+  }
   r.kernel_us = kernel_s * 1e6;
   r.copy_us = copy_s * 1e6;
   r.gbps = r.bytes / kernel_s / 1e9;

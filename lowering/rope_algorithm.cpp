@@ -3,6 +3,8 @@
 #include <cmath>
 
 #include "ropegen/rope_math.h"
+#include "constant_table.h"
+#include "exp.h"
 #include "trig.h"
 
 namespace ropegen::lowering {
@@ -10,12 +12,6 @@ namespace ropegen::lowering {
 using namespace Halide;
 
 namespace {
-
-Buffer<double> table(const std::vector<double>& values, const std::string& name) {
-  Buffer<double> t(static_cast<int>(values.size()), name);
-  for (size_t i = 0; i < values.size(); ++i) t(static_cast<int>(i)) = values[i];
-  return t;
-}
 
 // Positions of (s, b) as float64: explicit ids, or offset + index (thd:
 // restarting at every cu_seqlens start).
@@ -42,8 +38,8 @@ Expr position_expr(const RopeSpec& spec, RopeAlgorithm& a) {
 Expr inv_freq_expr(const RopeSpec& spec, RopeAlgorithm& a) {
   const Scaling& sc = spec.scaling;
   if (sc.type == ScalingType::LongRope && sc.policy == LongRopePolicy::PerCall) {
-    const Buffer<double> short_f = table(compute_frequencies(spec, sc.original_max_position).inv_freq, "short_inv_freq_table");
-    const Buffer<double> long_f = table(compute_frequencies(spec, sc.original_max_position + 1).inv_freq, "long_inv_freq_table");
+    const Buffer<double> short_f = constant_table(compute_frequencies(spec, sc.original_max_position).inv_freq, "short_inv_freq_table");
+    const Buffer<double> long_f = constant_table(compute_frequencies(spec, sc.original_max_position + 1).inv_freq, "long_inv_freq_table");
     a.uses_seq_len = true;
     return select(a.seq_len > Expr(sc.original_max_position), long_f(a.r), short_f(a.r));
   }
@@ -52,7 +48,7 @@ Expr inv_freq_expr(const RopeSpec& spec, RopeAlgorithm& a) {
     const Expr theta = dynamic_ntk_theta(spec, cast<double>(a.seq_len));
     return pow(theta, cast<double>(a.r) * Expr(-2.0 / spec.rotary_dim));
   }
-  return table(compute_frequencies(spec).inv_freq, "inv_freq_table")(a.r);
+  return constant_table(compute_frequencies(spec).inv_freq, "inv_freq_table")(a.r);
 }
 
 void define_rotation(const RopeSpec& spec, const RopeAlgorithm& a, RotatedTensor& t, bool is_key) {
@@ -64,11 +60,10 @@ void define_rotation(const RopeSpec& spec, const RopeAlgorithm& a, RotatedTensor
   const Expr x1 = load_as_float(t.input(dim_of(a.r, 1), a.h, a.s, a.b), spec.dtype);
   const Expr c = a.cos_sin(a.r, a.s, a.b)[0], sn = a.cos_sin(a.r, a.s, a.b)[1];
   Expr value = select(a.m == 0, x0 * c - x1 * sn, x1 * c + x0 * sn);
-  if (spec.xpos.enabled) {
-    const Expr scale = a.xpos_scale(a.r, a.s, a.b);
-    value *= is_key ? 1.0f / scale : scale;
-  }
-  t.rotated(a.r, a.m, a.h, a.s, a.b) = value;
+  if (spec.xpos.enabled) value *= a.xpos_scale(a.r, a.s, a.b)[is_key ? 1 : 0];
+  // No fused multiply-add: the same roundings on every target (trig.cpp).
+  // Measured free on CPU (memory-bound: ratio to copy unchanged).
+  t.rotated(a.r, a.m, a.h, a.s, a.b) = strict_float(value);
 
   // The view's dim 0 is the dense one: pairs when half-split, members when
   // interleaved (in the output pairing, which differs only for DeepSeek-V3).
@@ -81,8 +76,11 @@ void define_rotation(const RopeSpec& spec, const RopeAlgorithm& a, RotatedTensor
     t.output.output_buffer().dim(1).set_stride(half);
   }
   const bool out_interleaved = spec.output_pairing == Pairing::Interleaved;
-  t.output.output_buffer().dim(0).set_extent(out_interleaved ? 2 : half);
-  t.output.output_buffer().dim(1).set_extent(out_interleaved ? half : 2);
+  // Pair and member dims are known whole (runtime/tensor_view.cpp's
+  // rotary_view): member tests fold at compile time. Halide 21's Vulkan
+  // backend miscompiled them as run-time booleans (m == 0 read as false).
+  t.output.output_buffer().dim(0).set_bounds(0, out_interleaved ? 2 : half);
+  t.output.output_buffer().dim(1).set_bounds(0, out_interleaved ? half : 2);
 }
 
 }  // namespace
@@ -117,11 +115,16 @@ RopeAlgorithm build_rope_algorithm(const RopeSpec& spec, const KernelVariant& va
     a.uses_seq_len = true;
     std::vector<double> log_base;
     for (double base : freqs.xpos_base) log_base.push_back(std::log(base));
-    const Buffer<double> logs = table(log_base, "xpos_log_base_table");
+    const Buffer<double> logs = constant_table(log_base, "xpos_log_base_table");
     // p = (pos - floor(seq_len / 2)) / scale_base, as lucidrains centres it.
-    const Expr power = (a.position(a.s, a.b) - cast<double>(a.seq_len / 2)) / Expr(spec.xpos.scale_base);
+    // Multiplied by the reciprocal: float64 division need not be correctly
+    // rounded on GPUs, multiplication is (the same bits on every target).
+    const Expr power = (a.position(a.s, a.b) - cast<double>(a.seq_len / 2)) *
+                       f64_constant(1.0 / spec.xpos.scale_base, "xpos_inverse_scale_base");
     a.xpos_scale = Func("xpos_scale");
-    a.xpos_scale(a.r, a.s, a.b) = exp(cast<float>(power * logs(a.r)));
+    // Queries scale by s_r^p, keys by s_r^-p (lucidrains: its inverse).
+    const Expr log_scale = power * logs(a.r);
+    a.xpos_scale(a.r, a.s, a.b) = Tuple(exp_to_float(log_scale, "xpos_q"), exp_to_float(-log_scale, "xpos_k"));
   }
 
   define_rotation(spec, a, a.q, false);

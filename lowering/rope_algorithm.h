@@ -43,7 +43,7 @@ struct RopeAlgorithm {
   Halide::Func inv_freq;      // (r) float64, after scaling
   Halide::Func reduced;       // (r, s, b) -> {angle mod pi/2 (float32), quadrant}
   Halide::Func cos_sin;       // (r, s, b) -> {cos, sin} * attention factor, float32
-  Halide::Func xpos_scale;    // (r, s, b) query scale s_r^p (keys use its inverse); undefined without xPos
+  Halide::Func xpos_scale;    // (r, s, b) -> {query scale s_r^p, key scale s_r^-p}; undefined without xPos
 
   RotatedTensor q, k;         // k.output is undefined unless the variant has k
   KernelVariant variant;

@@ -18,6 +18,12 @@ class QuietWarnings : public Halide::CompileTimeErrorReporter {
 
 }  // namespace
 
+void quiet_runtime_prints(Halide::Pipeline& pipeline) {
+  pipeline.jit_handlers().custom_print = [](Halide::JITUserContext*, const char* msg) {
+    if (std::getenv("ROPEGEN_VERBOSE")) std::fprintf(stderr, "halide: %s", msg);
+  };
+}
+
 void install_halide_message_filter() {
   static QuietWarnings reporter;  // must outlive every Halide call
   static const bool installed = (Halide::set_custom_compile_time_error_reporter(&reporter), true);

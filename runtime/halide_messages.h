@@ -4,9 +4,16 @@
 // are shown with ROPEGEN_VERBOSE=1. Errors still throw Halide::CompileError.
 #pragma once
 
+#include <Halide.h>
+
 namespace ropegen::runtime {
 
 // Idempotent; called before any compilation.
 void install_halide_message_filter();
+
+// The same for what a JIT pipeline's runtime prints while it runs (Halide's
+// Vulkan runtime reports its allocator settings): shown with
+// ROPEGEN_VERBOSE=1. Errors are not prints: they still throw.
+void quiet_runtime_prints(Halide::Pipeline& pipeline);
 
 }  // namespace ropegen::runtime

@@ -6,6 +6,8 @@
 #include <fmt/ranges.h>
 
 #include "ropegen/runtime.h"
+#include "runtime/device_call.h"
+#include "runtime/device_probe.h"
 #include "runtime/host_tensor.h"
 #include "runtime/tensor_view.h"
 #include "targets/target_names.h"
@@ -136,7 +138,8 @@ int64_t default_seq_len(const RopeSpec& spec, const ApplyRequest& r) {
 
 Result<ApplyResult> apply_on_host(const RopeSpec& spec, const ApplyRequest& r) {
   if (std::vector<Diagnostic> errors = check_call(spec, r); !errors.empty()) return errors;
-  Result<Halide::Target> target = targets::parse_target(r.target);
+  // GPU targets: the driver and a device must be there (a diagnostic, not Halide's abort).
+  Result<Halide::Target> target = runnable_target(r.target);
   if (!target) return target.errors();
 
   const std::vector<int64_t> tokens = token_dims(spec.layout, r.q.shape);
@@ -176,7 +179,11 @@ Result<ApplyResult> apply_on_host(const RopeSpec& spec, const ApplyRequest& r) {
   call.cu_seqlens = Halide::Buffer<int32_t>(cu32.data(), static_cast<int>(cu32.size()));
   call.offset = r.offset;
   call.seq_len = result.seq_len;
-  kernel.value()->run(call);
+  try {
+    kernel.value()->run(call);
+  } catch (const DeviceError& e) {
+    return Diagnostic{{"--target", -1, -1}, fmt::format("running on {} failed: {}", r.target, e.what()), {}};
+  }
 
   result.out_q = out_q.to_float();
   if (out_k) result.out_k = out_k->to_float();

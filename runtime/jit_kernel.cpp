@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "runtime/call_binding.h"
+#include "runtime/device_call.h"
 #include "runtime/halide_messages.h"
 #include "targets/schedule.h"
 
@@ -11,33 +12,50 @@ namespace ropegen::runtime {
 JitKernel::JitKernel(const RopeSpec& spec, const lowering::KernelVariant& variant, const Halide::Target& target)
     : spec_(spec),
       algorithm_(std::make_unique<lowering::RopeAlgorithm>(lowering::build_rope_algorithm(spec, variant))),
-      target_(target) {
+      target_(with_device_version(target)) {  // GPU targets: for the device's capability / version
   install_halide_message_filter();
-  targets::schedule_rope(*algorithm_, spec, target);
+  prepare_device_runtime(target_);
+  targets::schedule_rope(*algorithm_, spec, target_);
   pipeline_ = Halide::Pipeline(algorithm_->outputs());
-  pipeline_.compile_jit(target);
+  quiet_runtime_prints(pipeline_);
+  pipeline_.compile_jit(target_);
   if (spec.rotary_dim < spec.head_dim) {
     pass_through_ = std::make_unique<lowering::PassThroughCopy>(lowering::build_pass_through_copy(spec));
-    targets::schedule_pass_through(*pass_through_, spec, target);
+    targets::schedule_pass_through(*pass_through_, spec, target_);
     pass_through_pipeline_ = Halide::Pipeline(pass_through_->output);
-    pass_through_pipeline_.compile_jit(target);
+    quiet_runtime_prints(pass_through_pipeline_);
+    pass_through_pipeline_.compile_jit(target_);
   }
 }
 
 void JitKernel::run(const RopeCall& call) {
-  lowering::RopeAlgorithm& a = *algorithm_;
-  const BoundCall bound = bind_call(spec_, a.variant, call);
-  a.q.input.set(bound.rope.q);
-  if (a.variant.with_k) a.k.input.set(bound.rope.k);
-  if (a.uses_positions) a.positions.set(bound.rope.positions);
-  if (a.uses_cu_seqlens) a.cu_seqlens.set(bound.rope.cu_seqlens);
-  a.offset.set(bound.rope.offset);
-  a.seq_len.set(bound.rope.seq_len);
-  pipeline_.realize(Halide::Realization(bound.rope.outputs()), target_);
-  for (const PassThroughArguments& copy : bound.pass_through) {
-    pass_through_->input.set(copy.in);
-    pass_through_pipeline_.realize(Halide::Realization({copy.out}), target_);
+  const BoundCall bound = bind_call(spec_, algorithm_->variant, call);
+  if (target_.has_gpu_feature()) {
+    // Staged through dense device buffers (runtime/device_call.h).
+    const Result<DeviceInfo> device = probe_device(target_);
+    if (!device) throw DeviceError(format(device.errors()));
+    run_on_device(spec_, algorithm_->variant, call, *device,
+                  {[this](const RopeArguments& a) { realize(a); }, [this](const PassThroughArguments& c) { realize(c); }});
+    return;
   }
+  realize(bound.rope);
+  for (const PassThroughArguments& copy : bound.pass_through) realize(copy);
+}
+
+void JitKernel::realize(const RopeArguments& args) {
+  lowering::RopeAlgorithm& a = *algorithm_;
+  a.q.input.set(args.q);
+  if (a.variant.with_k) a.k.input.set(args.k);
+  if (a.uses_positions) a.positions.set(args.positions);
+  if (a.uses_cu_seqlens) a.cu_seqlens.set(args.cu_seqlens);
+  a.offset.set(args.offset);
+  a.seq_len.set(args.seq_len);
+  pipeline_.realize(Halide::Realization(args.outputs()), target_);
+}
+
+void JitKernel::realize(const PassThroughArguments& copy) {
+  pass_through_->input.set(copy.in);
+  pass_through_pipeline_.realize(Halide::Realization({copy.out}), target_);
 }
 
 }  // namespace ropegen::runtime

@@ -14,6 +14,11 @@
 
 namespace ropegen::runtime {
 
+struct RopeArguments;
+struct PassThroughArguments;
+
+// GPU targets run from and to host memory, staged (runtime/device_call.h);
+// run() throws DeviceError when the device fails.
 class JitKernel : public Kernel {
  public:
   JitKernel(const RopeSpec& spec, const lowering::KernelVariant& variant, const Halide::Target& target);
@@ -21,6 +26,9 @@ class JitKernel : public Kernel {
   const RopeSpec& spec() const { return spec_; }
 
  private:
+  void realize(const RopeArguments& args);
+  void realize(const PassThroughArguments& copy);
+
   RopeSpec spec_;
   std::unique_ptr<lowering::RopeAlgorithm> algorithm_;
   Halide::Pipeline pipeline_;

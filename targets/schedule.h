@@ -16,4 +16,8 @@ void schedule_pass_through(lowering::PassThroughCopy& copy, const RopeSpec& spec
 void schedule_rope_cpu(lowering::RopeAlgorithm& algorithm, const RopeSpec& spec, const Halide::Target& target);
 void schedule_pass_through_cpu(lowering::PassThroughCopy& copy, const RopeSpec& spec, const Halide::Target& target);
 
+// The GPU family (CUDA, Vulkan): targets with a GPU feature.
+void schedule_rope_gpu(lowering::RopeAlgorithm& algorithm, const RopeSpec& spec, const Halide::Target& target);
+void schedule_pass_through_gpu(lowering::PassThroughCopy& copy, const RopeSpec& spec, const Halide::Target& target);
+
 }  // namespace ropegen::targets

@@ -91,6 +91,14 @@ Result<std::vector<AotTarget>> parse_aot_targets(const std::string& list) {
       for (Diagnostic d : t.errors()) errors.push_back(error(d.message));
       continue;
     }
+    if (t->has_gpu_feature()) {
+      // A C caller would have to stage its tensors as runtime/device_call.h
+      // does (Halide 21's Vulkan allocator, device copies): not yet.
+      errors.push_back(error(fmt::format("target `{}` is a GPU target: AOT libraries hold CPU targets only for now; "
+                                         "run GPU kernels with `rope-gen apply` or `rope-gen bench --target {}`",
+                                         name, name)));
+      continue;
+    }
     wanted.push_back(*t);
   }
   if (!errors.empty()) return errors;

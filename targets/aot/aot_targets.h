@@ -21,7 +21,8 @@ struct AotTarget {
 
 // "host,..." or Halide target strings, comma-separated. On x86-64, `host`
 // means the dispatch set avx512_skylake, avx2, sse41, baseline x86-64.
-// Errors: unknown or GPU targets, mixed architectures/OS/bits, duplicates,
+// Errors: unknown or GPU targets (GPU kernels run JIT: runtime/device_call.h),
+// mixed architectures/OS/bits, duplicates,
 // features that would change the C calling convention.
 Result<std::vector<AotTarget>> parse_aot_targets(const std::string& list);
 

@@ -1,5 +1,5 @@
 // Every committed peer golden case through `rope-gen apply`, as users call
-// it: the CLI's output matches the peer's own output.
+// it, on the host and on Vulkan: the CLI's output matches the peer's own.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -24,7 +24,9 @@ std::vector<float> read_floats(const std::string& path) {
   return out;
 }
 
-TEST(GoldenApply, EveryPeerCaseThroughTheCli) {
+// Every case on `target`; returns how many ran (0: the target cannot run
+// here, `skip_reason` says why).
+int check_every_peer_case(const std::string& target, std::string* skip_reason) {
   const std::string dir = test::make_temp_dir();
   int checked = 0;
   for (const test::GoldenCase& c : test::load_golden_cases()) {
@@ -48,8 +50,14 @@ TEST(GoldenApply, EveryPeerCaseThroughTheCli) {
     }
     if (c.offset) args += " --offset " + std::to_string(c.offset);
     if (c.seq_len) args += " --seq-len " + std::to_string(*c.seq_len);
-    const test::CommandResult r = test::run_command(std::string(ROPEGEN_BINARY) + " apply " + dir + "/spec.yaml" + args);
-    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const test::CommandResult r =
+        test::run_command(std::string(ROPEGEN_BINARY) + " apply " + dir + "/spec.yaml" + args + " --target " + target);
+    if (r.exit_code == 2 && r.err.find("cannot run on this machine") != std::string::npos) {
+      *skip_reason = r.err;
+      break;
+    }
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    if (r.exit_code != 0) continue;
 
     auto compare = [&](const std::string& file, const test::GoldenTensor& want) {
       const std::vector<float> got = read_floats(file);
@@ -65,6 +73,20 @@ TEST(GoldenApply, EveryPeerCaseThroughTheCli) {
     ++checked;
   }
   std::filesystem::remove_all(dir);
+  return checked;
+}
+
+TEST(GoldenApply, EveryPeerCaseThroughTheCli) {
+  std::string skip;
+  EXPECT_GE(check_every_peer_case("host", &skip), 30) << skip;
+}
+
+// The same cases on Vulkan (lavapipe in CI): the GPU kernels meet the
+// peers' own outputs exactly as the CPU's do.
+TEST(GoldenApply, EveryPeerCaseOnVulkan) {
+  std::string skip;
+  const int checked = check_every_peer_case("vulkan", &skip);
+  if (checked == 0 && !skip.empty()) GTEST_SKIP() << "no Vulkan device: " << skip;
   EXPECT_GE(checked, 30);
 }
 

@@ -64,7 +64,7 @@ void add_apply_command(CLI::App& app) {
   cmd->add_option("--offset", o->offset, "first position for implicit positions (decode with a KV cache)")->excludes(pos);
   cmd->add_option("--cu-seqlens", o->cu_seqlens, "thd: sequence starts, int32/int64 [n+1]");
   cmd->add_option("--seq-len", o->seq_len, "run-time sequence length (default: max position + 1, as HF)");
-  cmd->add_option("--target", o->target, "host, or a Halide target string");
+  cmd->add_option("--target", o->target, "host, cuda, vulkan, or a Halide target string (e.g. host-cuda-cuda_capability_80)");
   cmd->add_option("--out-q", o->out_q, "rotated q (.npy, float32)")->required();
   cmd->add_option("--out-k", o->out_k, "rotated k (.npy, float32)");
   cmd->callback([o] { run_apply(*o); });

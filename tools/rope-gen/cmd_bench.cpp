@@ -60,7 +60,8 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("SPEC", a->spec, "spec file (YAML)")->required();
   cmd->add_option("--shape", a->shape, "B,S,H: batch, tokens, heads of q")->required();
   cmd->add_option("--k-heads", a->options.k_heads, "also rotate k with this many heads");
-  cmd->add_option("--target", a->options.target, "host, or a Halide target string");
+  cmd->add_option("--target", a->options.target,
+                  "host, cuda, vulkan, or a Halide target string; on a GPU the time includes host <-> device copies");
   cmd->add_option("--threads", a->options.threads, "worker threads (default: all cores)")->check(CLI::Range(1, 1024));
   cmd->add_option("--seconds", a->options.min_seconds, "minimum measuring time per side")->check(CLI::Range(0.01, 60.0));
   cmd->callback([a] { run_bench(*a); });

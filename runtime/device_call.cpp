@@ -1,0 +1,256 @@
+#include "device_call.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "runtime/tensor_view.h"
+
+namespace ropegen::runtime {
+namespace {
+
+// Tokens [s0, s0 + ns) of batches [b0, b0 + nb), staged as `padded` tokens.
+struct Part {
+  int b0, nb, s0, ns, padded;
+};
+
+// A dense staged buffer: extents innermost first; mins of the last two
+// dims (tokens, batches) are the part's, so coordinates stay the caller's.
+Halide::Buffer<> staged(Halide::Type type, std::vector<int> extents, std::vector<int> mins) {
+  Halide::Buffer<> b(type, extents);
+  b.set_min(mins);
+  return b;
+}
+
+// Zeroes the padding tokens [first, extent) of every batch of a dense
+// staged buffer whose last two dims are (tokens, batches): their outputs
+// are dropped, but nothing uninitialised should reach a kernel.
+void zero_padding(Halide::Buffer<>& b, int first_padded) {
+  const int t = b.dimensions() - 2;
+  const int64_t token_bytes = static_cast<int64_t>(b.dim(t).stride()) * b.type().bytes();
+  const int pad = b.dim(t).extent() - first_padded;
+  if (pad <= 0) return;
+  for (int i = 0; i < b.dim(t + 1).extent(); ++i)
+    std::memset(static_cast<uint8_t*>(b.data()) + i * b.dim(t + 1).stride() * int64_t{b.type().bytes()} +
+                    first_padded * token_bytes,
+                0, pad * token_bytes);
+}
+
+// Row length of a staged input: a multiple of 8 elements (16 bytes and more).
+int padded_row(int head_dim) { return (head_dim + 7) / 8 * 8; }
+
+// The dims outside the rotary range, as (first, count) pairs.
+std::vector<std::pair<int, int>> pass_ranges(const RopeSpec& spec) {
+  std::vector<std::pair<int, int>> out;
+  const int after = spec.rotary_offset + spec.rotary_dim;
+  if (spec.rotary_offset > 0) out.push_back({0, spec.rotary_offset});
+  if (after < spec.head_dim) out.push_back({after, spec.head_dim - after});
+  return out;
+}
+
+// What one token of every staged buffer weighs, per batch, and the
+// device's limits on a part.
+struct Sizes {
+  std::vector<int64_t> token_bytes;
+  int64_t multiple;  // every buffer's bytes a multiple of this
+  int64_t limit;     // and at most this
+  int64_t max_tokens, max_batch;  // per launch (DeviceInfo's block limits)
+
+  int64_t padded_tokens(int64_t tokens, int nb) const {
+    int64_t step = 1;
+    for (int64_t t : token_bytes) step = std::max(step, multiple / std::gcd(t * nb, multiple));
+    return (tokens + step - 1) / step * step;
+  }
+  bool fits(int64_t tokens, int nb) const {
+    const int64_t padded = padded_tokens(tokens, nb);
+    if (padded > max_tokens || nb > max_batch) return false;
+    for (int64_t t : token_bytes)
+      if (t * padded * nb > limit) return false;
+    return true;
+  }
+};
+
+std::vector<Part> plan_parts(const Sizes& sizes, int S, int B) {
+  std::vector<Part> parts;
+  auto add = [&](int b0, int nb, int s0, int ns) {
+    parts.push_back({b0, nb, s0, ns, static_cast<int>(sizes.padded_tokens(ns, nb))});
+  };
+  if (sizes.fits(S, B)) {
+    add(0, B, 0, S);
+  } else if (sizes.fits(S, 1)) {
+    int nb = 1;
+    while (nb * 2 <= B && sizes.fits(S, nb * 2)) nb *= 2;
+    for (int b0 = 0; b0 < B; b0 += nb) add(b0, std::min(nb, B - b0), 0, S);
+  } else {
+    int ns = 1;
+    while (ns * 2 <= S && sizes.fits(ns * 2, 1)) ns *= 2;
+    if (!sizes.fits(ns, 1))
+      throw DeviceError(fmt::format("one token of these tensors spans more than the {} bytes the device allows one "
+                                    "kernel argument to span",
+                                    sizes.limit));
+    for (int b = 0; b < B; ++b)
+      for (int s0 = 0; s0 < S; s0 += ns) add(b, 1, s0, std::min(ns, S - s0));
+  }
+  return parts;
+}
+
+void check(int halide_error_code, const char* what) {
+  if (halide_error_code != 0)
+    throw DeviceError(fmt::format("copying {} from the device failed (Halide error {})", what, halide_error_code));
+}
+
+// A staged output and where it goes in the caller's tensors.
+struct Copy {
+  Halide::Buffer<> staged, view;
+  int shift;  // added to the staged dim 0 coordinates to get the view's
+};
+
+class PartRun {
+ public:
+  PartRun(const RopeSpec& spec, const lowering::KernelVariant& variant, const RopeCall& call, const Part& p)
+      : spec_(spec), variant_(variant), call_(call), p_(p) {}
+
+  void run(const DevicePipelines& pipelines, const Halide::Buffer<>& cu_seqlens) {
+    RopeArguments a;
+    a.q = gather(call_.q);
+    if (variant_.with_k) a.k = gather(call_.k);
+    if (call_.positions.defined()) a.positions = gather_positions(call_.positions);
+    a.cu_seqlens = cu_seqlens;
+    a.offset = call_.offset;
+    a.seq_len = call_.seq_len;
+    a.out_q = rotary_stage(call_.q);
+    if (variant_.with_k) a.out_k = rotary_stage(call_.k);
+    pipelines.rope(a);
+
+    std::vector<Copy> copies;
+    copies.push_back({a.out_q, rotary_view(call_.out_q, spec_), 0});
+    if (variant_.with_k) copies.push_back({a.out_k, rotary_view(call_.out_k, spec_), 0});
+    add_pass_through(pipelines, a.q, call_.q, call_.out_q, copies);
+    if (variant_.with_k) add_pass_through(pipelines, a.k, call_.k, call_.out_k, copies);
+
+    // Device memory is freed before any other handle to a staged buffer
+    // exists: Halide's buffers share device allocations by reference count.
+    for (Halide::Buffer<> b : {a.q, a.k, a.positions})
+      if (b.defined()) b.device_free();
+    for (Copy& c : copies) {
+      check(c.staged.copy_to_host(), "a result");
+      c.staged.device_free();
+      c.view.copy_from(c.shift ? c.staged.translated(0, c.shift) : c.staged);
+    }
+  }
+
+ private:
+  std::vector<int> token_mins(int leading_dims) const {
+    std::vector<int> mins(leading_dims, 0);
+    mins.push_back(p_.s0);
+    mins.push_back(p_.b0);
+    return mins;
+  }
+
+  // The part's rows of a (d, h, s, b) input, dense but for rows padded to
+  // 16 bytes: the GPU schedule promises aligned rows (wide loads).
+  Halide::Buffer<> gather(const Halide::Buffer<>& in) {
+    Halide::Buffer<> b = staged(in.type(), {padded_row(in.dim(0).extent()), in.dim(1).extent(), p_.padded, p_.nb},
+                                token_mins(2));
+    b.copy_from(in);
+    zero_padding(b, p_.ns);
+    return b;
+  }
+
+  Halide::Buffer<> gather_positions(const Halide::Buffer<>& in) {
+    Halide::Buffer<> b = staged(in.type(), {p_.padded, p_.nb}, token_mins(0));
+    b.copy_from(in);
+    zero_padding(b, p_.ns);
+    return b;
+  }
+
+  // The kernel's dense output for the rotary part of a tensor like `like`,
+  // dims as rotary_view's: half (r, m, h, s, b), interleaved (m, r, h, s, b).
+  Halide::Buffer<> rotary_stage(const Halide::Buffer<>& like) const {
+    const int half = spec_.num_pairs();
+    const bool interleaved = spec_.output_pairing == Pairing::Interleaved;
+    return staged(like.type(), {interleaved ? 2 : half, interleaved ? half : 2, like.dim(1).extent(), p_.padded, p_.nb},
+                  token_mins(3));
+  }
+
+  // Out of place, the dims outside the rotary range are copied on the
+  // device too (lowering::PassThroughCopy), from the staged input.
+  void add_pass_through(const DevicePipelines& pipelines, const Halide::Buffer<>& staged_in, const Halide::Buffer<>& in,
+                        const Halide::Buffer<>& out,
+                        std::vector<Copy>& copies) {
+    if (in.data() == out.data()) return;  // in place: already there
+    for (auto [first, count] : pass_ranges(spec_)) {
+      Halide::Buffer<> stage = staged(in.type(), {count, in.dim(1).extent(), p_.padded, p_.nb}, token_mins(2));
+      stage.translate(0, first);  // the same dims of the staged input
+      pipelines.pass({staged_in, stage});
+      copies.push_back({stage, dim_range_view(out, first, count), -first});
+    }
+  }
+
+  const RopeSpec& spec_;
+  const lowering::KernelVariant& variant_;
+  const RopeCall& call_;
+  Part p_;
+};
+
+Sizes sizes_of(const RopeSpec& spec, const lowering::KernelVariant& variant, const RopeCall& call,
+               const DeviceInfo& device) {
+  const int64_t e = call.q.type().bytes();
+  Sizes s{{}, device.buffer_size_multiple, device.max_buffer_bytes, device.max_token_blocks, device.max_batch_blocks};
+  std::vector<int64_t> heads = {call.q.dim(1).extent()};
+  if (variant.with_k) heads.push_back(call.k.dim(1).extent());
+  for (int64_t h : heads) {
+    s.token_bytes.push_back(padded_row(spec.head_dim) * h * e);
+    s.token_bytes.push_back(spec.rotary_dim * h * e);
+    for (auto [first, count] : pass_ranges(spec)) s.token_bytes.push_back(count * h * e);
+  }
+  if (call.positions.defined()) s.token_bytes.push_back(call.positions.type().bytes());
+  return s;
+}
+
+// cu_seqlens padded to the size multiple with starts past every token:
+// the kernel counts the starts <= a token, so the padding never counts.
+Halide::Buffer<> staged_cu_seqlens(const Halide::Buffer<>& cu, int64_t multiple) {
+  if (!cu.defined()) return cu;
+  const int n = cu.dim(0).extent();
+  const int64_t step = std::max<int64_t>(1, multiple / 4);
+  Halide::Buffer<int32_t> b(static_cast<int>((n + step - 1) / step * step));
+  const auto* starts = static_cast<const int32_t*>(cu.data());
+  for (int i = 0; i < b.dim(0).extent(); ++i) b(i) = i < n ? starts[i * cu.dim(0).stride()] : INT32_MAX;
+  b.set_host_dirty();
+  return b;
+}
+
+}  // namespace
+
+void prepare_device_runtime(const Halide::Target& target) {
+  if (!target.has_feature(Halide::Target::Vulkan)) return;
+  // pool : min block (MiB) : max block : max blocks : size multiple; 0 = no limit.
+  static std::once_flag once;
+  std::call_once(once, [] { setenv("HL_VK_ALLOC_CONFIG", "0:1:0:0:256", /*overwrite=*/0); });
+}
+
+int device_parts(const RopeSpec& spec, const lowering::KernelVariant& variant, const RopeCall& call,
+                 const DeviceInfo& device) {
+  return static_cast<int>(
+      plan_parts(sizes_of(spec, variant, call, device), call.q.dim(2).extent(), call.q.dim(3).extent()).size());
+}
+
+void run_on_device(const RopeSpec& spec, const lowering::KernelVariant& variant, const RopeCall& call,
+                   const DeviceInfo& device, const DevicePipelines& pipelines) {
+  const Sizes sizes = sizes_of(spec, variant, call, device);
+  Halide::Buffer<> cu = staged_cu_seqlens(call.cu_seqlens, device.buffer_size_multiple);
+  try {
+    for (const Part& p : plan_parts(sizes, call.q.dim(2).extent(), call.q.dim(3).extent()))
+      PartRun(spec, variant, call, p).run(pipelines, cu);
+  } catch (const Halide::Error& e) {
+    throw DeviceError(fmt::format("{}: {}", device.description, e.what()));
+  }
+  if (cu.defined()) cu.device_free();
+}
+
+}  // namespace ropegen::runtime

@@ -1,0 +1,60 @@
+// One RopeCall on a GPU target, from and to the caller's host memory.
+// Halide's GPU pipelines take host buffers and copy them to the device
+// themselves, but not as they are:
+//  - Halide 21's Vulkan allocator mis-sizes buffers whose size is not a
+//    multiple of the device's alignment (short copies, failed
+//    allocations: halide/Halide#9223, fixed after 21);
+//  - a Vulkan kernel argument may span at most maxStorageBufferRange
+//    (128 MiB on lavapipe) — a q of several hundred MiB must be split;
+//  - the caller's tensors are strided views (bhsd, fused qkv slices,
+//    the rotary part of a row), copied element run by element run.
+// So every call is staged: tokens are split into parts that fit the
+// device's limit, each part is gathered into dense host buffers (padded
+// with whole tokens to the size multiple), which Halide copies to the
+// device in one piece each; the pipelines write dense outputs, copied
+// back and scattered into the caller's tensors. Coordinates are the
+// caller's (staged buffers keep the part's token and batch mins), so
+// positions, offsets and cu_seqlens mean what they meant.
+#pragma once
+
+#include <functional>
+#include <stdexcept>
+
+#include "lowering/rope_algorithm.h"
+#include "ropegen/spec.h"
+#include "runtime/call_binding.h"
+#include "runtime/device_probe.h"
+
+namespace ropegen::runtime {
+
+// What failed on the device (allocation, copy, launch): a user-facing
+// message naming the device, not a bug in rope-gen.
+class DeviceError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct DevicePipelines {
+  std::function<void(const RopeArguments&)> rope;          // realizes out_q (, out_k)
+  std::function<void(const PassThroughArguments&)> pass;   // realizes pass_out; empty without partial rotary
+};
+
+// Once per process, before Halide's GPU runtime first runs. Halide 21's
+// Vulkan allocator sizes regions inconsistently unless every size rounds to
+// a multiple at least the device's alignment: device copies then overrun
+// their regions (on lavapipe, whose device memory is the host heap: heap
+// corruption after a few dozen kernels, measured). HL_VK_ALLOC_CONFIG's
+// last field sets that multiple (256, as the staged buffers); a setting of
+// the user's own is kept.
+void prepare_device_runtime(const Halide::Target& target);
+
+// How many launches (parts) run_on_device splits `call` into.
+int device_parts(const RopeSpec& spec, const lowering::KernelVariant& variant, const RopeCall& call,
+                 const DeviceInfo& device);
+
+// Runs `call` (already valid for the spec: check_call, bind_call) through
+// `pipelines` compiled for a GPU target of `device`. Throws DeviceError.
+void run_on_device(const RopeSpec& spec, const lowering::KernelVariant& variant, const RopeCall& call,
+                   const DeviceInfo& device, const DevicePipelines& pipelines);
+
+}  // namespace ropegen::runtime

@@ -1,0 +1,35 @@
+#include "device_code.h"
+
+#include <fmt/format.h>
+
+#include "targets/schedule.h"
+
+namespace ropegen::targets {
+
+Result<std::string> cuda_ptx(const RopeSpec& spec, const lowering::KernelVariant& variant, const Halide::Target& target,
+                             bool pass_through) {
+  const Diagnostic not_cuda{{"--target", -1, -1}, fmt::format("target `{}` is not a CUDA target", target.to_string()), {}};
+  if (!target.has_feature(Halide::Target::CUDA)) return not_cuda;
+  try {
+    Halide::Module module = [&] {
+      if (pass_through) {
+        lowering::PassThroughCopy copy = lowering::build_pass_through_copy(spec);
+        schedule_pass_through(copy, spec, target);
+        return Halide::Pipeline(copy.output).compile_to_module({copy.input}, spec.name + "_pass_through", target);
+      }
+      lowering::RopeAlgorithm a = lowering::build_rope_algorithm(spec, variant);
+      schedule_rope(a, spec, target);
+      return Halide::Pipeline(a.outputs()).compile_to_module(a.arguments(), spec.name + "_rope", target);
+    }();
+    const Halide::Buffer<> ptx = module.get_cuda_ptx_assembly_buffer();
+    if (!ptx.defined()) return Diagnostic{{"--target", -1, -1}, "Halide produced no PTX for " + spec.name, {}};
+    std::string text(static_cast<const char*>(ptx.data()), ptx.size_in_bytes());
+    text.erase(text.find_last_not_of('\0') + 1);  // the buffer ends in NULs
+    return text;
+  } catch (const Halide::CompileError& e) {
+    return Diagnostic{{"--target", -1, -1}, fmt::format("Halide cannot compile {} for {}: {}", spec.name,
+                                                        target.to_string(), e.what()), {}};
+  }
+}
+
+}  // namespace ropegen::targets

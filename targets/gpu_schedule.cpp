@@ -1,0 +1,229 @@
+// GPU schedule (CUDA, Vulkan). Shape of one launch per output (q, k):
+//   blocks over tiles of tokens (x batch) -> cos/sin of the tile's tokens,
+//   once per (token, pair), into shared memory by the block's threads
+//   -> threads over (pair chunk, head, token): each thread copies its
+//   chunk's cos/sin into registers, then loops over its share of the
+//   heads, both members of a pair in registers before either is stored
+//   (in place is correct).
+// A chunk is one 16-byte vector of the dense head dim (4 f32 or 8 f16/bf16
+// per member when half-split; 2 or 4 pairs when interleaved), so loads and
+// stores are as wide as the GPU offers.
+// Untuned: no GPU was available when this was written (Vulkan runs on
+// lavapipe, a CPU; the CUDA variant is only compiled and its PTX checked by
+// ptxas); the choices are the usual ones for a memory-bound elementwise
+// kernel: 128-256 threads, coalesced 16-byte accesses, no repeated
+// transcendental work.
+// Halide 21's Vulkan backend constrains the Vulkan variant (each measured
+// on lavapipe): no serial loops in kernels (heads beyond a block's go to
+// more blocks), no vector shuffles (interleaved pairings stay scalar), no
+// 4-wide vector loads from shared memory (hence the register copy), shared
+// memory of constant size, one token row per block with xPos, no serial
+// launch loop around the blocks (grid limits are the runtime's job:
+// runtime/device_call.h splits calls), no compute_with (k is its own
+// launch on both APIs).
+#include <algorithm>
+
+#include "schedule.h"
+
+namespace ropegen::targets {
+namespace {
+
+using namespace Halide;
+
+// Threads per block: Vulkan guarantees only 128 invocations per workgroup.
+int thread_budget(const Target& t) { return t.has_feature(Target::Vulkan) ? 128 : 256; }
+
+// cos/sin (and the xPos scale) of one tile live in shared memory: Vulkan
+// guarantees 16 KiB.
+constexpr int kSharedBytes = 16384;
+
+int largest_pow2_at_most(int n) {
+  int p = 1;
+  while (p * 2 <= n) p *= 2;
+  return p;
+}
+
+// Largest power of two <= limit that divides n (n is a compile-time
+// constant, so chunks have no tail and vector accesses stay unpredicated).
+int lanes_dividing(int n, int limit) {
+  int l = 1;
+  while (l * 2 <= limit && n % (l * 2) == 0) l *= 2;
+  return l;
+}
+
+struct GpuShape {
+  int pairs_per_chunk;   // vector width in pairs
+  int chunk_threads;     // threads over chunks (the rest: serial loop or more blocks)
+  int head_threads;      // threads over heads (the rest: serial loop or more blocks)
+  int tokens;            // tokens per block, one thread row each
+  bool shared_cos_sin;   // false: huge head dims, cos/sin in registers per thread
+  // CUDA: each thread loops over the rest of the heads (and chunks), so a
+  // token's cos/sin is computed once for all heads. Vulkan: no serial loop
+  // in a kernel at all (Halide 21's SPIR-V for nested loops skips
+  // iterations, measured on lavapipe): the rest of the heads go to more
+  // blocks, each computing the cos/sin of its tile for its group of heads.
+  bool serial_loops;
+};
+
+GpuShape gpu_shape(const RopeSpec& spec, const Target& target) {
+  GpuShape g{};
+  const bool vulkan = target.has_feature(Target::Vulkan);
+  const int vector_elems = 16 / (spec.dtype == DType::F32 ? 4 : 2);
+  const bool interleaved = spec.output_pairing == Pairing::Interleaved;
+  const bool any_interleaved = interleaved || spec.pairing == Pairing::Interleaved;
+  const int half = spec.num_pairs();
+  // Interleaved members are vectors of stride 2: shuffles, which Halide
+  // 21's Vulkan backend emits as invalid SPIR-V.
+  const bool vectorize = !(any_interleaved && vulkan);
+  g.pairs_per_chunk = vectorize ? lanes_dividing(half, interleaved ? vector_elems / 2 : vector_elems) : 1;
+  const int budget = thread_budget(target);
+  g.chunk_threads = std::min(half / g.pairs_per_chunk, budget);
+  const int pow2_chunk_threads = largest_pow2_at_most(g.chunk_threads);
+  const int cos_sin_bytes = half * 8 + (spec.xpos.enabled ? half * 4 : 0);  // per token
+  g.shared_cos_sin = cos_sin_bytes <= kSharedBytes;
+  // Heads share a token's cos/sin through shared memory; without it, one
+  // thread does every head of its chunk and reuses cos/sin from registers.
+  g.head_threads = g.shared_cos_sin ? std::clamp(budget / pow2_chunk_threads, 1, 8) : 1;
+  const int room = std::max(1, budget / (pow2_chunk_threads * g.head_threads));
+  g.tokens = g.shared_cos_sin ? largest_pow2_at_most(std::clamp(std::min(room, kSharedBytes / cos_sin_bytes), 1, 8)) : 1;
+  // With xPos, Vulkan kernels with several token rows per block write
+  // nothing on lavapipe (cause not found; one row per block is right).
+  if (vulkan && spec.xpos.enabled) g.tokens = 1;
+  g.serial_loops = !vulkan;
+  return g;
+}
+
+// The loops of an output the per-token stages are placed at.
+struct Loops {
+  Var block;     // innermost block loop: one tile of tokens
+  Var per_head;  // one thread, one chunk, before its heads: cos/sin in registers here
+  Var per_row;   // one thread, one chunk of one head: the register stage here
+};
+
+// Rows (dims past the head dim) start at multiples of `elems`, so chunks
+// of a rotary range that starts at one are whole aligned vectors: 16-byte
+// loads and stores (PTX ld/st.v4) instead of four each. The runtime's
+// staged buffers pad rows to 16 bytes (runtime/device_call.h).
+void promise_aligned_rows(const lowering::RopeAlgorithm& a, lowering::RotatedTensor& t, int elems) {
+  auto multiple = [&](const Expr& stride) { return (stride / elems) * elems; };
+  t.input.dim(0).set_min(0);
+  for (int d = 1; d < 4; ++d) t.input.dim(d).set_stride(multiple(t.input.dim(d).stride()));
+  for (int d = 2; d < 5; ++d) t.output.output_buffer().dim(d).set_stride(multiple(t.output.output_buffer().dim(d).stride()));
+}
+
+// out: (r, m, h, s, b) half-split or (m, r, h, s, b) interleaved.
+Loops schedule_output(const lowering::RopeAlgorithm& a, lowering::RotatedTensor& t, const GpuShape& g,
+                      const RopeSpec& spec) {
+  Var ri("ri"), ro("ro"), rs("rs"), ho("ho"), hi("hi"), si("si"), block("block"), mr("mr"), group("group");
+  Func out = t.output;
+  out.split(a.r, ro, ri, g.pairs_per_chunk, TailStrategy::GuardWithIf)
+      .split(ro, rs, ro, g.chunk_threads, TailStrategy::GuardWithIf)
+      .split(a.h, ho, hi, g.head_threads, TailStrategy::GuardWithIf)
+      .split(a.s, block, si, g.tokens, TailStrategy::GuardWithIf);
+  // Innermost first: the chunk's vector (both members), [the thread's
+  // serial loops over heads and chunks,] the thread loops, the block loops.
+  const bool interleaved = spec.output_pairing == Pairing::Interleaved;
+  std::vector<VarOrRVar> order;
+  if (interleaved) order = {a.m, ri};
+  else order = {ri, a.m};
+  if (g.serial_loops) order.insert(order.end(), {ho, rs, ro, hi, si, block, a.b});
+  else order.insert(order.end(), {ro, hi, si, block, rs, ho, a.b});
+  out.reorder(order);
+  if (interleaved && g.pairs_per_chunk > 1) {
+    out.fuse(a.m, ri, mr).vectorize(mr);
+    t.rotated.reorder_storage(a.m, a.r);  // the members of a chunk are one dense vector in registers
+  } else if (interleaved) {
+    out.unroll(a.m);
+  } else {
+    out.vectorize(ri).unroll(a.m);
+  }
+  if (g.pairs_per_chunk > 1) promise_aligned_rows(a, t, interleaved ? 2 * g.pairs_per_chunk : g.pairs_per_chunk);
+  out.gpu_threads(ro, hi, si);
+  if (g.serial_loops) {
+    out.gpu_blocks(block, a.b);
+  } else {
+    out.fuse(rs, ho, group).gpu_blocks(block, group, a.b);
+  }
+  const Loops loops = g.serial_loops ? Loops{block, rs, ho} : Loops{block, ro, ro};
+  // Both members of the chunk's pairs are computed into registers before
+  // either is stored.
+  t.rotated.compute_at(out, loops.per_row).vectorize(a.r, g.pairs_per_chunk, TailStrategy::GuardWithIf).unroll(a.m);
+  return loops;
+}
+
+// cos/sin (or the xPos scale) of the block's tokens in shared memory, each
+// (token, pair) computed once per block, by the block's threads as the
+// output uses them: pairs over the first two thread dims, tokens on the
+// third. Returns the innermost loop (one pair of one token).
+Var schedule_per_tile(Func f, const lowering::RopeAlgorithm& a, Func out, const Loops& loops, const GpuShape& g) {
+  Var rx("rx"), ry("ry"), rs("rs");
+  f.compute_at(out, loops.block)
+      .bound_storage(a.s, g.tokens)  // a constant size: dynamic shared memory misbehaves on Vulkan
+      .split(a.r, rs, rx, g.chunk_threads, TailStrategy::GuardWithIf)
+      .split(rs, rs, ry, g.head_threads, TailStrategy::GuardWithIf)
+      .reorder(rs, rx, ry, a.s, a.b)
+      .gpu_threads(rx, ry, a.s);
+  if (!g.serial_loops) f.unroll(rs);  // a few pairs per thread
+  return rs;
+}
+
+// Huge head dims: cos/sin of the thread's chunk and token, in registers,
+// reused over every head the thread loops through.
+Var schedule_per_thread(Func f, const lowering::RopeAlgorithm& a, Func out, const Loops& loops) {
+  f.compute_at(out, loops.per_head).unroll(a.r);
+  return a.r;
+}
+
+// One output's launch and the per-token stages it reads.
+void schedule_tensor(const lowering::RopeAlgorithm& a, lowering::RotatedTensor& t, Func cos_sin, Func reduced, Func xpos,
+                     const GpuShape& g, const RopeSpec& spec) {
+  const Loops loops = schedule_output(a, t, g, spec);
+  if (!g.shared_cos_sin) {
+    reduced.compute_at(cos_sin, schedule_per_thread(cos_sin, a, t.output, loops));
+    if (xpos.defined()) schedule_per_thread(xpos, a, t.output, loops);
+    return;
+  }
+  reduced.compute_at(cos_sin, schedule_per_tile(cos_sin, a, t.output, loops, g));  // once for sin and cos
+  if (xpos.defined()) schedule_per_tile(xpos, a, t.output, loops, g);
+  // Each thread copies its chunk's cos/sin from shared memory into
+  // registers once and reuses them for all its heads (which also keeps
+  // vector loads away from shared memory, see the top).
+  cos_sin.in(t.rotated).compute_at(t.output, loops.per_head).unroll(a.r);
+  if (xpos.defined()) xpos.in(t.rotated).compute_at(t.output, loops.per_head).unroll(a.r);
+}
+
+}  // namespace
+
+void schedule_rope_gpu(lowering::RopeAlgorithm& a, const RopeSpec& spec, const Target& target) {
+  const GpuShape g = gpu_shape(spec, target);
+  // The frequency table (or the seq_len-dependent frequencies) is tiny and
+  // may need float64 pow: computed once per call on the host, over a
+  // multiple of 32 pairs: the device buffer's size must be a multiple of
+  // 256 bytes (lowering/constant_table.h; the tables it reads are padded
+  // as far).
+  a.inv_freq.compute_root().bound(a.r, 0, (spec.num_pairs() + 31) / 32 * 32);
+  // k is its own launch with its own cos/sin: fusing it into q's launch
+  // (compute_with) to share them fails in Halide 21's lowering ("every
+  // name is unique"). Cloned before any wrapper exists.
+  Func cs_k, reduced_k, xpos_k;
+  if (a.variant.with_k) {
+    cs_k = a.cos_sin.clone_in(a.k.rotated);
+    reduced_k = a.reduced.clone_in(cs_k);
+    if (a.xpos_scale.defined()) xpos_k = a.xpos_scale.clone_in(a.k.rotated);
+  }
+  schedule_tensor(a, a.q, a.cos_sin, a.reduced, a.xpos_scale, g, spec);
+  if (a.variant.with_k) schedule_tensor(a, a.k, cs_k, reduced_k, xpos_k, g, spec);
+}
+
+void schedule_pass_through_gpu(lowering::PassThroughCopy& c, const RopeSpec& spec, const Target& target) {
+  // A plain copy: 32 threads along the dims, blocks over (head, token,
+  // batch). (Threads over two dims with guards on both are miscompiled by
+  // Halide 21's Vulkan backend: rows of other tokens get copied.)
+  Var dt("dt"), ds("ds");
+  c.output.split(c.d, ds, dt, 32, TailStrategy::GuardWithIf)
+      .reorder(ds, dt, c.h, c.s, c.b)
+      .gpu_threads(dt)
+      .gpu_blocks(c.h, c.s, c.b);
+}
+
+}  // namespace ropegen::targets

@@ -1,0 +1,40 @@
+// GPU kernels checked twice: against the float64 reference (as every
+// backend, kernel_case.h) and against the host's kernel, bit for bit. The
+// algorithm is one for all targets (lowering/trig.cpp), so any ulp of
+// difference is a backend or schedule bug.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <Halide.h>
+
+#include "kernels/kernel_case.h"
+
+namespace ropegen::test {
+
+// The target named `name` (cuda, vulkan) if it runs here; otherwise why not
+// (the test skips with that message).
+struct GpuTarget {
+  std::optional<Halide::Target> target;
+  std::string why_not;
+};
+GpuTarget gpu_target(const std::string& name);
+
+struct Parity {
+  int cases = 0;
+  int64_t elements = 0, differing = 0;
+  int64_t max_ulp = 0;
+  std::string worst_case;  // the case with max_ulp
+  double host_seconds = 0, gpu_seconds = 0;
+};
+
+// Runs every case on the host and on `gpu`; prints one summary line.
+Parity run_parity(const std::string& what, const std::vector<Case>& cases, const Halide::Target& gpu);
+
+// Units in the last place between two float32 results (0: the same bits).
+int64_t ulp_distance(float a, float b);
+
+}  // namespace ropegen::test

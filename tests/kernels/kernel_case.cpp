@@ -1,0 +1,202 @@
+#include "kernels/kernel_case.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "lowering/storage.h"
+#include "ropegen/spec_io.h"
+#include "runtime/jit_kernel.h"
+#include "runtime/tensor_view.h"
+#include "support/reference.h"
+
+namespace ropegen::test {
+namespace {
+
+std::vector<int64_t> shape_of(const Case& c, int heads) {
+  if (c.layout == "bshd") return {c.B, c.S, heads, c.head_dim};
+  if (c.layout == "bhsd") return {c.B, heads, c.S, c.head_dim};
+  if (c.layout == "sbhd") return {c.S, c.B, heads, c.head_dim};
+  return {c.S, heads, c.head_dim};  // thd: S = T
+}
+
+// Values representable in the storage type, so the reference sees exactly the kernel's input.
+float round_to(DType t, float v) {
+  if (t == DType::F16) return static_cast<float>(Halide::float16_t(v));
+  if (t == DType::BF16) return static_cast<float>(Halide::bfloat16_t(v));
+  return v;
+}
+
+double tolerance(DType t, double ref) {
+  const double rel = t == DType::F32 ? 1e-6 : t == DType::F16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8);
+  return 3e-6 + rel * std::abs(ref);
+}
+
+struct Tensor {
+  std::vector<int64_t> shape;
+  std::vector<float> values;   // exact (already rounded to the storage type)
+  Halide::Buffer<> storage;    // dense, spec dtype, in the layout's own order
+};
+
+Tensor make_tensor(const RopeSpec& spec, std::vector<int64_t> shape, std::mt19937& rng) {
+  Tensor t;
+  t.shape = shape;
+  int64_t n = 1;
+  for (auto d : shape) n *= d;
+  std::normal_distribution<float> dist(0.0f, 1.5f);
+  const Halide::Type type = lowering::storage_type(spec.dtype);
+  std::vector<int> extents(shape.rbegin(), shape.rend());  // Halide order: innermost first
+  t.storage = Halide::Buffer<>(type, extents);
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = round_to(spec.dtype, dist(rng));
+    t.values.push_back(v);
+    if (spec.dtype == DType::F32) static_cast<float*>(t.storage.data())[i] = v;
+    else if (spec.dtype == DType::F16) static_cast<Halide::float16_t*>(t.storage.data())[i] = Halide::float16_t(v);
+    else static_cast<Halide::bfloat16_t*>(t.storage.data())[i] = Halide::bfloat16_t(v);
+  }
+  return t;
+}
+
+double element(const Halide::Buffer<>& b, DType t, int64_t i) {
+  if (t == DType::F32) return static_cast<const float*>(b.data())[i];
+  if (t == DType::F16) return static_cast<double>(static_cast<const Halide::float16_t*>(b.data())[i]);
+  return static_cast<double>(static_cast<const Halide::bfloat16_t*>(b.data())[i]);
+}
+
+CaseOutputs run_case_or_throw(const Case& c, const Halide::Target& target) {
+  SCOPED_TRACE(c.describe());
+  CaseOutputs outputs;
+  Result<RopeSpec> parsed = parse_spec(c.spec_text(), "case");
+  if (!parsed.ok()) {
+    ADD_FAILURE() << format(parsed.errors());
+    return outputs;
+  }
+  const RopeSpec spec = *parsed;
+  std::mt19937 rng(1234);
+
+  Tensor q = make_tensor(spec, shape_of(c, c.H), rng);
+  std::optional<Tensor> k;
+  if (c.Hk) k = make_tensor(spec, shape_of(c, c.Hk), rng);
+
+  ref::Call call;
+  call.offset = c.offset;
+  call.cu_seqlens = c.cu_seqlens;
+  std::vector<int64_t> pos_shape, pos_values;
+  if (c.explicit_positions) {
+    if (c.layout == "thd" || c.shared_positions) pos_shape = {c.S};
+    else if (c.layout == "sbhd") pos_shape = {c.S, c.B};
+    else pos_shape = {c.B, c.S};
+    int64_t n = 1;
+    for (auto d : pos_shape) n *= d;
+    std::uniform_int_distribution<int64_t> pd(0, 70000);
+    for (int64_t i = 0; i < n; ++i) pos_values.push_back(i % 3 == 0 ? i : pd(rng));
+    call.positions = ref::Tensor{pos_shape, std::vector<double>(pos_values.begin(), pos_values.end())};
+  }
+
+  // seq_len as HF takes it: max position + 1.
+  int64_t seq_len = 0;
+  if (c.explicit_positions) {
+    for (auto p : pos_values) seq_len = std::max(seq_len, p + 1);
+  } else if (c.layout == "thd") {
+    for (size_t i = 0; i + 1 < c.cu_seqlens.size(); ++i)
+      seq_len = std::max(seq_len, c.offset + c.cu_seqlens[i + 1] - c.cu_seqlens[i]);
+  } else {
+    seq_len = c.offset + c.S;
+  }
+  call.seq_len = seq_len;
+
+  lowering::KernelVariant variant;
+  variant.with_k = k.has_value();
+  variant.position_type = c.int64_positions ? Halide::Int(64) : Halide::Int(32);
+  runtime::JitKernel kernel(spec, variant, target);
+
+  const Halide::Type type = lowering::storage_type(spec.dtype);
+  runtime::RopeCall rc;
+  rc.q = runtime::logical_tensor(q.storage.data(), type, spec.layout, q.shape, runtime::dense_strides(q.shape));
+  Halide::Buffer<> out_q_storage = c.in_place ? q.storage : Halide::Buffer<>(type, q.storage.number_of_elements());
+  rc.out_q = runtime::logical_tensor(out_q_storage.data(), type, spec.layout, q.shape, runtime::dense_strides(q.shape));
+  Halide::Buffer<> out_k_storage;
+  if (k) {
+    rc.k = runtime::logical_tensor(k->storage.data(), type, spec.layout, k->shape, runtime::dense_strides(k->shape));
+    out_k_storage = c.in_place ? k->storage : Halide::Buffer<>(type, k->storage.number_of_elements());
+    rc.out_k = runtime::logical_tensor(out_k_storage.data(), type, spec.layout, k->shape, runtime::dense_strides(k->shape));
+  }
+  std::vector<int32_t> pos32(pos_values.begin(), pos_values.end());
+  std::vector<int64_t> pos64 = pos_values;
+  if (c.explicit_positions)
+    rc.positions = runtime::logical_positions(c.int64_positions ? static_cast<void*>(pos64.data()) : pos32.data(),
+                                              variant.position_type, spec.layout, pos_shape, c.B);
+  std::vector<int32_t> cu(c.cu_seqlens.begin(), c.cu_seqlens.end());
+  if (!cu.empty()) rc.cu_seqlens = Halide::Buffer<int32_t>(cu.data(), static_cast<int>(cu.size()));
+  rc.offset = c.offset;
+  rc.seq_len = seq_len;
+  kernel.run(rc);
+
+  auto check = [&](const Tensor& in, const Halide::Buffer<>& out, bool is_key, const char* what) {
+    const ref::Tensor want = ref::reference_apply(spec, {in.shape, std::vector<double>(in.values.begin(), in.values.end())},
+                                                  is_key, call);
+    int bad = 0;
+    for (size_t i = 0; i < want.data.size() && bad < 5; ++i) {
+      const double got = element(out, spec.dtype, static_cast<int64_t>(i));
+      if (!(std::abs(got - want.data[i]) <= tolerance(spec.dtype, want.data[i]))) {
+        ADD_FAILURE() << what << "[" << i << "] = " << got << ", reference " << want.data[i];
+        ++bad;
+      }
+    }
+  };
+  check(q, out_q_storage, false, "q");
+  if (k) check(*k, out_k_storage, true, "k");
+  outputs.dtype = spec.dtype;
+  outputs.q = out_q_storage;
+  outputs.k = out_k_storage;
+  return outputs;
+}
+
+}  // namespace
+
+std::string Case::spec_text() const {
+  return fmt::format("name: t\nhead_dim: {}\nrotary_dim: {}\nrotary_offset: {}\npairing: {}\nlayout: {}\n"
+                     "dtype: {}\npositions: {}\n{}{}{}",
+                     head_dim, rotary_dim, rotary_offset, pairing, layout, dtype,
+                     explicit_positions ? "explicit" : "implicit", scaling, xpos,
+                     output_pairing.empty() ? "" : "output_pairing: " + output_pairing + "\n");
+}
+
+std::string Case::describe() const {
+  return fmt::format("{} {} {} D={} R={} off={} B={} S={} H={} Hk={} pos={}{}{} offset={} in_place={} | {}{}",
+                     layout, pairing, dtype, head_dim, rotary_dim, rotary_offset, B, S, H, Hk,
+                     explicit_positions ? "explicit" : "implicit", shared_positions ? "[S]" : "",
+                     int64_positions ? " i64" : "", offset, in_place, scaling, xpos);
+}
+
+CaseOutputs run_case(const Case& c, const Halide::Target& target) {
+  try {
+    return run_case_or_throw(c, target);
+  } catch (const Halide::Error& e) {
+    ADD_FAILURE() << c.describe() << "\nHalide error: " << e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << c.describe() << "\nexception: " << e.what();
+  }
+  return {};
+}
+
+int64_t ulp_distance(DType dtype, const Halide::Buffer<>& a, const Halide::Buffer<>& b, int64_t i) {
+  // Map the bits to a line on which neighbouring values are neighbouring
+  // integers: sign-magnitude -> two's complement.
+  auto ordered = [&](const Halide::Buffer<>& buf) -> int64_t {
+    if (dtype == DType::F32) {
+      int32_t bits;
+      std::memcpy(&bits, static_cast<const float*>(buf.data()) + i, 4);
+      return bits < 0 ? int64_t{INT32_MIN} - bits : bits;
+    }
+    const int16_t bits = static_cast<const int16_t*>(buf.data())[i];
+    return bits < 0 ? int64_t{INT16_MIN} - bits : bits;
+  };
+  return std::abs(ordered(a) - ordered(b));
+}
+
+}  // namespace ropegen::test

@@ -1,0 +1,44 @@
+// One kernel call from a sweep of the spec space, run on a target and
+// checked against the independent float64 reference (tests/support). The
+// CPU and GPU kernel tests share it, so every backend faces the same cases.
+// A case prints its parameters, so a failure names the exact combination.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <Halide.h>
+
+#include "ropegen/spec.h"
+
+namespace ropegen::test {
+
+struct Case {
+  std::string layout = "bshd", pairing = "half", dtype = "f32", scaling, xpos, output_pairing;
+  int head_dim = 16, rotary_dim = 16, rotary_offset = 0;
+  int B = 2, S = 5, H = 3, Hk = 0;  // Hk = 0: no k
+  bool explicit_positions = false, shared_positions = false, int64_positions = false, in_place = false;
+  int64_t offset = 0;
+  std::vector<int64_t> cu_seqlens;  // thd
+
+  std::string spec_text() const;
+  std::string describe() const;
+};
+
+// What a case wrote: the outputs' storage (spec dtype, the layout's order).
+struct CaseOutputs {
+  DType dtype = DType::F32;
+  Halide::Buffer<> q, k;  // k undefined without k
+};
+
+// Runs c on target and checks it against the reference (gtest failures,
+// never throws). The outputs are empty when the case could not run.
+CaseOutputs run_case(const Case& c, const Halide::Target& target);
+
+// Units in the last place between two stored values of the same dtype (the
+// distance between their positions on the dtype's number line; 0 = the same
+// bits, or +0 vs -0).
+int64_t ulp_distance(DType dtype, const Halide::Buffer<>& a, const Halide::Buffer<>& b, int64_t index);
+
+}  // namespace ropegen::test

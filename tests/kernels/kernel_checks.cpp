@@ -1,0 +1,113 @@
+#include "kernels/kernel_checks.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "runtime/host_tensor.h"
+#include "runtime/jit_kernel.h"
+#include "runtime/tensor_view.h"
+#include "ropegen/spec_io.h"
+#include "support/reference.h"
+
+namespace ropegen::test {
+
+// The kernel as built, at long context: every pair holds (1, 0), so the
+// outputs are cos and sin of pos * inv_freq, compared with long double.
+double max_trig_error(double theta, int64_t max_position, const Halide::Target& target, std::vector<float>* outputs) {
+  const RopeSpec spec = *parse_spec(fmt::format("name: acc\nhead_dim: 128\npositions: explicit\nlayout: thd\n"
+                                                "frequency: {{theta: {}}}\n", theta), "acc");
+  const int64_t tokens = 4096;
+  std::vector<int64_t> ids(tokens);
+  for (int64_t t = 0; t < tokens; ++t) ids[t] = max_position - t * 997 % max_position;  // spread over the range
+  std::vector<float> q(tokens * 128, 0.0f);
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int i = 0; i < 64; ++i) q[t * 128 + i] = 1.0f;  // half pairing: (x_i, x_{i+64}) = (1, 0)
+  runtime::HostStorage in = runtime::to_storage(q, DType::F32), out = in.empty_like();
+  lowering::KernelVariant variant;
+  variant.position_type = Halide::Int(64);
+  runtime::JitKernel kernel(spec, variant, target);
+  runtime::RopeCall call;
+  const std::vector<int64_t> shape = {tokens, 1, 128};
+  call.q = runtime::logical_tensor(in.data(), in.type(), Layout::THD, shape, runtime::dense_strides(shape));
+  call.out_q = runtime::logical_tensor(out.data(), in.type(), Layout::THD, shape, runtime::dense_strides(shape));
+  call.positions = runtime::logical_positions(ids.data(), Halide::Int(64), Layout::THD, {tokens}, 1);
+  call.seq_len = max_position + 1;
+  kernel.run(call);
+  const std::vector<float> got = out.to_float();
+  if (outputs) *outputs = got;
+  double worst = 0;
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int i = 0; i < 64; ++i) {
+      const long double angle = static_cast<long double>(ids[t]) * powl(static_cast<long double>(theta), -2.0L * i / 128);
+      worst = std::max(worst, static_cast<double>(std::fabs(got[t * 128 + i] - cosl(angle))));
+      worst = std::max(worst, static_cast<double>(std::fabs(got[t * 128 + 64 + i] - sinl(angle))));
+    }
+  return worst;
+}
+
+// q and k sliced from one fused qkv projection [.., Hq + 2 Hk, D] (bshd,
+// sbhd) are rotated where they lie, without a copy; v and everything else
+// (canaries) is untouched, in place and out of place.
+void check_fused_qkv(const char* layout, bool in_place, const Halide::Target& target) {
+  SCOPED_TRACE(std::string(layout) + (in_place ? " in place" : " out of place"));
+  const RopeSpec spec = *parse_spec(fmt::format("name: f\nhead_dim: 16\nrotary_dim: 12\nrotary_offset: 2\n"
+                                                "pairing: interleaved\nlayout: {}\n", layout), "f");
+  const int64_t B = 2, S = 5, Hq = 4, Hk = 2, H = Hq + 2 * Hk, D = 16;
+  const bool sbhd = std::string(layout) == "sbhd";
+  const std::vector<int64_t> fused_shape = sbhd ? std::vector<int64_t>{S, B, H, D} : std::vector<int64_t>{B, S, H, D};
+  const std::vector<int64_t> strides = runtime::dense_strides(fused_shape);
+  std::vector<float> fused(B * S * H * D);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> dist;
+  for (float& v : fused) v = dist(rng);
+  const std::vector<float> original = fused;
+  const float canary = 12345.0f;
+  std::vector<float> out(fused.size(), canary);
+  float* dst = in_place ? fused.data() : out.data();
+
+  auto shape_with_heads = [&](int64_t heads) {
+    std::vector<int64_t> s = fused_shape;
+    s[2] = heads;
+    return s;
+  };
+  runtime::RopeCall call;
+  call.q = runtime::logical_tensor(fused.data(), Halide::Float(32), spec.layout, shape_with_heads(Hq), strides);
+  call.k = runtime::logical_tensor(fused.data() + Hq * D, Halide::Float(32), spec.layout, shape_with_heads(Hk), strides);
+  call.out_q = runtime::logical_tensor(dst, Halide::Float(32), spec.layout, shape_with_heads(Hq), strides);
+  call.out_k = runtime::logical_tensor(dst + Hq * D, Halide::Float(32), spec.layout, shape_with_heads(Hk), strides);
+  call.seq_len = S;
+  lowering::KernelVariant variant;
+  variant.with_k = true;
+  runtime::JitKernel(spec, variant, target).run(call);
+
+  // Reference on dense copies of the slices.
+  auto slice = [&](int64_t head0, int64_t heads) {
+    ref::Tensor t{shape_with_heads(heads), {}};
+    for (int64_t i = 0; i < fused_shape[0]; ++i)
+      for (int64_t j = 0; j < fused_shape[1]; ++j)
+        for (int64_t h = 0; h < heads; ++h)
+          for (int64_t d = 0; d < D; ++d) t.data.push_back(original[((i * fused_shape[1] + j) * H + head0 + h) * D + d]);
+    return t;
+  };
+  ref::Call rc;
+  rc.seq_len = S;
+  const ref::Tensor q_ref = ref::reference_apply(spec, slice(0, Hq), false, rc);
+  const ref::Tensor k_ref = ref::reference_apply(spec, slice(Hq, Hk), true, rc);
+  size_t qi = 0, ki = 0;
+  for (int64_t i = 0; i < fused_shape[0]; ++i)
+    for (int64_t j = 0; j < fused_shape[1]; ++j)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t d = 0; d < D; ++d) {
+          const size_t at = ((i * fused_shape[1] + j) * H + h) * D + d;
+          const float got = dst[at];
+          if (h < Hq) EXPECT_NEAR(got, q_ref.data[qi++], 3e-6) << "q at " << at;
+          else if (h < Hq + Hk) EXPECT_NEAR(got, k_ref.data[ki++], 3e-6) << "k at " << at;
+          else EXPECT_EQ(got, in_place ? original[at] : canary) << "v / canary at " << at;
+        }
+}
+
+}  // namespace ropegen::test

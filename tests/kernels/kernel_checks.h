@@ -1,0 +1,23 @@
+// Kernel checks beyond the case sweeps, on any target: accuracy of
+// cos/sin at long context, and q/k as strided views into a fused qkv
+// buffer (rotated where they lie, everything else untouched).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <Halide.h>
+
+namespace ropegen::test {
+
+// The largest |error| of the kernel's cos and sin (outputs of (1, 0) pairs)
+// at positions spread up to max_position, against long double. `outputs`,
+// if given, receives the kernel's raw outputs (for bitwise comparisons).
+double max_trig_error(double theta, int64_t max_position, const Halide::Target& target,
+                      std::vector<float>* outputs = nullptr);
+
+// gtest failures if the fused-qkv views are not rotated exactly where they
+// lie (bshd or sbhd; in place or into a canary-filled output).
+void check_fused_qkv(const char* layout, bool in_place, const Halide::Target& target);
+
+}  // namespace ropegen::test
