@@ -3,7 +3,15 @@
 
 namespace ropegen {
 
-const char* to_string(Encoding) { return "rope"; }
+const char* to_string(Encoding v) {
+  switch (v) {
+    case Encoding::Rope: return "rope";
+    case Encoding::Sinusoidal: return "sinusoidal";
+    case Encoding::Learned: return "learned";
+    case Encoding::Alibi: return "alibi";
+  }
+  return "?";
+}
 const char* to_string(Pairing v) { return v == Pairing::Half ? "half" : "interleaved"; }
 const char* to_string(Layout v) {
   switch (v) {
@@ -11,6 +19,9 @@ const char* to_string(Layout v) {
     case Layout::BHSD: return "bhsd";
     case Layout::SBHD: return "sbhd";
     case Layout::THD: return "thd";
+    case Layout::BSD: return "bsd";
+    case Layout::SBD: return "sbd";
+    case Layout::TD: return "td";
   }
   return "?";
 }
@@ -28,6 +39,7 @@ const char* to_string(FrequencyScheme v) {
     case FrequencyScheme::Pixel: return "pixel";
     case FrequencyScheme::Constant: return "constant";
     case FrequencyScheme::Custom: return "custom";
+    case FrequencyScheme::Runtime: return "runtime";
   }
   return "?";
 }
@@ -57,10 +69,22 @@ const char* layout_dims(Layout v) {
     case Layout::BHSD: return "[B, H, S, D]";
     case Layout::SBHD: return "[S, B, H, D]";
     case Layout::THD: return "[T, H, D]";
+    case Layout::BSD: return "[B, S, D]";
+    case Layout::SBD: return "[S, B, D]";
+    case Layout::TD: return "[T, D]";
   }
   return "?";
 }
 
 const char* to_string(PositionsMode v) { return v == PositionsMode::Implicit ? "implicit" : "explicit"; }
+const char* to_string(TableForm v) { return v == TableForm::Interleaved ? "interleaved" : "roformer"; }
+const char* to_string(AlibiForm v) {
+  switch (v) {
+    case AlibiForm::Symmetric: return "symmetric";
+    case AlibiForm::Causal: return "causal";
+    case AlibiForm::Bloom: return "bloom";
+  }
+  return "?";
+}
 
 }  // namespace ropegen

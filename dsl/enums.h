@@ -13,15 +13,19 @@ namespace ropegen::dsl {
 template <typename E>
 struct EnumValues;  // specialised below: static constexpr E all[]
 
-template <> struct EnumValues<Encoding> { static constexpr Encoding all[] = {Encoding::Rope}; };
+template <> struct EnumValues<Encoding> {
+  static constexpr Encoding all[] = {Encoding::Rope, Encoding::Sinusoidal, Encoding::Learned, Encoding::Alibi};
+};
 template <> struct EnumValues<Pairing> { static constexpr Pairing all[] = {Pairing::Half, Pairing::Interleaved}; };
 template <> struct EnumValues<Layout> {
-  static constexpr Layout all[] = {Layout::BSHD, Layout::BHSD, Layout::SBHD, Layout::THD};
+  static constexpr Layout all[] = {Layout::BSHD, Layout::BHSD, Layout::SBHD, Layout::THD,
+                                   Layout::BSD,  Layout::SBD,  Layout::TD};
 };
 template <> struct EnumValues<DType> { static constexpr DType all[] = {DType::F32, DType::F16, DType::BF16}; };
 template <> struct EnumValues<FrequencyScheme> {
   static constexpr FrequencyScheme all[] = {FrequencyScheme::Lang, FrequencyScheme::Pixel,
-                                            FrequencyScheme::Constant, FrequencyScheme::Custom};
+                                            FrequencyScheme::Constant, FrequencyScheme::Custom,
+                                            FrequencyScheme::Runtime};
 };
 template <> struct EnumValues<ScalingType> {
   static constexpr ScalingType all[] = {ScalingType::None, ScalingType::Linear, ScalingType::Ntk,
@@ -33,6 +37,11 @@ template <> struct EnumValues<LongRopePolicy> {
 };
 template <> struct EnumValues<PositionsMode> {
   static constexpr PositionsMode all[] = {PositionsMode::Implicit, PositionsMode::Explicit};
+};
+
+template <> struct EnumValues<TableForm> { static constexpr TableForm all[] = {TableForm::Interleaved, TableForm::Roformer}; };
+template <> struct EnumValues<AlibiForm> {
+  static constexpr AlibiForm all[] = {AlibiForm::Symmetric, AlibiForm::Causal, AlibiForm::Bloom};
 };
 
 template <typename E>

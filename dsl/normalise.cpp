@@ -54,12 +54,18 @@ void append_scaling(std::string& out, const Scaling& s) {
   }
 }
 
-}  // namespace
+void append_frequency(std::string& out, const Frequency& f) {
+  out += fmt::format("frequency:\n  scheme: {}\n", to_string(f.scheme));
+  switch (f.scheme) {
+    case FrequencyScheme::Lang: out += fmt::format("  theta: {}\n", f.theta); break;
+    case FrequencyScheme::Pixel: out += fmt::format("  max_freq: {}\n", f.max_freq); break;
+    case FrequencyScheme::Constant: out += fmt::format("  value: {}\n", f.value); break;
+    case FrequencyScheme::Custom: out += fmt::format("  values: {}\n", number_list(f.values)); break;
+    case FrequencyScheme::Runtime: break;
+  }
+}
 
-std::string to_yaml(const RopeSpec& spec) {
-  std::string out;
-  out += fmt::format("name: {}\n", spec.name);
-  out += fmt::format("encoding: {}\n", to_string(spec.encoding));
+void append_rope(std::string& out, const RopeSpec& spec) {
   out += fmt::format("head_dim: {}\n", spec.head_dim);
   out += fmt::format("rotary_dim: {}\n", spec.rotary_dim);
   out += fmt::format("rotary_offset: {}\n", spec.rotary_offset);
@@ -67,17 +73,41 @@ std::string to_yaml(const RopeSpec& spec) {
   out += fmt::format("output_pairing: {}\n", to_string(spec.output_pairing));
   out += fmt::format("layout: {}\n", to_string(spec.layout));
   out += fmt::format("dtype: {}\n", to_string(spec.dtype));
-  const Frequency& f = spec.frequency;
-  out += fmt::format("frequency:\n  scheme: {}\n", to_string(f.scheme));
-  switch (f.scheme) {
-    case FrequencyScheme::Lang: out += fmt::format("  theta: {}\n", f.theta); break;
-    case FrequencyScheme::Pixel: out += fmt::format("  max_freq: {}\n", f.max_freq); break;
-    case FrequencyScheme::Constant: out += fmt::format("  value: {}\n", f.value); break;
-    case FrequencyScheme::Custom: out += fmt::format("  values: {}\n", number_list(f.values)); break;
-  }
+  append_frequency(out, spec.frequency);
   append_scaling(out, spec.scaling);
   if (spec.xpos.enabled) out += fmt::format("xpos:\n  scale_base: {}\n", spec.xpos.scale_base);
   out += fmt::format("positions: {}\n", to_string(spec.positions));
+  // Absent for 1-D positions, so those specs keep the text (and hash) they always had.
+  if (spec.axes.enabled())
+    out += fmt::format("axes:\n  sections: [{}]\n  interleaved: {}\n  per_axis_frequencies: {}\n",
+                       fmt::join(spec.axes.sections, ", "), spec.axes.interleaved, spec.axes.per_axis_frequencies);
+}
+
+// sinusoidal and learned: the rows the table is added to.
+void append_rows(std::string& out, const RopeSpec& spec) {
+  out += fmt::format("layout: {}\ndtype: {}\npositions: {}\n", to_string(spec.layout), to_string(spec.dtype),
+                     to_string(spec.positions));
+}
+
+}  // namespace
+
+std::string to_yaml(const RopeSpec& spec) {
+  std::string out = fmt::format("name: {}\nencoding: {}\n", spec.name, to_string(spec.encoding));
+  switch (spec.encoding) {
+    case Encoding::Rope: append_rope(out, spec); break;
+    case Encoding::Sinusoidal:
+      out += fmt::format("dim: {}\nbase: {}\ntable_form: {}\n", spec.dim, spec.base, to_string(spec.table_form));
+      append_rows(out, spec);
+      break;
+    case Encoding::Learned:
+      out += fmt::format("dim: {}\n", spec.dim);
+      append_rows(out, spec);
+      break;
+    case Encoding::Alibi:
+      out += fmt::format("num_heads: {}\nform: {}\ndtype: {}\n", spec.num_heads, to_string(spec.alibi_form),
+                         to_string(spec.dtype));
+      break;
+  }
   return out;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <set>
 #include <string>
 
@@ -13,19 +14,23 @@
 namespace ropegen::dsl {
 namespace {
 
-enum class Kind { Integer, Number, Boolean, String, NumberList, Map };
+enum class Kind { Integer, Number, Boolean, String, NumberList, IntegerList, Map };
+
+struct Section;
 
 struct KeyRule {
   std::string key;
   Kind kind;
   bool required = false;
   std::vector<std::string> allowed = {};  // for enumerated strings
+  const Section* section = nullptr;       // for mappings: the keys they hold
 };
 
-// A section whose keys depend on one discriminating key (frequency.scheme,
-// scaling.type); sections without variants have a single unnamed variant.
+// A section whose keys depend on one discriminating key (encoding,
+// frequency.scheme, scaling.type); sections without variants have a single
+// unnamed variant.
 struct Section {
-  std::string name;                 // as written in messages: "frequency", "scaling"
+  std::string name;                 // as written in messages: "spec", "frequency", "scaling"
   std::string discriminator;        // "" if none
   std::string default_variant;      // used when the discriminator is absent
   std::vector<KeyRule> common;
@@ -39,28 +44,55 @@ const char* kind_name(Kind k) {
     case Kind::Boolean: return "true or false";
     case Kind::String: return "a string";
     case Kind::NumberList: return "a list of numbers";
+    case Kind::IntegerList: return "a list of integers";
     case Kind::Map: return "a mapping";
   }
   return "?";
 }
 
+// The spellings of some values of an enum, for keys that allow only those.
+template <typename E>
+std::vector<std::string> spellings_of(std::initializer_list<E> values) {
+  std::vector<std::string> out;
+  for (E e : values) out.emplace_back(to_string(e));
+  return out;
+}
+
+const Section& frequency_section();
+const Section& scaling_section();
+const Section& xpos_section();
+const Section& axes_section();
+
+// The encoding decides which keys a spec has; rope rotates heads, the table
+// encodings add to rows, so each spells its own layouts.
 const Section& top_section() {
+  const KeyRule dtype{"dtype", Kind::String, false, spellings<DType>()};
+  const KeyRule positions{"positions", Kind::String, false, spellings<PositionsMode>()};
+  const KeyRule dim{"dim", Kind::Integer, true};
+  const KeyRule row_layout{"layout", Kind::String, false, spellings_of({Layout::BSD, Layout::SBD, Layout::TD})};
   static const Section s{
-      "spec", "", "",
-      {{"name", Kind::String, true},
-       {"encoding", Kind::String, false, spellings<Encoding>()},
-       {"head_dim", Kind::Integer, true},
-       {"rotary_dim", Kind::Integer},
-       {"rotary_offset", Kind::Integer},
-       {"pairing", Kind::String, false, spellings<Pairing>()},
-       {"output_pairing", Kind::String, false, spellings<Pairing>()},
-       {"layout", Kind::String, false, spellings<Layout>()},
-       {"dtype", Kind::String, false, spellings<DType>()},
-       {"frequency", Kind::Map},
-       {"scaling", Kind::Map},
-       {"xpos", Kind::Map},
-       {"positions", Kind::String, false, spellings<PositionsMode>()}},
-      {}};
+      "spec",
+      "encoding",
+      "rope",
+      {{"name", Kind::String, true}, {"encoding", Kind::String, false, spellings<Encoding>()}},
+      {{"rope",
+        {{"head_dim", Kind::Integer, true},
+         {"rotary_dim", Kind::Integer},
+         {"rotary_offset", Kind::Integer},
+         {"pairing", Kind::String, false, spellings<Pairing>()},
+         {"output_pairing", Kind::String, false, spellings<Pairing>()},
+         {"layout", Kind::String, false, spellings_of({Layout::BSHD, Layout::BHSD, Layout::SBHD, Layout::THD})},
+         dtype,
+         {"frequency", Kind::Map, false, {}, &frequency_section()},
+         {"scaling", Kind::Map, false, {}, &scaling_section()},
+         {"xpos", Kind::Map, false, {}, &xpos_section()},
+         positions,
+         {"axes", Kind::Map, false, {}, &axes_section()}}},
+       {"sinusoidal",
+        {dim, {"base", Kind::Number}, {"table_form", Kind::String, false, spellings<TableForm>()}, row_layout, dtype,
+         positions}},
+       {"learned", {dim, row_layout, dtype, positions}},
+       {"alibi", {{"num_heads", Kind::Integer, true}, {"form", Kind::String, false, spellings<AlibiForm>()}, dtype}}}};
   return s;
 }
 
@@ -72,7 +104,8 @@ const Section& frequency_section() {
                          {{"lang", {{"theta", Kind::Number}}},
                           {"pixel", {{"max_freq", Kind::Number}}},
                           {"constant", {{"value", Kind::Number}}},
-                          {"custom", {{"values", Kind::NumberList, true}}}}};
+                          {"custom", {{"values", Kind::NumberList, true}}},
+                          {"runtime", {}}}};
   return s;
 }
 
@@ -103,6 +136,17 @@ const Section& scaling_section() {
 
 const Section& xpos_section() {
   static const Section s{"xpos", "", "", {{"scale_base", Kind::Number}}, {}};
+  return s;
+}
+
+const Section& axes_section() {
+  static const Section s{"axes",
+                         "",
+                         "",
+                         {{"sections", Kind::IntegerList, true},
+                          {"interleaved", Kind::Boolean},
+                          {"per_axis_frequencies", Kind::Boolean}},
+                         {}};
   return s;
 }
 
@@ -157,8 +201,21 @@ bool has_kind(const YAML::Node& n, Kind kind) {
     case Kind::Map: return n.IsMap();
     case Kind::NumberList:
       return n.IsSequence() && std::all_of(n.begin(), n.end(), [](const YAML::Node& e) { return finite_number(e); });
+    case Kind::IntegerList:
+      return n.IsSequence() &&
+             std::all_of(n.begin(), n.end(), [](const YAML::Node& e) { return decodes_as<long long>(e); });
   }
   return false;
+}
+
+bool contains(const std::vector<std::string>& list, const std::string& s) {
+  return std::find(list.begin(), list.end(), s) != list.end();
+}
+
+// How messages name a variant: "frequency scheme `pixel`", "encoding `alibi`".
+std::string variant_label(const Section& section, const std::string& variant) {
+  const std::string prefix = section.name == "spec" ? "" : section.name + " ";
+  return fmt::format("{}{} `{}`", prefix, section.discriminator, variant);
 }
 
 class SchemaChecker {
@@ -172,10 +229,6 @@ class SchemaChecker {
       return errors_;
     }
     check_section(root, top_section());
-    for (const Section* sub : {&frequency_section(), &scaling_section(), &xpos_section()}) {
-      const YAML::Node n = root[sub->name];
-      if (n && n.IsMap()) check_section(n, *sub);
-    }
     return errors_;
   }
 
@@ -210,7 +263,7 @@ class SchemaChecker {
         errors_.push_back(doc_.error_at(key, unknown_key_message(name, section, variant, variant_rules != nullptr)));
         continue;
       }
-      check_value(entry.second, **rule, section);
+      check_value(entry.second, **rule, section, variant);
     }
     // A section whose variant is unknown already has an error on its discriminator.
     if (!section.discriminator.empty() && !variant_rules && !variant.empty()) return;
@@ -218,7 +271,7 @@ class SchemaChecker {
       if (r->required && !map[r->key]) errors_.push_back(doc_.error_at(map, missing_key_message(*r, section, variant)));
   }
 
-  void check_value(const YAML::Node& value, const KeyRule& rule, const Section& section) {
+  void check_value(const YAML::Node& value, const KeyRule& rule, const Section& section, const std::string& variant) {
     if (!has_kind(value, rule.kind)) {
       std::string extra = rule.kind == Kind::Number || rule.kind == Kind::NumberList ? " (finite, unquoted)" : "";
       if ((rule.kind == Kind::Integer || rule.kind == Kind::Number) && value.IsScalar() && is_quoted(value))
@@ -227,12 +280,9 @@ class SchemaChecker {
                                                          extra, describe(value))));
       return;
     }
-    if (!rule.allowed.empty() &&
-        std::find(rule.allowed.begin(), rule.allowed.end(), value.Scalar()) == rule.allowed.end()) {
-      errors_.push_back(doc_.error_at(value, fmt::format("unknown {} `{}`; allowed: {}{}", rule.key, value.Scalar(),
-                                                         fmt::join(rule.allowed, ", "),
-                                                         did_you_mean(value.Scalar(), rule.allowed))));
-    }
+    if (!rule.allowed.empty() && !contains(rule.allowed, value.Scalar()))
+      errors_.push_back(doc_.error_at(value, unknown_value_message(value.Scalar(), rule, section, variant)));
+    if (rule.section) check_section(value, *rule.section);
   }
 
   static bool belongs_to_some_variant(const std::string& key, const Section& section) {
@@ -242,16 +292,37 @@ class SchemaChecker {
     return false;
   }
 
+  static bool is_common(const KeyRule& rule, const Section& section) {
+    return std::any_of(section.common.begin(), section.common.end(),
+                       [&](const KeyRule& r) { return r.key == rule.key; });
+  }
+
   std::string missing_key_message(const KeyRule& rule, const Section& section, const std::string& variant) const {
+    if (!variant.empty() && !is_common(rule, section))
+      return fmt::format("{} needs `{}`", variant_label(section, variant), rule.key);
     if (section.name == "spec") return fmt::format("missing required key `{}`", rule.key);
-    if (variant.empty() || rule.key == section.discriminator)
-      return fmt::format("{} needs `{}`", section.name, rule.key);
-    return fmt::format("{} {} `{}` needs `{}`", section.name, section.discriminator, variant, rule.key);
+    return fmt::format("{} needs `{}`", section.name, rule.key);
+  }
+
+  // A spelling that another variant allows (a rope layout in a sinusoidal
+  // spec) gets a precise explanation.
+  std::string unknown_value_message(const std::string& value, const KeyRule& rule, const Section& section,
+                                    const std::string& variant) const {
+    std::vector<std::string> owners;
+    for (const auto& [v, rules] : section.variants)
+      for (const auto& r : rules)
+        if (r.key == rule.key && contains(r.allowed, value)) owners.push_back(v);
+    if (!owners.empty())
+      return fmt::format("{} `{}` does not belong to {}; it is used by {} {}; allowed: {}", rule.key, value,
+                         variant_label(section, variant), section.discriminator, fmt::join(owners, ", "),
+                         fmt::join(rule.allowed, ", "));
+    return fmt::format("unknown {} `{}`; allowed: {}{}", rule.key, value, fmt::join(rule.allowed, ", "),
+                       did_you_mean(value, rule.allowed));
   }
 
   std::string unknown_key_message(const std::string& key, const Section& section, const std::string& variant,
                                   bool variant_known) const {
-    // A key that is valid for another scheme/type gets a precise explanation.
+    // A key that is valid for another encoding/scheme/type gets a precise explanation.
     std::vector<std::string> owners;
     std::vector<std::string> all_keys;
     for (const auto& r : section.common) all_keys.push_back(r.key);
@@ -261,8 +332,8 @@ class SchemaChecker {
         if (r.key == key) owners.push_back(v);
       }
     if (!owners.empty() && variant_known)
-      return fmt::format("`{}` does not belong to {} {} `{}`; it is used by {} {}", key, section.name,
-                         section.discriminator, variant, section.discriminator, fmt::join(owners, ", "));
+      return fmt::format("`{}` does not belong to {}; it is used by {} {}", key, variant_label(section, variant),
+                         section.discriminator, fmt::join(owners, ", "));
     std::sort(all_keys.begin(), all_keys.end());
     all_keys.erase(std::unique(all_keys.begin(), all_keys.end()), all_keys.end());
     std::vector<std::string> here;
@@ -270,9 +341,11 @@ class SchemaChecker {
     for (const auto& [v, rules] : section.variants)
       if (v == variant)
         for (const auto& r : rules) here.push_back(r.key);
-    const std::string where = section.name == "spec" ? "in a spec" : "in " + section.name;
-    return fmt::format("unknown key `{}` {}; allowed: {}{}", key, where, fmt::join(here, ", "),
-                       did_you_mean(key, all_keys));
+    const std::string where = section.name == "spec" ? "for " + variant_label(section, variant) : "in " + section.name;
+    // A near key that is valid here is the likelier meaning than one of another variant.
+    std::string suggestion = did_you_mean(key, here);
+    if (suggestion.empty()) suggestion = did_you_mean(key, all_keys);
+    return fmt::format("unknown key `{}` {}; allowed: {}{}", key, where, fmt::join(here, ", "), suggestion);
   }
 
   const YamlDocument& doc_;

@@ -11,6 +11,9 @@ namespace ropegen::dsl {
 namespace {
 
 constexpr int kMaxHeadDim = 16384;
+constexpr int kMaxDim = 1 << 20;
+constexpr int kMaxHeads = 65536;
+constexpr size_t kMaxAxes = 8;
 constexpr size_t kMaxNameLength = 64;
 
 class SpecBuilder {
@@ -18,10 +21,16 @@ class SpecBuilder {
   explicit SpecBuilder(const YamlDocument& doc) : doc_(doc), root_(doc.root()) {}
 
   Result<RopeSpec> run() {
-    read_top_level();
-    read_frequency();
-    read_scaling();
-    read_xpos();
+    read_name();
+    read_enum(root_, "encoding", spec_.encoding);
+    read_enum(root_, "dtype", spec_.dtype);
+    switch (spec_.encoding) {
+      case Encoding::Rope: read_rope(); break;
+      case Encoding::Sinusoidal: read_sinusoidal(); break;
+      // learned: positions index rows of the run-time table, so they are explicit by default.
+      case Encoding::Learned: read_table_encoding(PositionsMode::Explicit); break;
+      case Encoding::Alibi: read_alibi(); break;
+    }
     if (!errors_.empty()) return errors_;
     return spec_;
   }
@@ -34,7 +43,7 @@ class SpecBuilder {
     if (const YAML::Node n = map[key]) out = *from_string<E>(as_string(n));
   }
 
-  void read_top_level() {
+  void read_name() {
     const YAML::Node name = root_["name"];
     spec_.name = as_string(name);
     static const std::regex identifier("[a-z_][a-z0-9_]*");
@@ -42,13 +51,21 @@ class SpecBuilder {
       error(name, fmt::format("name `{}` must be an identifier: [a-z_][a-z0-9_]*, at most {} characters "
                               "(it prefixes every emitted symbol and is never a path)",
                               spec_.name, kMaxNameLength));
+  }
 
-    read_enum(root_, "encoding", spec_.encoding);
+  void read_rope() {
+    read_rope_dims();
+    read_frequency();
+    read_scaling();
+    read_xpos();
+    read_axes();
+  }
+
+  void read_rope_dims() {
     read_enum(root_, "pairing", spec_.pairing);
     spec_.output_pairing = spec_.pairing;
     read_enum(root_, "output_pairing", spec_.output_pairing);
     read_enum(root_, "layout", spec_.layout);
-    read_enum(root_, "dtype", spec_.dtype);
     read_enum(root_, "positions", spec_.positions);
 
     const YAML::Node head = root_["head_dim"];
@@ -80,6 +97,35 @@ class SpecBuilder {
       }
     }
     spec_.rotary_dim = static_cast<int>(rotary);
+  }
+
+  // A required count; `max` keeps it far inside an int.
+  int read_count(const char* key, long long max) {
+    const YAML::Node n = root_[key];
+    const long long v = as_integer(n);
+    if (v < 1 || v > max) error(n, fmt::format("{} ({}) must be in 1..{}", key, v, max));
+    return static_cast<int>(v);
+  }
+
+  // Sinusoidal and learned tables are added to the rows of x: [B, S, D]
+  // unless the spec says otherwise.
+  void read_table_encoding(PositionsMode default_positions) {
+    spec_.dim = read_count("dim", kMaxDim);
+    spec_.layout = Layout::BSD;
+    read_enum(root_, "layout", spec_.layout);
+    spec_.positions = default_positions;
+    read_enum(root_, "positions", spec_.positions);
+  }
+
+  void read_sinusoidal() {
+    read_table_encoding(PositionsMode::Implicit);
+    spec_.base = read_positive(root_, "base", spec_.base);
+    read_enum(root_, "table_form", spec_.table_form);
+  }
+
+  void read_alibi() {
+    spec_.num_heads = read_count("num_heads", kMaxHeads);
+    read_enum(root_, "form", spec_.alibi_form);
   }
 
   // A list that must hold one number per rotary pair.
@@ -160,7 +206,12 @@ class SpecBuilder {
     const bool lang_only = sc.type == ScalingType::Ntk || sc.type == ScalingType::Dynamic ||
                            sc.type == ScalingType::Yarn || sc.type == ScalingType::LongRope ||
                            sc.type == ScalingType::Llama3;
-    if (lang_only && spec_.frequency.scheme != FrequencyScheme::Lang)
+    if (spec_.frequency.scheme == FrequencyScheme::Runtime && sc.type != ScalingType::None)
+      error(s["type"], fmt::format("scaling type `{}` cannot be used with frequency scheme `runtime`: the "
+                                   "frequencies are given at run time, so scaling cannot be applied to them "
+                                   "(use type none)",
+                                   to_string(sc.type)));
+    else if (lang_only && spec_.frequency.scheme != FrequencyScheme::Lang)
       error(s["type"], fmt::format("scaling type `{}` rescales theta and needs frequency scheme `lang` (got `{}`)",
                                    to_string(sc.type), to_string(spec_.frequency.scheme)));
   }
@@ -170,6 +221,66 @@ class SpecBuilder {
     if (!x) return;
     spec_.xpos.enabled = true;
     spec_.xpos.scale_base = read_positive(x, "scale_base", spec_.xpos.scale_base);
+  }
+
+  // Multi-axis RoPE: the rotary pairs are split among the axes of the
+  // positions' trailing dim. Read after everything it must agree with.
+  void read_axes() {
+    const YAML::Node a = root_["axes"];
+    if (!a) return;
+    Axes& axes = spec_.axes;
+    if (const YAML::Node n = a["interleaved"]) axes.interleaved = as_boolean(n);
+    if (const YAML::Node n = a["per_axis_frequencies"]) axes.per_axis_frequencies = as_boolean(n);
+    if (read_sections(a["sections"]) && axes.interleaved) check_round_robin(a["interleaved"]);
+    if (spec_.positions != PositionsMode::Explicit)
+      error(a, "axes need `positions: explicit` (the positions carry a trailing dim with one entry per axis)");
+    const Scaling& sc = spec_.scaling;
+    if (spec_.xpos.enabled)
+      error(a, "axes cannot be combined with xpos: its scale depends on a single position and the run-time seq_len");
+    if (sc.type == ScalingType::Dynamic || (sc.type == ScalingType::LongRope && sc.policy == LongRopePolicy::PerCall))
+      error(a, fmt::format("axes cannot be combined with scaling type `{}`{}: its frequencies depend on the "
+                           "run-time seq_len, which multi-axis positions do not define",
+                           to_string(sc.type), sc.type == ScalingType::LongRope ? " with policy per_call" : ""));
+    if (axes.per_axis_frequencies && spec_.frequency.scheme == FrequencyScheme::Runtime)
+      error(a["per_axis_frequencies"], "per_axis_frequencies cannot be used with frequency scheme `runtime`: the "
+                                       "inv_freq tensor already gives every pair's frequency");
+  }
+
+  // Whether the sections are valid and split exactly the rotary pairs.
+  bool read_sections(const YAML::Node& n) {
+    if (n.size() < 1 || n.size() > kMaxAxes) {
+      error(n, fmt::format("axes.sections has {} entries but needs 1..{} (one per position axis)", n.size(), kMaxAxes));
+      return false;
+    }
+    if (spec_.rotary_dim == 0) return false;  // rotary_dim has its own error
+    const int pairs = spec_.num_pairs();
+    int sum = 0;
+    for (size_t i = 0; i < n.size(); ++i) {
+      const long long v = as_integer(n[i]);
+      if (v < 1 || v > pairs) {
+        error(n[i], fmt::format("axes.sections[{}] ({}) must be in 1..{} (rotary_dim / 2)", i, v, pairs));
+        return false;
+      }
+      spec_.axes.sections.push_back(static_cast<int>(v));
+      sum += static_cast<int>(v);
+    }
+    if (sum != pairs)
+      error(n, fmt::format("axes.sections sum to {} but must sum to rotary_dim / 2 = {} (every rotary pair "
+                           "belongs to one axis)", sum, pairs));
+    return sum == pairs;
+  }
+
+  // Qwen3-VL's round robin gives pair r to axis a >= 1 when r % n_axes == a
+  // and r < n_axes * sections[a]: that range must lie within the pairs.
+  void check_round_robin(const YAML::Node& at) {
+    const Axes& axes = spec_.axes;
+    for (int a = 1; a < axes.count(); ++a)
+      if (axes.count() * axes.sections[a] > spec_.num_pairs()) {
+        error(at, fmt::format("interleaved axes need n_axes * sections[a] <= rotary_dim / 2 for every axis a >= 1; "
+                              "axis {} has {} * {} = {} > {}", a, axes.count(), axes.sections[a],
+                              axes.count() * axes.sections[a], spec_.num_pairs()));
+        return;
+      }
   }
 
   const YamlDocument& doc_;

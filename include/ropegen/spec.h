@@ -1,6 +1,8 @@
-// The validated, normalised RoPE spec: what every later stage consumes.
-// A RopeSpec only ever comes out of ropegen::load_spec / parse_spec, so all
-// defaults are filled and every invariant in the README's spec reference holds.
+// The validated, normalised spec: what every later stage consumes. One
+// struct for every encoding (RoPE and the additive/bias ones); the fields an
+// encoding does not use keep their defaults. A RopeSpec only ever comes out
+// of ropegen::load_spec / parse_spec, so all defaults are filled and every
+// invariant in the README's spec reference holds.
 #pragma once
 
 #include <cstdint>
@@ -10,14 +12,22 @@
 
 namespace ropegen {
 
-enum class Encoding { Rope };
+enum class Encoding { Rope, Sinusoidal, Learned, Alibi };
 enum class Pairing { Half, Interleaved };
-enum class Layout { BSHD, BHSD, SBHD, THD };
+// rope: bshd, bhsd, sbhd, thd. sinusoidal, learned: bsd, sbd, td (packed).
+// alibi has none of its own: scores are always [B, H, Sq, Sk].
+enum class Layout { BSHD, BHSD, SBHD, THD, BSD, SBD, TD };
 enum class DType { F32, F16, BF16 };
-enum class FrequencyScheme { Lang, Pixel, Constant, Custom };
+// runtime: inv_freq [rotary_dim / 2] is a tensor passed at call time.
+enum class FrequencyScheme { Lang, Pixel, Constant, Custom, Runtime };
 enum class ScalingType { None, Linear, Ntk, Dynamic, Yarn, LongRope, Llama3 };
 enum class LongRopePolicy { PerCall, Long, Short };
 enum class PositionsMode { Implicit, Explicit };
+// sinusoidal: interleaved = PE[p, 2i] = sin, PE[p, 2i+1] = cos ("Attention Is
+// All You Need"); roformer = [sin of every pair | cos of every pair].
+enum class TableForm { Interleaved, Roformer };
+// alibi: symmetric -m|i-j|, causal -m(i-j) for j <= i, bloom +m*j.
+enum class AlibiForm { Symmetric, Causal, Bloom };
 
 struct Frequency {
   FrequencyScheme scheme = FrequencyScheme::Lang;
@@ -53,6 +63,16 @@ struct XPos {
   double scale_base = 512.0;
 };
 
+// Multi-axis RoPE (2D vision, M-RoPE): rotary pairs split among position
+// axes; positions then carry a trailing axis dim. Empty sections: 1-D.
+struct Axes {
+  std::vector<int> sections;         // pairs per axis, in the positions' axis order; sum = rotary_dim / 2
+  bool interleaved = false;          // Qwen3-VL round robin instead of contiguous sections
+  bool per_axis_frequencies = false; // each axis restarts its frequency index over its own pairs
+  int count() const { return static_cast<int>(sections.size()); }
+  bool enabled() const { return !sections.empty(); }
+};
+
 struct RopeSpec {
   std::string name;
   Encoding encoding = Encoding::Rope;
@@ -69,6 +89,15 @@ struct RopeSpec {
   Scaling scaling;
   XPos xpos;
   PositionsMode positions = PositionsMode::Implicit;
+  Axes axes;                // rope only
+
+  // sinusoidal, learned: the model dim of x's rows.
+  int dim = 0;
+  double base = 10000.0;    // sinusoidal
+  TableForm table_form = TableForm::Interleaved;
+  // alibi
+  int num_heads = 0;
+  AlibiForm alibi_form = AlibiForm::Symmetric;
 
   int num_pairs() const { return rotary_dim / 2; }
   // Whether the frequencies depend on the run-time sequence length.
@@ -87,6 +116,8 @@ const char* to_string(FrequencyScheme);
 const char* to_string(ScalingType);
 const char* to_string(LongRopePolicy);
 const char* to_string(PositionsMode);
+const char* to_string(TableForm);
+const char* to_string(AlibiForm);
 
 // The dims of a tensor in a layout, for messages and docs: "[B, S, H, D]".
 const char* layout_dims(Layout);

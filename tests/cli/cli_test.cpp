@@ -167,6 +167,26 @@ TEST_F(Cli, FromHfDerivesYarnFactorAndFlagsUnknownPairing) {
   EXPECT_THAT(r.out, HasSubstr("theta: 50000\n"));
 }
 
+TEST_F(Cli, FromHfMapsMropeSectionsToAxes) {
+  test::write_text(path("qwen2_vl.json"), R"({"model_type": "qwen2_vl", "hidden_size": 3584,
+    "num_attention_heads": 28, "rope_theta": 1000000.0, "rope_scaling": {"type": "mrope",
+    "mrope_section": [16, 24, 24]}})");
+  auto r = run_command(kTool + " from-hf " + path("qwen2_vl.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("scaling:\n  type: none\npositions: explicit\naxes:\n  sections: [16, 24, 24]\n"
+                               "  interleaved: false\n  per_axis_frequencies: false\n"));
+  // Qwen3-VL: the language model's settings are in text_config, the sections interleaved.
+  test::write_text(path("qwen3_vl.json"), R"({"model_type": "qwen3_vl", "vision_config": {"hidden_size": 1152},
+    "text_config": {"model_type": "qwen3_vl_text", "head_dim": 128, "hidden_size": 4096, "num_attention_heads": 32,
+    "rope_theta": 5000000, "rope_scaling": {"rope_type": "default", "mrope_interleaved": true,
+    "mrope_section": [24, 20, 20]}}})");
+  r = run_command(kTool + " from-hf " + path("qwen3_vl.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("name: qwen3_vl\nencoding: rope\nhead_dim: 128\n"));
+  EXPECT_THAT(r.out, HasSubstr("theta: 5000000\n"));
+  EXPECT_THAT(r.out, HasSubstr("positions: explicit\naxes:\n  sections: [24, 20, 20]\n  interleaved: true\n"));
+}
+
 TEST_F(Cli, FromHfErrors) {
   test::write_text(path("bad.json"), "{not json");
   auto r = run_command(kTool + " from-hf " + path("bad.json"));

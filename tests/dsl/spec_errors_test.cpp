@@ -33,8 +33,9 @@ TEST_P(SpecErrors, ReportsPreciseLocationAndMessage) {
 
 const ErrorCase kCases[] = {
     {"unknown_key_did_you_mean", "name: a\nhead_dim: 8\nrotary_dims: 4\n",
-     "s.yaml:3:1: error: unknown key `rotary_dims` in a spec; allowed: name, encoding, head_dim, rotary_dim, "
-     "rotary_offset, pairing, output_pairing, layout, dtype, frequency, scaling, xpos, positions; did you mean `rotary_dim`?\n"},
+     "s.yaml:3:1: error: unknown key `rotary_dims` for encoding `rope`; allowed: name, encoding, head_dim, "
+     "rotary_dim, rotary_offset, pairing, output_pairing, layout, dtype, frequency, scaling, xpos, positions, axes; "
+     "did you mean `rotary_dim`?\n"},
     {"missing_name", "head_dim: 8\n", "s.yaml:1:1: error: missing required key `name`\n"},
     {"head_dim_wrong_type", "name: a\nhead_dim: big\n",
      "s.yaml:2:11: error: `head_dim` must be an integer, got `big`\n"},
@@ -101,9 +102,93 @@ const ErrorCase kCases[] = {
     {"section_not_map", "name: a\nhead_dim: 8\nscaling: linear\n",
      "s.yaml:3:10: error: `scaling` must be a mapping, got `linear`\n"},
     {"several_errors_at_once", "name: A\nhead_dim: 8\nlayot: bshd\ndtype: f64\n",
-     "s.yaml:3:1: error: unknown key `layot` in a spec; allowed: name, encoding, head_dim, rotary_dim, rotary_offset, "
-     "pairing, output_pairing, layout, dtype, frequency, scaling, xpos, positions; did you mean `layout`?\n"
+     "s.yaml:3:1: error: unknown key `layot` for encoding `rope`; allowed: name, encoding, head_dim, rotary_dim, "
+     "rotary_offset, pairing, output_pairing, layout, dtype, frequency, scaling, xpos, positions, axes; did you mean "
+     "`layout`?\n"
      "s.yaml:4:8: error: unknown dtype `f64`; allowed: f32, f16, bf16; did you mean `f32`?\n"},
+    {"missing_head_dim", "name: a\n", "s.yaml:1:1: error: encoding `rope` needs `head_dim`\n"},
+    {"rope_with_row_layout", "name: a\nhead_dim: 8\nlayout: bsd\n",
+     "s.yaml:3:9: error: layout `bsd` does not belong to encoding `rope`; it is used by encoding sinusoidal, learned; "
+     "allowed: bshd, bhsd, sbhd, thd\n"},
+    {"unknown_encoding", "name: a\nencoding: sinusoid\ndim: 8\n",
+     "s.yaml:2:11: error: unknown encoding `sinusoid`; allowed: rope, sinusoidal, learned, alibi; did you mean "
+     "`sinusoidal`?\n"},
+    // Multi-axis RoPE.
+    {"axes_sections_sum", "name: a\nhead_dim: 16\npositions: explicit\naxes: {sections: [2, 3, 2]}\n",
+     "s.yaml:4:18: error: axes.sections sum to 7 but must sum to rotary_dim / 2 = 8 (every rotary pair belongs to one "
+     "axis)\n"},
+    {"axes_sections_follow_rotary_dim", "name: a\nhead_dim: 16\nrotary_dim: 8\npositions: explicit\naxes:\n"
+                                        "  sections: [4, 4]\n",
+     "s.yaml:6:13: error: axes.sections sum to 8 but must sum to rotary_dim / 2 = 4 (every rotary pair belongs to one "
+     "axis)\n"},
+    {"axes_with_implicit_positions", "name: a\nhead_dim: 8\naxes: {sections: [2, 2]}\n",
+     "s.yaml:3:7: error: axes need `positions: explicit` (the positions carry a trailing dim with one entry per "
+     "axis)\n"},
+    {"axes_section_zero", "name: a\nhead_dim: 8\npositions: explicit\naxes: {sections: [4, 0]}\n",
+     "s.yaml:4:22: error: axes.sections[1] (0) must be in 1..4 (rotary_dim / 2)\n"},
+    {"axes_too_many", "name: a\nhead_dim: 32\npositions: explicit\naxes: {sections: [2, 2, 2, 2, 2, 2, 2, 1, 1]}\n",
+     "s.yaml:4:18: error: axes.sections has 9 entries but needs 1..8 (one per position axis)\n"},
+    {"axes_sections_not_integers", "name: a\nhead_dim: 8\npositions: explicit\naxes: {sections: [2.5, 1.5]}\n",
+     "s.yaml:4:18: error: `sections` must be a list of integers, got a list\n"},
+    {"axes_need_sections", "name: a\nhead_dim: 8\npositions: explicit\naxes: {interleaved: true}\n",
+     "s.yaml:4:7: error: axes needs `sections`\n"},
+    {"axes_unknown_key", "name: a\nhead_dim: 8\npositions: explicit\naxes: {sections: [4], interleave: true}\n",
+     "s.yaml:4:23: error: unknown key `interleave` in axes; allowed: sections, interleaved, per_axis_frequencies; did "
+     "you mean `interleaved`?\n"},
+    {"axes_with_xpos", "name: a\nhead_dim: 8\npositions: explicit\nxpos: {}\naxes: {sections: [2, 2]}\n",
+     "s.yaml:5:7: error: axes cannot be combined with xpos: its scale depends on a single position and the run-time "
+     "seq_len\n"},
+    {"axes_with_dynamic", "name: a\nhead_dim: 8\npositions: explicit\n"
+                          "scaling: {type: dynamic, factor: 2, original_max_position: 64}\naxes: {sections: [2, 2]}\n",
+     "s.yaml:5:7: error: axes cannot be combined with scaling type `dynamic`: its frequencies depend on the run-time "
+     "seq_len, which multi-axis positions do not define\n"},
+    {"axes_with_longrope_per_call",
+     "name: a\nhead_dim: 4\npositions: explicit\nscaling: {type: longrope, factor: 2, original_max_position: 64, "
+     "short_factor: [1, 1], long_factor: [2, 2]}\naxes: {sections: [1, 1]}\n",
+     "s.yaml:5:7: error: axes cannot be combined with scaling type `longrope` with policy per_call: its frequencies "
+     "depend on the run-time seq_len, which multi-axis positions do not define\n"},
+    {"axes_interleaved_too_wide", "name: a\nhead_dim: 16\npositions: explicit\n"
+                                  "axes: {sections: [2, 3, 3], interleaved: true}\n",
+     "s.yaml:4:42: error: interleaved axes need n_axes * sections[a] <= rotary_dim / 2 for every axis a >= 1; axis 1 "
+     "has 3 * 3 = 9 > 8\n"},
+    // Run-time frequencies.
+    {"runtime_with_scaling", "name: a\nhead_dim: 8\nfrequency: {scheme: runtime}\nscaling: {type: linear, factor: 2}\n",
+     "s.yaml:4:17: error: scaling type `linear` cannot be used with frequency scheme `runtime`: the frequencies are "
+     "given at run time, so scaling cannot be applied to them (use type none)\n"},
+    {"runtime_with_theta", "name: a\nhead_dim: 8\nfrequency: {scheme: runtime, theta: 10000}\n",
+     "s.yaml:3:30: error: `theta` does not belong to frequency scheme `runtime`; it is used by scheme lang\n"},
+    {"runtime_per_axis_frequencies",
+     "name: a\nhead_dim: 8\npositions: explicit\nfrequency: {scheme: runtime}\n"
+     "axes: {sections: [2, 2], per_axis_frequencies: true}\n",
+     "s.yaml:5:48: error: per_axis_frequencies cannot be used with frequency scheme `runtime`: the inv_freq tensor "
+     "already gives every pair's frequency\n"},
+    // Sinusoidal, learned, alibi.
+    {"sinusoidal_with_rope_layout", "name: a\nencoding: sinusoidal\ndim: 64\nlayout: bshd\n",
+     "s.yaml:4:9: error: layout `bshd` does not belong to encoding `sinusoidal`; it is used by encoding rope; allowed: "
+     "bsd, sbd, td\n"},
+    {"sinusoidal_missing_dim", "name: a\nencoding: sinusoidal\n",
+     "s.yaml:1:1: error: encoding `sinusoidal` needs `dim`\n"},
+    {"sinusoidal_with_head_dim", "name: a\nencoding: sinusoidal\nhead_dim: 64\n",
+     "s.yaml:3:1: error: `head_dim` does not belong to encoding `sinusoidal`; it is used by encoding rope\n"
+     "s.yaml:1:1: error: encoding `sinusoidal` needs `dim`\n"},
+    {"sinusoidal_base_non_positive", "name: a\nencoding: sinusoidal\ndim: 8\nbase: -1\n",
+     "s.yaml:4:7: error: base (-1) must be > 0\n"},
+    {"sinusoidal_table_form_did_you_mean", "name: a\nencoding: sinusoidal\ndim: 8\ntable_form: roformr\n",
+     "s.yaml:4:13: error: unknown table_form `roformr`; allowed: interleaved, roformer; did you mean `roformer`?\n"},
+    {"learned_dim_zero", "name: a\nencoding: learned\ndim: 0\n", "s.yaml:3:6: error: dim (0) must be in 1..1048576\n"},
+    {"learned_with_table_form", "name: a\nencoding: learned\ndim: 8\ntable_form: roformer\n",
+     "s.yaml:4:1: error: `table_form` does not belong to encoding `learned`; it is used by encoding sinusoidal\n"},
+    {"alibi_unknown_key_did_you_mean", "name: a\nencoding: alibi\nnum_head: 8\n",
+     "s.yaml:3:1: error: unknown key `num_head` for encoding `alibi`; allowed: name, encoding, num_heads, form, dtype; "
+     "did you mean `num_heads`?\n"
+     "s.yaml:1:1: error: encoding `alibi` needs `num_heads`\n"},
+    {"alibi_num_heads_zero", "name: a\nencoding: alibi\nnum_heads: 0\n",
+     "s.yaml:3:12: error: num_heads (0) must be in 1..65536\n"},
+    {"alibi_has_no_layout", "name: a\nencoding: alibi\nnum_heads: 8\nlayout: bshd\n",
+     "s.yaml:4:1: error: `layout` does not belong to encoding `alibi`; it is used by encoding rope, sinusoidal, "
+     "learned\n"},
+    {"alibi_form_did_you_mean", "name: a\nencoding: alibi\nnum_heads: 8\nform: casual\n",
+     "s.yaml:4:7: error: unknown form `casual`; allowed: symmetric, causal, bloom; did you mean `causal`?\n"},
 };
 
 INSTANTIATE_TEST_SUITE_P(All, SpecErrors, ::testing::ValuesIn(kCases),

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <set>
 
 #include "ropegen/spec_io.h"
 
@@ -97,6 +98,87 @@ TEST(SpecParser, XposAndOtherSchemes) {
   EXPECT_EQ(s.frequency.value, 2.5);
 }
 
+TEST(SpecParser, AxesDefaultToContiguousSectionsWithSharedFrequencies) {
+  const RopeSpec s = parse_ok("name: vl\nhead_dim: 128\npositions: explicit\naxes: {sections: [16, 24, 24]}\n");
+  EXPECT_EQ(s.axes.sections, (std::vector<int>{16, 24, 24}));
+  EXPECT_EQ(s.axes.count(), 3);
+  EXPECT_FALSE(s.axes.interleaved);
+  EXPECT_FALSE(s.axes.per_axis_frequencies);
+  EXPECT_FALSE(parse_ok("name: tiny\nhead_dim: 64\n").axes.enabled());
+}
+
+TEST(SpecParser, ReadsInterleavedAxesAndPerAxisFrequencies) {
+  const RopeSpec s = parse_ok(R"(name: qwen3_vl
+head_dim: 128
+positions: explicit
+axes:
+  sections: [24, 20, 20]
+  interleaved: true
+  per_axis_frequencies: true
+)");
+  EXPECT_EQ(s.axes.sections, (std::vector<int>{24, 20, 20}));
+  EXPECT_TRUE(s.axes.interleaved);
+  EXPECT_TRUE(s.axes.per_axis_frequencies);
+}
+
+TEST(SpecParser, RuntimeFrequenciesHaveNoOtherKeys) {
+  const RopeSpec s = parse_ok("name: r\nhead_dim: 8\nfrequency: {scheme: runtime}\nscaling: {type: none}\n");
+  EXPECT_EQ(s.frequency.scheme, FrequencyScheme::Runtime);
+  EXPECT_EQ(s.scaling.type, ScalingType::None);
+}
+
+TEST(SpecParser, SinusoidalDefaults) {
+  const RopeSpec s = parse_ok("name: pe\nencoding: sinusoidal\ndim: 7\n");
+  EXPECT_EQ(s.encoding, Encoding::Sinusoidal);
+  EXPECT_EQ(s.dim, 7);
+  EXPECT_EQ(s.base, 10000.0);
+  EXPECT_EQ(s.layout, Layout::BSD);
+  EXPECT_EQ(s.positions, PositionsMode::Implicit);
+  EXPECT_EQ(s.table_form, TableForm::Interleaved);
+  EXPECT_EQ(s.dtype, DType::F32);
+}
+
+TEST(SpecParser, ReadsEverySinusoidalField) {
+  const RopeSpec s = parse_ok(R"(name: pe
+encoding: sinusoidal
+dim: 512
+base: 500
+layout: td
+positions: explicit
+table_form: roformer
+dtype: f16
+)");
+  EXPECT_EQ(s.dim, 512);
+  EXPECT_EQ(s.base, 500.0);
+  EXPECT_EQ(s.layout, Layout::TD);
+  EXPECT_EQ(s.positions, PositionsMode::Explicit);
+  EXPECT_EQ(s.table_form, TableForm::Roformer);
+  EXPECT_EQ(s.dtype, DType::F16);
+}
+
+TEST(SpecParser, LearnedPositionsAreExplicitByDefault) {
+  RopeSpec s = parse_ok("name: gpt2\nencoding: learned\ndim: 768\n");
+  EXPECT_EQ(s.encoding, Encoding::Learned);
+  EXPECT_EQ(s.dim, 768);
+  EXPECT_EQ(s.layout, Layout::BSD);
+  EXPECT_EQ(s.positions, PositionsMode::Explicit);
+  s = parse_ok("name: gpt2\nencoding: learned\ndim: 768\nlayout: sbd\npositions: implicit\ndtype: bf16\n");
+  EXPECT_EQ(s.layout, Layout::SBD);
+  EXPECT_EQ(s.positions, PositionsMode::Implicit);
+  EXPECT_EQ(s.dtype, DType::BF16);
+}
+
+TEST(SpecParser, AlibiDefaultsAndForms) {
+  RopeSpec s = parse_ok("name: mpt\nencoding: alibi\nnum_heads: 12\n");
+  EXPECT_EQ(s.encoding, Encoding::Alibi);
+  EXPECT_EQ(s.num_heads, 12);
+  EXPECT_EQ(s.alibi_form, AlibiForm::Symmetric);
+  s = parse_ok("name: bloom\nencoding: alibi\nnum_heads: 7\nform: bloom\ndtype: bf16\n");
+  EXPECT_EQ(s.alibi_form, AlibiForm::Bloom);
+  EXPECT_EQ(s.dtype, DType::BF16);
+  EXPECT_EQ(parse_ok("name: a\nencoding: alibi\nnum_heads: 1\nform: causal\n").alibi_form, AlibiForm::Causal);
+}
+
 TEST(SpecParser, NormalisedFormIsAFixedPointWithTheSameHash) {
   const RopeSpec s = parse_ok(R"(name: l3
 head_dim: 128
@@ -116,6 +198,55 @@ TEST(SpecParser, NormalisedTextIsExact) {
             "name: a\nencoding: rope\nhead_dim: 4\nrotary_dim: 4\nrotary_offset: 0\npairing: half\noutput_pairing: half\n"
             "layout: bshd\ndtype: f32\nfrequency:\n  scheme: lang\n  theta: 10000\nscaling:\n  type: linear\n"
             "  factor: 2.5\npositions: implicit\n");
+}
+
+TEST(SpecParser, NormalisedTextOfEachEncodingHasOnlyItsFields) {
+  EXPECT_EQ(to_yaml(parse_ok("name: pe\nencoding: sinusoidal\ndim: 64\n")),
+            "name: pe\nencoding: sinusoidal\ndim: 64\nbase: 10000\ntable_form: interleaved\nlayout: bsd\ndtype: f32\n"
+            "positions: implicit\n");
+  EXPECT_EQ(to_yaml(parse_ok("name: wpe\nencoding: learned\ndim: 64\n")),
+            "name: wpe\nencoding: learned\ndim: 64\nlayout: bsd\ndtype: f32\npositions: explicit\n");
+  EXPECT_EQ(to_yaml(parse_ok("name: b\nencoding: alibi\nnum_heads: 8\n")),
+            "name: b\nencoding: alibi\nnum_heads: 8\nform: symmetric\ndtype: f32\n");
+  EXPECT_EQ(to_yaml(parse_ok("name: a\nhead_dim: 8\nfrequency: {scheme: runtime}\npositions: explicit\n"
+                             "axes: {sections: [1, 3]}\n")),
+            "name: a\nencoding: rope\nhead_dim: 8\nrotary_dim: 8\nrotary_offset: 0\npairing: half\noutput_pairing: half\n"
+            "layout: bshd\ndtype: f32\nfrequency:\n  scheme: runtime\nscaling:\n  type: none\npositions: explicit\n"
+            "axes:\n  sections: [1, 3]\n  interleaved: false\n  per_axis_frequencies: false\n");
+}
+
+// Specs that differ in one new field each: every one a fixed point, all hashes distinct.
+TEST(SpecParser, EveryNewFieldChangesTheHash) {
+  const std::string axes = "name: a\nhead_dim: 16\npositions: explicit\naxes: {sections: [";
+  const std::vector<std::string> specs = {
+      "name: a\nhead_dim: 16\npositions: explicit\n",
+      axes + "2, 3, 3]}\n",
+      axes + "3, 2, 3]}\n",
+      axes + "2, 3, 3], per_axis_frequencies: true}\n",
+      axes + "4, 2, 2], interleaved: true}\n",
+      axes + "8]}\n",
+      "name: a\nhead_dim: 16\nfrequency: {scheme: runtime}\n",
+      "name: a\nencoding: sinusoidal\ndim: 16\n",
+      "name: a\nencoding: sinusoidal\ndim: 17\n",
+      "name: a\nencoding: sinusoidal\ndim: 16\nbase: 100\n",
+      "name: a\nencoding: sinusoidal\ndim: 16\ntable_form: roformer\n",
+      "name: a\nencoding: sinusoidal\ndim: 16\nlayout: sbd\n",
+      "name: a\nencoding: sinusoidal\ndim: 16\nlayout: td\n",
+      "name: a\nencoding: sinusoidal\ndim: 16\npositions: explicit\n",
+      "name: a\nencoding: learned\ndim: 16\n",
+      "name: a\nencoding: learned\ndim: 16\npositions: implicit\n",
+      "name: a\nencoding: learned\ndim: 16\ndtype: f16\n",
+      "name: a\nencoding: alibi\nnum_heads: 16\n",
+      "name: a\nencoding: alibi\nnum_heads: 8\n",
+      "name: a\nencoding: alibi\nnum_heads: 16\nform: causal\n",
+      "name: a\nencoding: alibi\nnum_heads: 16\nform: bloom\n",
+  };
+  std::set<std::string> hashes;
+  for (const std::string& text : specs) {
+    const RopeSpec s = parse_ok(text);
+    EXPECT_EQ(to_yaml(parse_ok(to_yaml(s))), to_yaml(s)) << text;
+    EXPECT_TRUE(hashes.insert(spec_hash(s)).second) << text;
+  }
 }
 
 TEST(SpecParser, EveryExampleSpecIsValidAndAFixedPoint) {

@@ -21,22 +21,24 @@ const std::set<std::string> kInterleavedModels = {"gptj", "codegen", "deepseek_v
 // Models whose HF apply function is known to be rotate_half.
 const std::set<std::string> kHalfModels = {
     "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma", "gemma2", "gemma3_text",
+    "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe",
     "phi", "phi3", "gpt_neox", "falcon", "stablelm", "olmo", "olmo2", "cohere", "granite", "starcoder2", "internlm2", "persimmon", "mpt", "exaone", "nemotron", "baichuan", "yi", "smollm3", "ministral"};
 
 class Importer {
  public:
   Importer(const json& config, std::string file, const HfImportOptions& options)
-      : c_(config), file_(std::move(file)), options_(options) {}
+      : outer_(config), c_(text_config(config)), file_(std::move(file)), options_(options) {}
 
   Result<HfImport> run() {
     if (!c_.is_object()) return error("a Hugging Face config must be a JSON object");
     rope_ = rope_parameters();
     if (!errors_.empty()) return errors_;
-    model_type_ = string_or(c_, "model_type", "");
+    model_type_ = string_or(outer_, "model_type", "");
     set_name();
     set_dims();
     set_pairing();
     set_frequency_and_scaling();
+    set_axes();
     if (!errors_.empty()) return errors_;
     // The spec text we produce must pass rope-gen's own validation.
     Result<RopeSpec> checked = parse_spec(to_yaml(out_.spec), file_ + " (converted)");
@@ -50,6 +52,13 @@ class Importer {
     Diagnostic d{{file_, -1, -1}, std::move(message), {}};
     errors_.push_back(d);
     return d;
+  }
+
+  // Multimodal models (Qwen3-VL) keep the language model's settings in
+  // `text_config`; the model_type that names the model stays outside.
+  static const json& text_config(const json& config) {
+    auto it = config.find("text_config");
+    return it != config.end() && it->is_object() ? *it : config;
   }
 
   static std::string string_or(const json& j, const char* key, const std::string& fallback) {
@@ -185,9 +194,8 @@ class Importer {
     if (!original && (type == "yarn" || type == "longrope" || type == "llama3")) original = max_pos;
     const std::string where = fmt::format("rope type `{}`", type);
 
-    if (type == "default" || type == "mrope") {
+    if (type == "default" || type == "mrope") {  // mrope: the sections are read by set_axes
       sc.type = ScalingType::None;
-      if (type == "mrope") out_.notes.push_back("mrope: multi-axis positions are not in spec v1; 1-D positions only");
     } else if (type == "linear") {
       sc.type = ScalingType::Linear;
       sc.factor = required(rope_, "factor", where.c_str());
@@ -245,6 +253,27 @@ class Importer {
     }
   }
 
+  // M-RoPE (Qwen2-VL, Qwen2.5-VL): mrope_section splits the rotary pairs
+  // among the (temporal, height, width) position ids, contiguously; Qwen3-VL's
+  // mrope_interleaved deals them out round robin instead.
+  void set_axes() {
+    auto sections = rope_.find("mrope_section");
+    if (sections == rope_.end()) return;
+    if (!sections->is_array() ||
+        !std::all_of(sections->begin(), sections->end(), [](const json& v) { return v.is_number_integer(); })) {
+      error("`mrope_section` must be a list of integers");
+      return;
+    }
+    Axes& axes = out_.spec.axes;
+    axes.sections = sections->get<std::vector<int>>();
+    auto interleaved = rope_.find("mrope_interleaved");
+    axes.interleaved = interleaved != rope_.end() && interleaved->is_boolean() && interleaved->get<bool>();
+    out_.spec.positions = PositionsMode::Explicit;
+    out_.notes.push_back(fmt::format("M-RoPE: positions are explicit, [..., {}] (one id per axis of mrope_section{})",
+                                     axes.count(), axes.interleaved ? ", interleaved" : ""));
+  }
+
+  const json& outer_;
   const json& c_;
   std::string file_;
   const HfImportOptions& options_;
