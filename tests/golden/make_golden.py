@@ -5,7 +5,10 @@ Each case runs a peer -- Hugging Face transformers' own rotary classes and apply
 functions, lucidrains' rotary-embedding-torch, or a small stand-in written here
 from a published formula / from the user's seed documents -- on tiny,
 deterministic float32 inputs.  One JSON file per case goes to data/<case>.json
-(format: see SEMANTICS.md), plus data/VERSIONS.json with the peer versions.
+(format: see SEMANTICS.md), plus data/VERSIONS.json with the peer versions; the
+multi-axis / run-time-frequency / backward / table / sinusoidal / learned / ALiBi
+cases go to data/encodings/<case>.json, each holding one CLI call's inputs and
+outputs (SEMANTICS.md section 6).
 
 The script only *calls* the peers.  It also holds an independent float64
 evaluation of every case's rope-gen spec and refuses to write a case whose spec
@@ -270,65 +273,108 @@ def spec_inv_freq(spec: dict, seq_len):
     return inv, att
 
 
-def spec_apply(np, spec, x, positions_full, inv, att, xpos_sign, seq_len):
-    """Apply the spec to x (numpy float64, in spec layout); positions_full broadcastable to the token grid."""
-    y = x.copy()
-    rd, off = spec["rotary_dim"], spec.get("rotary_offset", 0)
-    half = rd // 2
-    pos = positions_full[..., None].astype(np.float64)           # [..., 1]
-    ang = pos * np.asarray(inv)                                   # [..., rd/2]
-    c, s = np.cos(ang), np.sin(ang)
-    scale = np.ones_like(c)
+def pair_axes(spec):
+    """Position axis of every rotary pair: contiguous `axes.sections` (pairs per axis, in order), or with
+    `axes.interleaved` Qwen3-VL's round robin (axis a >= 1 where r % n == a and r < n * sections[a], else 0)."""
+    half = spec["rotary_dim"] // 2
+    axes = spec.get("axes")
+    if not axes:
+        return [0] * half
+    sec = axes["sections"]
+    n = len(sec)
+    if axes.get("interleaved"):
+        return [next((a for a in range(1, n) if r % n == a and r < n * sec[a]), 0) for r in range(half)]
+    return [a for a, k in enumerate(sec) for _ in range(k)]
+
+
+def pair_dims(spec, pairing):
+    """Feature indices (a, b) of every rotary pair for a pairing."""
+    off, half = spec.get("rotary_offset", 0), spec["rotary_dim"] // 2
+    if pairing == "half":
+        return [off + i for i in range(half)], [off + i + half for i in range(half)]
+    return [off + 2 * i for i in range(half)], [off + 2 * i + 1 for i in range(half)]
+
+
+def rope_factors(np, spec, pos, inv, att, xpos_sign, seq_len):
+    """Angle and factor (attention factor x xPos scale) of every pair, [..., rd/2]; pos is [..., n_axes]."""
+    rd = spec["rotary_dim"]
+    ang = pos[..., pair_axes(spec)].astype(np.float64) * np.asarray(inv)
+    scale = np.full_like(ang, att)
     if "xpos" in spec:
         base = spec["xpos"]["scale_base"]
         sv = (np.arange(0, rd, 2) + 0.4 * rd) / (1.4 * rd)
-        power = (positions_full[..., None].astype(np.float64) - (seq_len // 2)) / base
-        scale = sv ** power
-        if xpos_sign < 0:
-            scale = 1.0 / scale
-    if spec["pairing"] == "half":
-        ia = [off + i for i in range(half)]
-        ib = [off + i + half for i in range(half)]
-    else:
-        ia = [off + 2 * i for i in range(half)]
-        ib = [off + 2 * i + 1 for i in range(half)]
+        power = (pos[..., :1].astype(np.float64) - (seq_len // 2)) / base
+        scale = scale * sv ** (power * xpos_sign)
+    return ang, scale
+
+
+def spec_apply(np, spec, x, pos, inv, att, xpos_sign, seq_len):
+    """Apply the spec to x (numpy float64, in spec layout); pos [..., n_axes] broadcastable to the token grid."""
+    ang, k = rope_factors(np, spec, pos, inv, att, xpos_sign, seq_len)
+    c, s = np.cos(ang), np.sin(ang)
+    ia, ib = pair_dims(spec, spec["pairing"])
+    oa, ob = pair_dims(spec, spec.get("output_pairing", spec["pairing"]))
     a, b = x[..., ia], x[..., ib]
-    ra = (a * c - b * s) * att * scale
-    rb = (b * c + a * s) * att * scale
-    if spec.get("output_pairing", spec["pairing"]) == "half":
-        oa = [off + i for i in range(half)]
-        ob = [off + i + half for i in range(half)]
-    else:
-        oa, ob = ia, ib
-    y[..., oa] = ra
-    y[..., ob] = rb
+    y = x.copy()
+    y[..., oa] = (a * c - b * s) * k
+    y[..., ob] = (b * c + a * s) * k
     return y
 
 
-def token_positions(np, rec, shape):
-    """Per-element-token position grid broadcastable against x[..., D] for the record's layout."""
-    layout = rec["layout"]
+def spec_backward(np, spec, g, saved, pos, inv, att, xpos_sign, seq_len):
+    """dL/dx of spec_apply for the upstream gradient g (the transposed rotation, read at the output pairing's dims,
+    written at the input pairing's; pass-through dims unchanged), and with `saved` (the forward input) also
+    dL/d(inv_freq) = sum over tokens of pos * k * (g1*y0 - g0*y1), y the unscaled rotation of the saved pair."""
+    ang, k = rope_factors(np, spec, pos, inv, att, xpos_sign, seq_len)
+    c, s = np.cos(ang), np.sin(ang)
+    ia, ib = pair_dims(spec, spec["pairing"])
+    oa, ob = pair_dims(spec, spec.get("output_pairing", spec["pairing"]))
+    g0, g1 = g[..., oa], g[..., ob]
+    dx = g.copy()
+    dx[..., ia] = (g0 * c + g1 * s) * k
+    dx[..., ib] = (g1 * c - g0 * s) * k
+    if saved is None:
+        return dx, None
+    a, b = saved[..., ia], saved[..., ib]
+    y0, y1 = a * c - b * s, b * c + a * s
+    pair_pos = np.broadcast_to(pos[..., pair_axes(spec)], ang.shape)
+    dfreq = (pair_pos * k * (g1 * y0 - g0 * y1)).reshape(-1, ang.shape[-1]).sum(axis=0)
+    return dx, dfreq
+
+
+TOKEN_DIMS = {  # layout -> (batch dim, sequence dim) in x; batch None: packed tokens
+    "bshd": (0, 1), "bhsd": (0, 2), "sbhd": (1, 0), "thd": (None, 0), "bsd": (0, 1), "sbd": (1, 0), "td": (None, 0)}
+
+
+def position_grid(np, layout, shape, inputs, options, n_axes):
+    """Positions [..., n_axes] of x's tokens, broadcastable to x.shape[:-1]. Implicit: offset + index, restarting at
+    every cu_seqlens start when packed. Explicit: ids shaped as the token dims, or [S] shared by the batch; with a
+    trailing axis dim for multi-axis specs."""
+    bd, sd = TOKEN_DIMS[layout]
     lead = shape[:-1]
-    if "positions" in rec:
-        p = np.asarray(rec["positions"], dtype=np.int64).reshape(rec["positions_shape"])
+    B, S = (1 if bd is None else lead[bd]), lead[sd]
+    if "positions" in inputs:
+        p = np.asarray(inputs["positions"]["data"], dtype=np.int64).reshape(inputs["positions"]["shape"])
+        p = p.reshape(p.shape + (1,)) if n_axes == 1 else p
+        if p.ndim == 2:                                              # [S, n]: shared, or packed [T, n]
+            p = np.broadcast_to(p[None], (B,) + p.shape)
+        elif layout in ("sbhd", "sbd"):
+            p = p.transpose(1, 0, 2)
     else:
-        off = rec.get("offset", 0)
-        s_len = {"bshd": lead[1], "bhsd": lead[2], "sbhd": lead[0], "thd": lead[0]}[layout]
-        p = np.arange(s_len, dtype=np.int64) + off
-    if layout == "thd":
-        return np.broadcast_to(p.reshape(-1)[:, None], lead)
-    if p.ndim == 1:
-        p = np.broadcast_to(p[None, :], (lead[{"bshd": 0, "bhsd": 0, "sbhd": 1}[layout]], p.shape[0]))
-    # p: [B, S]
-    if layout == "bshd":
-        g = p[:, :, None]
-    elif layout == "bhsd":
-        g = p[:, None, :]
-    elif layout == "sbhd":
-        g = p.T[:, :, None]
-    else:
-        raise ValueError(layout)
-    return np.broadcast_to(g, lead)
+        idx = np.arange(S)
+        if "cu_seqlens" in inputs:
+            cu = np.asarray(inputs["cu_seqlens"]["data"], dtype=np.int64)
+            idx = idx - cu[np.searchsorted(cu, idx, side="right") - 1]
+        p = np.broadcast_to((options.get("offset", 0) + idx)[None, :, None], (B, S, n_axes))
+    core, src = (p, [bd, sd]) if bd is not None else (p[0], [sd])   # [B, S, n] or [T, n]
+    g = core.reshape(core.shape[:-1] + (1,) * (len(lead) - len(src)) + core.shape[-1:])
+    return np.moveaxis(g, list(range(len(src))), src)
+
+
+def token_positions(np, rec, shape):
+    """position_grid for a rope record of data/*.json: [..., 1]."""
+    inputs = {"positions": {"data": rec["positions"], "shape": rec["positions_shape"]}} if "positions" in rec else {}
+    return position_grid(np, rec["layout"], shape, inputs, {"offset": rec.get("offset", 0)}, 1)
 
 
 def cross_check(np, rec, spec, tol):
@@ -354,6 +400,18 @@ def cross_check(np, rec, spec, tol):
         if err > tol:
             raise AssertionError(f"{rec['case']}: out_{which} differs from spec evaluation by {err}")
     return f"inv rel {rel:.1e}, out abs {worst:.1e}"
+
+
+def check_rope_case(np, rec, spec, tol):
+    assert len(rec["inv_freq"]) == spec["rotary_dim"] // 2, rec["case"]
+    if "q_shape" in rec:
+        assert rec["q_shape"][-1] == spec["head_dim"], rec["case"]
+    return cross_check(np, rec, spec, tol)
+
+
+def written_files(out_dir):
+    """The case files under out_dir (VERSIONS.json included), as paths relative to it."""
+    return [x.relative_to(out_dir).as_posix() for x in (*out_dir.glob("*.json"), *out_dir.glob(f"{ENC_SUBDIR}*.json"))]
 
 
 # --------------------------------------------------------------------------------------
@@ -678,25 +736,32 @@ def hf_gpt_neox_partial(ctx):
 
 # ---------------- Hugging Face: GPT-J rotate_every_two ----------------
 
+GPTJ_PEER = "create_sinusoidal_positions + apply_rotary_pos_emb/rotate_every_two (models.gptj.modeling_gptj), " \
+            "rot/pass split as GPTJAttention does"
+
+
+def gptj_rotate(ctx, rotary_dim, B, S):
+    """GPTJAttention's rotation of [B,S,H,D] at positions arange(S): the first rotary_dim features rotate, the rest
+    pass through (GPT-J rotates before the head permute)."""
+    torch = ctx.torch
+    from transformers.models.gptj import modeling_gptj as mj
+    table = mj.create_sinusoidal_positions(64, rotary_dim)           # [max_pos, rotary_dim] = [sin | cos]
+    sincos = table[pos_implicit(torch, B, S)]                         # the attention's gather
+    sin, cos = torch.split(sincos, sincos.shape[-1] // 2, dim=-1)
+    return lambda x: torch.cat([mj.apply_rotary_pos_emb(x[..., :rotary_dim], sin, cos), x[..., rotary_dim:]], dim=-1)
+
+
 @case
 def hf_gptj_partial_interleaved(ctx):
     torch = ctx.torch
-    from transformers.models.gptj import modeling_gptj as mj
     name = "hf_gptj_partial_interleaved"
     head_dim, rotary_dim, H, B, S = 16, 8, 2, 2, 5
-    table = mj.create_sinusoidal_positions(64, rotary_dim)           # [max_pos, rotary_dim] = [sin | cos]
-    pid = pos_implicit(torch, B, S)
-    sincos = table[pid]                                               # the attention's gather
-    sin, cos = torch.split(sincos, sincos.shape[-1] // 2, dim=-1)
-    q = randn(torch, (B, S, H, head_dim), name, 1)                    # GPT-J rotates before the head permute
+    rot = gptj_rotate(ctx, rotary_dim, B, S)
+    q = randn(torch, (B, S, H, head_dim), name, 1)
     k = randn(torch, (B, S, H, head_dim), name, 2)
-    oq = torch.cat([mj.apply_rotary_pos_emb(q[..., :rotary_dim], sin, cos), q[..., rotary_dim:]], dim=-1)
-    ok = torch.cat([mj.apply_rotary_pos_emb(k[..., :rotary_dim], sin, cos), k[..., rotary_dim:]], dim=-1)
     inv = 1.0 / (10000 ** (torch.arange(0, rotary_dim, 2, dtype=torch.int64) / rotary_dim))  # as create_sinusoidal_positions
     spec = make_spec(name, head_dim, rotary_dim=rotary_dim, pairing="interleaved", layout="bshd")
-    return record(name, hf_peer(ctx, "create_sinusoidal_positions + apply_rotary_pos_emb/rotate_every_two "
-                                     "(models.gptj.modeling_gptj), rot/pass split as GPTJAttention does"),
-                  spec, inv.tolist(), 1.0, q=q, k=k, out_q=oq, out_k=ok)
+    return record(name, hf_peer(ctx, GPTJ_PEER), spec, inv.tolist(), 1.0, q=q, k=k, out_q=rot(q), out_k=rot(k))
 
 
 # ---------------- Hugging Face: DeepSeek V2 / V3 (MLA rope part) ----------------
@@ -740,32 +805,46 @@ def hf_deepseek_v2_yarn(ctx):
                   spec, rot.inv_freq.tolist(), rot.attention_scaling, q=q, k=k, out_q=oq, out_k=ok)
 
 
-@case
-def hf_deepseek_v3_yarn_interleave(ctx):
+DS_V3_RP = dict(DS_TINY_RP, mscale=0.707, mscale_all_dim=0.707)
+DS_V3_PEER = "DeepseekV3RotaryEmbedding + apply_rotary_pos_emb_interleave (models.deepseek_v3.modeling_deepseek_v3, " \
+             "rope_interleave=True) on the rope tail: reads (2i,2i+1) pairs, writes them de-interleaved to (i, i+rd/2)"
+
+
+def deepseek_v3_rotate(ctx, nope, rope, H, B, S):
+    """(module, rotate(q, k)): DeepSeek-V3's rotation of [B,H,S,nope+rope] heads at positions arange(S); the nope
+    part passes through."""
     torch = ctx.torch
     from transformers.models.deepseek_v3 import modeling_deepseek_v3 as md
-    name = "hf_deepseek_v3_yarn_interleave"
-    nope, rope, H, B, S = 8, 16, 2, 1, 6
-    rp = dict(DS_TINY_RP, mscale=0.707, mscale_all_dim=0.707)
-    cfg = deepseek_cfg(ctx, "DeepseekV3Config", rp, nope=nope, rope=rope, n_heads=H,
+    cfg = deepseek_cfg(ctx, "DeepseekV3Config", DS_V3_RP, nope=nope, rope=rope, n_heads=H,
                        extra={"rope_interleave": True, "n_routed_experts": 2, "num_experts_per_tok": 1,
                               "moe_intermediate_size": 8})
     rot = md.DeepseekV3RotaryEmbedding(cfg)
-    pid = pos_implicit(torch, B, S)
-    cos, sin = rot(torch.zeros(B, S, rope), pid)
-    q = randn(torch, (B, H, S, nope + rope), name, 1)                 # [q_pass | q_rot]
-    k = randn(torch, (B, 1, S, nope + rope), name, 2)
-    q_rot, k_rot = md.apply_rotary_pos_emb_interleave(q[..., nope:], k[..., nope:], cos, sin)
-    oq = torch.cat([q[..., :nope], q_rot], dim=-1)
-    ok = torch.cat([k[..., :nope], k_rot], dim=-1)
-    spec = make_spec(name, nope + rope, rotary_dim=rope, rotary_offset=nope, pairing="interleaved",
+    cos, sin = rot(torch.zeros(B, S, rope), pos_implicit(torch, B, S))
+
+    def rotate(q, k):                                                 # [q_pass | q_rot]
+        q_rot, k_rot = md.apply_rotary_pos_emb_interleave(q[..., nope:], k[..., nope:], cos, sin)
+        return torch.cat([q[..., :nope], q_rot], dim=-1), torch.cat([k[..., :nope], k_rot], dim=-1)
+    return rot, rotate
+
+
+def deepseek_v3_spec(name, nope, rope):
+    return make_spec(name, nope + rope, rotary_dim=rope, rotary_offset=nope, pairing="interleaved",
                      extra={"output_pairing": "half"},
                      scaling={"type": "yarn", "factor": 40.0, "original_max_position": 4096, "beta_fast": 32,
                               "beta_slow": 1, "mscale": 0.707, "mscale_all_dim": 0.707})
-    return record(name, hf_peer(ctx, "DeepseekV3RotaryEmbedding + apply_rotary_pos_emb_interleave (models."
-                                     "deepseek_v3.modeling_deepseek_v3, rope_interleave=True) on the rope tail: "
-                                     "reads (2i,2i+1) pairs, writes them de-interleaved to (i, i+rd/2)"),
-                  spec, rot.inv_freq.tolist(), rot.attention_scaling, q=q, k=k, out_q=oq, out_k=ok)
+
+
+@case
+def hf_deepseek_v3_yarn_interleave(ctx):
+    torch = ctx.torch
+    name = "hf_deepseek_v3_yarn_interleave"
+    nope, rope, H, B, S = 8, 16, 2, 1, 6
+    rot, rotate = deepseek_v3_rotate(ctx, nope, rope, H, B, S)
+    q = randn(torch, (B, H, S, nope + rope), name, 1)
+    k = randn(torch, (B, 1, S, nope + rope), name, 2)                 # shared single-head k
+    oq, ok = rotate(q, k)
+    return record(name, hf_peer(ctx, DS_V3_PEER), deepseek_v3_spec(name, nope, rope), rot.inv_freq.tolist(),
+                  rot.attention_scaling, q=q, k=k, out_q=oq, out_k=ok)
 
 
 # ---------------- Hugging Face: RoFormer sinusoidal table ----------------
@@ -1164,6 +1243,737 @@ def seed003_head_dim4(ctx):
 
 
 # --------------------------------------------------------------------------------------
+# Encodings cases: data/encodings/<case>.json -- multi-axis and run-time-frequency RoPE,
+# RoPE backward, tables, sinusoidal, learned and ALiBi (format: SEMANTICS.md section 6).
+# Each record holds the CLI's inputs and outputs by flag name.
+# --------------------------------------------------------------------------------------
+
+ENC_SUBDIR = "encodings/"
+ENC_CASES = []
+
+
+def enc_case(fn):
+    ENC_CASES.append(fn)
+    return fn
+
+
+def tensor_json(t):
+    """{"shape", "dtype", "data"}: int64 ids as ints; anything else is a float32 tensor of the CLI, its data the
+    peer's values as exact float64 reprs (float32 values, or float64 where the peer computed in float64)."""
+    t = t.detach().to("cpu")
+    if t.dtype.is_floating_point:
+        return {"shape": list(t.shape), "dtype": "float32", "data": flat(t)}
+    assert str(t.dtype) == "torch.int64", t.dtype
+    return {"shape": list(t.shape), "dtype": "int64", "data": [int(v) for v in t.reshape(-1).tolist()]}
+
+
+def enc_record(name, peer, spec, command, inputs, outputs, **options):
+    return {"case": name, "peer": peer, "spec": spec, "command": command,
+            "inputs": {k: tensor_json(v) for k, v in inputs.items()},
+            "options": {k: int(v) for k, v in options.items() if v is not None},
+            "outputs": {k: tensor_json(v) for k, v in outputs.items()}}
+
+
+def row_spec(name, encoding, dim, *, layout="bsd", positions="implicit", **keys):
+    """Spec of an encoding added to rows of x (sinusoidal, learned)."""
+    return {"name": name, "encoding": encoding, "dim": dim, **keys, "layout": layout, "dtype": "f32",
+            "positions": positions}
+
+
+def alibi_spec(name, num_heads, form):
+    return {"name": name, "encoding": "alibi", "num_heads": num_heads, "form": form, "dtype": "f32"}
+
+
+def axes_spec(name, head_dim, sections, *, interleaved=False, per_axis=False, **kw):
+    axes = {"sections": list(sections)}
+    if interleaved:
+        axes["interleaved"] = True
+    if per_axis:
+        axes["per_axis_frequencies"] = True
+    return make_spec(name, head_dim, positions="explicit", extra={"axes": axes}, **kw)
+
+
+def vjp(torch, fn, primals, cotangents):
+    """torch autograd: the gradients of sum_i(fn(*primals)[i] * cotangents[i]) with respect to each primal."""
+    xs = [p.detach().clone().requires_grad_(True) for p in primals]
+    torch.autograd.backward(list(fn(*xs)), list(cotangents))
+    return [x.grad for x in xs]
+
+
+def backward_record(ctx, name, peer, spec, rotate, q, k, inputs=None, **options):
+    """A `backward` case: q/k carry upstream gradients (fresh randn), out_q/out_k are torch autograd's dL/dq, dL/dk
+    through the peer's own rotate(q, k)."""
+    torch = ctx.torch
+    gq, gk = randn(torch, q.shape, name, 3), randn(torch, k.shape, name, 4)
+    dq, dk = vjp(torch, rotate, [q, k], [gq, gk])
+    return enc_record(name, peer, spec, "backward", dict(inputs or {}, q=gq, k=gk), {"out_q": dq, "out_k": dk},
+                      **options)
+
+
+# ---------------- Independent float64 evaluation of the encodings specs ----------------
+
+def enc_inv_freq(spec, inputs, seq_len):
+    """Per-pair inv_freq and attention factor of a rope spec: run-time values as given; per-axis frequencies computed
+    for each axis as if rotary_dim were 2 * sections[a] (the index restarts in every axis); else the usual set."""
+    if spec["frequency"]["scheme"] == "runtime":
+        return list(inputs["freqs"]["data"]), 1.0
+    inv, att = spec_inv_freq(spec, seq_len)
+    axes = spec.get("axes") or {}
+    if not axes.get("per_axis_frequencies"):
+        return inv, att
+    sets = [spec_inv_freq(dict(spec, rotary_dim=2 * k), seq_len)[0] for k in axes["sections"]]
+    axis_of = pair_axes(spec)
+    return [sets[a][axis_of[:r].count(a)] for r, a in enumerate(axis_of)], att
+
+
+def sinusoidal_rows(np, spec, pos):
+    """Sinusoidal table rows at positions pos [...] -> [..., dim]; angle(p, i) = p * base^(-2i/dim). interleaved:
+    column 2i sin, 2i+1 cos; roformer: columns [0, ceil(dim/2)) sin(angle(p, c)), the rest cos(angle(p, c - ceil))."""
+    dim, base = spec["dim"], float(spec.get("base", 10000.0))
+    cols = np.arange(dim)
+    if spec.get("table_form", "interleaved") == "interleaved":
+        idx, is_sin = cols // 2, cols % 2 == 0
+    else:
+        h = (dim + 1) // 2
+        idx, is_sin = np.where(cols < h, cols, cols - h), cols < h
+    ang = pos[..., None].astype(np.float64) * base ** (-2.0 * idx / dim)
+    return np.where(is_sin, np.sin(ang), np.cos(ang))
+
+
+def alibi_slopes(n):
+    """ALiBi slopes in closed form (BLOOM's construction; seed 002 builds the same recursively): 2^(-8(h+1)/c) for the
+    first c = 2^floor(log2 n) heads, then the odd powers 1, 3, 5, ... of 2^(-4/c)."""
+    c = 2 ** int(math.floor(math.log2(n)))
+    return [2.0 ** (-8.0 * (h + 1) / c) if h < c else 2.0 ** (-4.0 * (2 * (h - c) + 1) / c) for h in range(n)]
+
+
+def alibi_scores(np, spec, x, offset):
+    """scores [B, H, Sq, Sk] plus the bias: query row r at i = offset + r, key j at j."""
+    m = np.asarray(alibi_slopes(spec["num_heads"]))[:, None, None]
+    i = (offset + np.arange(x.shape[2]))[:, None]
+    j = np.arange(x.shape[3])[None, :]
+    form = spec.get("form", "symmetric")
+    if form == "bloom":
+        return x + m * j
+    if form == "symmetric":
+        return x - m * np.abs(i - j)
+    return np.where(j <= i, x - m * (i - j), x)                       # causal: j > i left unchanged
+
+
+def enc_evaluate(np, rec, spec):
+    """The spec's outputs for the case's inputs, in float64, from the spec alone."""
+    ins, opts, command = rec["inputs"], rec["options"], rec["command"]
+
+    def arr(name):
+        return np.asarray(ins[name]["data"], dtype=np.float64).reshape(ins[name]["shape"])
+
+    encoding = spec.get("encoding", "rope")
+    if encoding == "alibi":
+        if command == "table":
+            return {"out": np.asarray(alibi_slopes(spec["num_heads"]))}
+        return {"out": alibi_scores(np, spec, arr("x"), opts.get("offset", 0))}
+    if encoding in ("sinusoidal", "learned"):
+        if command == "table":
+            pos = arr("positions").astype(np.int64) if "positions" in ins else np.arange(opts["max_pos"])
+            return {"out": sinusoidal_rows(np, spec, pos)}
+        x = arr("x")
+        pos = position_grid(np, spec["layout"], x.shape, ins, opts, 1)[..., 0]
+        rows = sinusoidal_rows(np, spec, pos) if encoding == "sinusoidal" else arr("table")[pos]
+        return {"out": x + rows}
+    n_axes = len(spec["axes"]["sections"]) if "axes" in spec else 1
+    inv, att = enc_inv_freq(spec, ins, opts.get("seq_len"))
+    if command == "table":
+        pos = arr("positions") if "positions" in ins else np.arange(opts["max_pos"], dtype=np.float64)
+        ang, k = rope_factors(np, spec, pos.reshape(-1, n_axes), inv, att, 1, None)
+        return {"out": np.concatenate([np.cos(ang) * k, np.sin(ang) * k], axis=-1)}
+    out, dfreq = {}, 0.0
+    for which, sign in (("q", 1), ("k", -1)):
+        if which not in ins:
+            continue
+        x = arr(which)
+        pos = position_grid(np, spec["layout"], x.shape, ins, opts, n_axes)
+        if command == "apply":
+            out[f"out_{which}"] = spec_apply(np, spec, x, pos, inv, att, sign, opts.get("seq_len"))
+            continue
+        saved = arr(f"saved_{which}") if f"saved_{which}" in ins else None
+        out[f"out_{which}"], df = spec_backward(np, spec, x, saved, pos, inv, att, sign, opts.get("seq_len"))
+        dfreq = dfreq + (df if df is not None else 0.0)
+    if command == "backward" and spec["frequency"]["scheme"] == "runtime":
+        out["out_freqs"] = dfreq
+    return out
+
+
+def enc_cross_check(np, rec, spec, tol):
+    """Compare the peer's outputs with enc_evaluate; error relative to max(1, max |peer output|)."""
+    want = enc_evaluate(np, rec, spec)
+    if set(want) != set(rec["outputs"]):
+        raise AssertionError(f"{rec['case']}: the spec yields {sorted(want)}, the peer {sorted(rec['outputs'])}")
+    worst = 0.0
+    for name, w in want.items():
+        o = rec["outputs"][name]
+        got = np.asarray(o["data"], dtype=np.float64).reshape(o["shape"])
+        if got.shape != np.shape(w):
+            raise AssertionError(f"{rec['case']}: {name} shape {list(got.shape)} vs spec {list(np.shape(w))}")
+        err = float(np.max(np.abs(w - got))) / max(1.0, float(np.max(np.abs(got))))
+        worst = max(worst, err)
+        if err > tol:
+            raise AssertionError(f"{rec['case']}: {name} differs from the spec evaluation by {err} (relative)")
+    return f"out rel {worst:.1e}"
+
+
+# ---------------- Multi-axis RoPE: Qwen2-VL / Qwen2.5-VL / Qwen3-VL text M-RoPE ----------------
+
+QWEN_TEXT = {  # model -> (configuration class, rotary class)
+    "qwen2_vl": ("Qwen2VLTextConfig", "Qwen2VLRotaryEmbedding"),
+    "qwen2_5_vl": ("Qwen2_5_VLTextConfig", "Qwen2_5_VLRotaryEmbedding"),
+    "qwen3_vl": ("Qwen3VLTextConfig", "Qwen3VLTextRotaryEmbedding"),
+}
+
+
+def qwen_text_rotary(ctx, model, sections, head_dim, theta, n_heads=4, n_kv=2):
+    """(modeling module, text rotary module) of a tiny Qwen-VL text config with mrope_section = sections."""
+    import importlib
+    mod = importlib.import_module(f"transformers.models.{model}.modeling_{model}")
+    conf = importlib.import_module(f"transformers.models.{model}.configuration_{model}")
+    cfg_cls, rot_cls = QWEN_TEXT[model]
+    cfg = getattr(conf, cfg_cls)(hidden_size=head_dim * n_heads, num_attention_heads=n_heads,
+                                 num_key_value_heads=n_kv, head_dim=head_dim, intermediate_size=32,
+                                 num_hidden_layers=1, vocab_size=16, bos_token_id=None, eos_token_id=None,
+                                 rope_parameters={"rope_type": "default", "rope_theta": theta,
+                                                  "mrope_section": list(sections)})
+    return mod, getattr(mod, rot_cls)(cfg)
+
+
+def mrope_position_ids(torch):
+    """[3, B=2, S=11] (t, h, w) ids laid out as Qwen2-VL's get_rope_index does: batch 0 = 3 text tokens, a 2x3 image
+    grid (t fixed, h and w vary, starting at the text position), then text from max + 1; batch 1 = text from 4."""
+    text, after = [0, 1, 2], [6, 7]
+    grid = ([3] * 6, [3, 3, 3, 4, 4, 4], [3, 4, 5, 3, 4, 5])
+    b0 = [text + g + after for g in grid]
+    b1 = [list(range(4, 15))] * 3
+    return torch.tensor([[b0[a], b1[a]] for a in range(3)], dtype=torch.int64)
+
+
+def head_shape(layout, B, S, H, D):
+    return {"bhsd": (B, H, S, D), "bshd": (B, S, H, D)}[layout]
+
+
+def mrope_case(ctx, name, model, sections, *, head_dim, theta, interleaved=False, layout="bhsd", backward=False,
+               what="apply_rotary_pos_emb with the module's M-RoPE cos/sin"):
+    torch = ctx.torch
+    mod, rot = qwen_text_rotary(ctx, model, sections, head_dim, theta)
+    pid = mrope_position_ids(torch)
+    _, B, S = pid.shape
+    cos, sin = rot(torch.zeros(B, S, head_dim), pid)                 # [B, S, D], recomposed per mrope_section
+    q = randn(torch, head_shape(layout, B, S, 4, head_dim), name, 1)
+    k = randn(torch, head_shape(layout, B, S, 2, head_dim), name, 2)  # GQA
+
+    def rotate(q, k):
+        return mod.apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1 if layout == "bhsd" else 2)
+    spec = axes_spec(name, head_dim, sections, interleaved=interleaved, layout=layout,
+                     frequency={"scheme": "lang", "theta": theta})
+    peer = hf_peer(ctx, f"{QWEN_TEXT[model][1]} (models.{model}, mrope_section {list(sections)}) + {what}; "
+                        "position_ids [3,B,S] given as positions [B,S,3]")
+    inputs = {"positions": pid.permute(1, 2, 0)}
+    if backward:
+        return backward_record(ctx, name, peer, spec, rotate, q, k, inputs)
+    oq, ok = rotate(q, k)
+    return enc_record(name, peer, spec, "apply", dict(inputs, q=q, k=k), {"out_q": oq, "out_k": ok})
+
+
+@enc_case
+def hf_qwen2_vl_mrope(ctx):
+    return mrope_case(ctx, "hf_qwen2_vl_mrope", "qwen2_vl", [2, 3, 3], head_dim=16, theta=1000000.0)
+
+
+@enc_case
+def hf_qwen2_5_vl_mrope_bshd(ctx):
+    # Qwen2.5-VL's text rotary is Qwen2-VL's (same recomposition); run on [B,S,H,D] for the layout
+    return mrope_case(ctx, "hf_qwen2_5_vl_mrope_bshd", "qwen2_5_vl", [2, 3, 3], head_dim=16, theta=1000000.0,
+                      layout="bshd", what="apply_rotary_pos_emb(unsqueeze_dim=2) on [B,S,H,D]")
+
+
+@enc_case
+def hf_qwen3_vl_mrope_interleaved(ctx):
+    # sections [24, 20, 20] of 64 pairs scaled to 16 pairs; the round robin gives h, w 5 pairs each, t the other 6
+    return mrope_case(ctx, "hf_qwen3_vl_mrope_interleaved", "qwen3_vl", [6, 5, 5], head_dim=32, theta=5000000.0,
+                      interleaved=True, what="apply_rotary_pos_emb; interleaved M-RoPE (apply_interleaved_mrope)")
+
+
+@enc_case
+def hf_qwen2_vl_mrope_backward(ctx):
+    return mrope_case(ctx, "hf_qwen2_vl_mrope_backward", "qwen2_vl", [2, 3, 3], head_dim=16, theta=1000000.0,
+                      backward=True, what="torch autograd through apply_rotary_pos_emb")
+
+
+@enc_case
+def hf_qwen2_vl_mrope_table(ctx):
+    torch = ctx.torch
+    name = "hf_qwen2_vl_mrope_table"
+    D, sections = 16, [2, 3, 3]
+    _, rot = qwen_text_rotary(ctx, "qwen2_vl", sections, D, 1000000.0)
+    pid = mrope_position_ids(torch)[:, :1]                            # [3, 1, S]
+    cos, sin = rot(torch.zeros(1, pid.shape[2], D), pid)
+    table = torch.cat([cos[0, :, : D // 2], sin[0, :, : D // 2]], dim=-1)   # cos/sin are cat(f, f): one half each
+    spec = axes_spec(name, D, sections, frequency={"scheme": "lang", "theta": 1000000.0})
+    return enc_record(name, hf_peer(ctx, "Qwen2VLRotaryEmbedding (models.qwen2_vl) cos/sin at position_ids [3,1,S], "
+                                         "first halves as [cos | sin]; positions [S,3]"),
+                      spec, "table", {"positions": pid[:, 0].T}, {"out": table})
+
+
+# ---------------- Multi-axis RoPE: Qwen2-VL vision, lucidrains axial, seed 002 2D ----------------
+
+@enc_case
+def hf_qwen2_vl_vision(ctx):
+    torch = ctx.torch
+    from transformers.models.qwen2_vl import configuration_qwen2_vl as cq, modeling_qwen2_vl as mq
+    from transformers.vision_utils import get_vision_position_ids
+    name = "hf_qwen2_vl_vision"
+    D, H = 16, 2
+    cfg = cq.Qwen2VLVisionConfig(embed_dim=D * H, num_heads=H, depth=1,
+                                 rope_parameters={"rope_type": "axial", "rope_theta": 10000.0})
+    rot = mq.Qwen2VLVisionRotaryEmbedding(cfg)                        # D/4 frequencies over D/2, shared by h and w
+    ids = get_vision_position_ids(torch.tensor([[1, 4, 4], [2, 2, 4]]), 2)   # [T, 2] (h, w), 2x2 merge blocks
+    cos, sin = rot(torch.zeros(1), ids)                               # [T, D] = [h | w | h | w]
+    q = randn(torch, (ids.shape[0], H, D), name, 1)
+    k = randn(torch, (ids.shape[0], H, D), name, 2)
+    oq, ok = mq.apply_rotary_pos_emb_vision(q, k, cos, sin)
+    spec = axes_spec(name, D, [D // 4, D // 4], per_axis=True, layout="thd")
+    return enc_record(name, hf_peer(ctx, "Qwen2VLVisionRotaryEmbedding + get_vision_position_ids(grid_thw "
+                                         "[[1,4,4],[2,2,4]], spatial_merge_size 2) + apply_rotary_pos_emb_vision "
+                                         "(models.qwen2_vl) on packed [T,H,D]"),
+                      spec, "apply", {"q": q, "k": k, "positions": ids}, {"out_q": oq, "out_k": ok})
+
+
+@enc_case
+def lr_axial_lang(ctx):
+    # freqs_for='lang' only: with 'pixel', get_axial_freqs uses positions linspace(-1, 1, n) -- not integer ids, so
+    # not expressible (SEMANTICS.md section 3).  Each axis gets the module's own dim/2 frequencies (per-axis restart).
+    torch = ctx.torch
+    from rotary_embedding_torch import apply_rotary_emb
+    name = "lr_axial_lang"
+    rot = ctx.ret.RotaryEmbedding(dim=8)
+    Hh, Ww, B, heads, D = 3, 4, 2, 2, 24
+    freqs = rot.get_axial_freqs(Hh, Ww).reshape(Hh * Ww, 1, 16)      # [h freqs | w freqs], each repeated twice
+    q = randn(torch, (B, Hh * Ww, heads, D), name, 1)
+    k = randn(torch, (B, Hh * Ww, heads, D), name, 2)
+    ids = torch.stack(torch.meshgrid(torch.arange(Hh), torch.arange(Ww), indexing="ij"), dim=-1).reshape(-1, 2)
+    spec = axes_spec(name, D, [4, 4], per_axis=True, rotary_dim=16, pairing="interleaved", layout="bshd")
+    return enc_record(name, lr_peer(ctx, "RotaryEmbedding(dim=8).get_axial_freqs(3, 4) flattened to the H*W tokens + "
+                                         "apply_rotary_emb on [B, H*W, heads, 24] (first 16 features rotate)"),
+                      spec, "apply", {"q": q, "k": k, "positions": ids},
+                      {"out_q": apply_rotary_emb(freqs, q), "out_k": apply_rotary_emb(freqs, k)})
+
+
+def seed002_get_2d_rotary_pos_embed(torch, dim, height, width):
+    """Seed 002's get_2d_rotary_pos_embed, verbatim."""
+    assert dim % 4 == 0, "dim must be divisible by 4"
+    y_pos = torch.arange(height).unsqueeze(1).repeat(1, width).flatten()
+    x_pos = torch.arange(width).unsqueeze(0).repeat(height, 1).flatten()
+    dim_quarter = dim // 4
+    freqs = 1.0 / (10000 ** (torch.arange(0, dim_quarter, 2).float() / dim_quarter))
+    x_angles = torch.outer(x_pos.float(), freqs)
+    x_embed = torch.cat([x_angles.sin(), x_angles.cos()], dim=-1)
+    y_angles = torch.outer(y_pos.float(), freqs)
+    y_embed = torch.cat([y_angles.sin(), y_angles.cos()], dim=-1)
+    return torch.cat([x_embed, y_embed], dim=-1)
+
+
+@enc_case
+def seed002_2d_rope_table(ctx):
+    torch = ctx.torch
+    name = "seed002_2d_rope_table"
+    dim, Hh, Ww = 32, 3, 4
+    pe = seed002_get_2d_rotary_pos_embed(torch, dim, Hh, Ww)         # [H*W, dim/2]: dim/8 frequencies per axis
+    sx, cx, sy, cy = pe.split(dim // 8, dim=-1)
+    table = torch.cat([cx, cy, sx, sy], dim=-1)                       # rope-gen: [cos of the pairs | sin of the pairs]
+    ids = torch.stack([torch.arange(Hh * Ww) % Ww, torch.arange(Hh * Ww) // Ww], dim=-1)   # (x, y) per patch
+    spec = axes_spec(name, dim // 2, [dim // 8, dim // 8], per_axis=True)
+    return enc_record(name, "seed 002 (user document): get_2d_rotary_pos_embed(32, 3, 4), reproduced inline; it has "
+                            "dim/8 frequencies per axis, so it returns dim/2 = 16 columns (not the dim its docstring "
+                            "says) as [sin_x | cos_x | sin_y | cos_y], rearranged here to rope-gen's "
+                            "[cos_x cos_y | sin_x sin_y]; positions (x, y)",
+                      spec, "table", {"positions": ids}, {"out": table})
+
+
+# ---------------- Run-time frequencies: lucidrains learned_freq=True ----------------
+
+def lr_learned_freq_module(ctx, name):
+    """RotaryEmbedding(dim=16, learned_freq=True) with its freqs moved off the init (as after training)."""
+    torch = ctx.torch
+    rot = ctx.ret.RotaryEmbedding(dim=16, learned_freq=True)
+    with torch.no_grad():
+        rot.freqs.mul_(1.0 + 0.1 * randn(torch, rot.freqs.shape, name, 5))
+    return rot
+
+
+LR_LEARNED_PEER = "RotaryEmbedding(dim=16, learned_freq=True), freqs perturbed by 10% randn, " \
+                  "rotate_queries_or_keys(offset=3) on q and k"
+
+
+@enc_case
+def lr_learned_freq(ctx):
+    torch = ctx.torch
+    name = "lr_learned_freq"
+    rot = lr_learned_freq_module(ctx, name)
+    q = randn(torch, (1, 2, 6, 16), name, 1)
+    k = randn(torch, (1, 1, 6, 16), name, 2)
+    with torch.no_grad():
+        oq, ok = rot.rotate_queries_or_keys(q, offset=3), rot.rotate_queries_or_keys(k, offset=3)
+    spec = make_spec(name, 16, pairing="interleaved", frequency={"scheme": "runtime"})
+    return enc_record(name, lr_peer(ctx, LR_LEARNED_PEER), spec, "apply",
+                      {"q": q, "k": k, "freqs": rot.freqs}, {"out_q": oq, "out_k": ok}, offset=3)
+
+
+@enc_case
+def lr_learned_freq_backward(ctx):
+    torch = ctx.torch
+    name = "lr_learned_freq_backward"
+    rot = lr_learned_freq_module(ctx, name)
+    freqs = rot.freqs.detach().clone()
+    q = randn(torch, (1, 2, 6, 16), name, 1)
+    k = randn(torch, (1, 1, 6, 16), name, 2)
+    def rotate(q, k):
+        return rot.rotate_queries_or_keys(q, offset=3), rot.rotate_queries_or_keys(k, offset=3)
+    rec = backward_record(ctx, name, lr_peer(ctx, LR_LEARNED_PEER + "; torch autograd, out_freqs = freqs.grad"),
+                          make_spec(name, 16, pairing="interleaved", frequency={"scheme": "runtime"}), rotate,
+                          q, k, {"freqs": freqs, "saved_q": q, "saved_k": k}, offset=3)
+    rec["outputs"]["out_freqs"] = tensor_json(rot.freqs.grad)        # summed over the q and the k call
+    return rec
+
+
+# ---------------- RoPE backward: torch autograd through the peers ----------------
+
+@enc_case
+def hf_llama_yarn_backward(ctx):
+    torch = ctx.torch
+    from transformers.models.llama import modeling_llama as ml
+    name = "hf_llama_yarn_backward"
+    r = hf_llama_run(ctx, name, n_heads=4, n_kv=2, rope_parameters=dict(YARN_RP), max_pos=16384, q_needed=False)
+    pid = r["pid"]
+    cos, sin = r["rot"](torch.zeros(*pid.shape, 16), pid)
+    q = randn(torch, (1, 4, pid.shape[1], 16), name, 1)
+    k = randn(torch, (1, 2, pid.shape[1], 16), name, 2)
+    spec = make_spec(name, 16, scaling={"type": "yarn", "factor": 4.0, "original_max_position": 4096})
+    return backward_record(ctx, name, hf_peer(ctx, LLAMA_PEER + f" with yarn (attention factor "
+                                                   f"{r['att']!r}); torch autograd"),
+                           spec, lambda q, k: ml.apply_rotary_pos_emb(q, k, cos, sin), q, k)
+
+
+@enc_case
+def hf_gptj_partial_backward(ctx):
+    torch = ctx.torch
+    name = "hf_gptj_partial_backward"
+    head_dim, rotary_dim, H, B, S = 16, 8, 2, 2, 5
+    rot = gptj_rotate(ctx, rotary_dim, B, S)
+    q = randn(torch, (B, S, H, head_dim), name, 1)
+    k = randn(torch, (B, S, H, head_dim), name, 2)
+    spec = make_spec(name, head_dim, rotary_dim=rotary_dim, pairing="interleaved", layout="bshd")
+    return backward_record(ctx, name, hf_peer(ctx, GPTJ_PEER + "; torch autograd"), spec,
+                           lambda q, k: (rot(q), rot(k)), q, k)
+
+
+@enc_case
+def hf_deepseek_v3_interleave_backward(ctx):
+    torch = ctx.torch
+    name = "hf_deepseek_v3_interleave_backward"
+    nope, rope, H, B, S = 8, 16, 2, 1, 6
+    _, rotate = deepseek_v3_rotate(ctx, nope, rope, H, B, S)
+    q = randn(torch, (B, H, S, nope + rope), name, 1)
+    k = randn(torch, (B, 1, S, nope + rope), name, 2)
+    return backward_record(ctx, name, hf_peer(ctx, DS_V3_PEER + "; torch autograd"),
+                           deepseek_v3_spec(name, nope, rope), rotate, q, k)
+
+
+@enc_case
+def lr_xpos_backward(ctx):
+    torch = ctx.torch
+    name = "lr_xpos_backward"
+    rot = ctx.ret.RotaryEmbedding(dim=16, use_xpos=True, xpos_scale_base=8)
+    S = 7
+    q = randn(torch, (1, 2, S, 16), name, 1)
+    k = randn(torch, (1, 2, S, 16), name, 2)
+    return backward_record(ctx, name, lr_peer(ctx, "RotaryEmbedding(dim=16, use_xpos=True, xpos_scale_base=8)."
+                                                   "rotate_queries_and_keys; torch autograd"),
+                           make_spec(name, 16, pairing="interleaved", xpos={"scale_base": 8}),
+                           rot.rotate_queries_and_keys, q, k, seq_len=S)
+
+
+# ---------------- ALiBi ----------------
+
+def seed002_get_alibi_slopes(num_heads):
+    """Seed 002's get_alibi_slopes, verbatim (float64)."""
+    def get_slopes_power_of_2(n):
+        start = 2 ** (-(2 ** -(math.log2(n) - 3)))
+        ratio = start
+        return [start * (ratio ** i) for i in range(n)]
+
+    if math.log2(num_heads).is_integer():
+        return get_slopes_power_of_2(num_heads)
+    closest_power = 2 ** math.floor(math.log2(num_heads))
+    return (get_slopes_power_of_2(closest_power) +
+            seed002_get_alibi_slopes(2 * closest_power)[0::2][:num_heads - closest_power])
+
+
+def alibi_slopes_case(n):
+    def fn(ctx):
+        torch = ctx.torch
+        from transformers.models.bloom import modeling_bloom as mb
+        name = f"alibi_slopes_h{n}"
+        slopes = torch.tensor(seed002_get_alibi_slopes(n), dtype=torch.float64)
+        bloom = mb._get_alibi_slopes(n, "cpu").double()               # the same slopes, computed in float32
+        assert torch.allclose(slopes, bloom, rtol=1e-6, atol=0), (slopes, bloom)
+        return enc_record(name, "seed 002 (user document): get_alibi_slopes, reproduced inline (float64); equal to "
+                                f"transformers {ctx.tf_ver} BLOOM _get_alibi_slopes to float32 rounding",
+                          alibi_spec(name, n, "symmetric"), "table", {}, {"out": slopes})
+    fn.__name__ = f"alibi_slopes_h{n}"
+    return fn
+
+
+for _n in (1, 2, 3, 5, 8, 12, 16, 24, 32, 40, 64):
+    enc_case(alibi_slopes_case(_n))
+
+
+def bloom_case(ctx, name, B, H, Sq, Sk, offset=None):
+    torch = ctx.torch
+    from transformers.models.bloom import modeling_bloom as mb
+    x = randn(torch, (B, H, Sq, Sk), name, 1)
+    alibi = mb.build_alibi_tensor(torch.ones(B, Sk, dtype=torch.int64), H, torch.float32).view(B, H, 1, Sk)
+    return enc_record(name, hf_peer(ctx, "build_alibi_tensor (models.bloom) with an all-ones attention mask, added "
+                                         "to the scores as BloomAttention's baddbmm does"),
+                      alibi_spec(name, H, "bloom"), "apply", {"x": x}, {"out": x + alibi}, offset=offset)
+
+
+@enc_case
+def hf_bloom_alibi(ctx):
+    return bloom_case(ctx, "hf_bloom_alibi", 2, 6, 5, 5)
+
+
+@enc_case
+def hf_bloom_alibi_decode(ctx):
+    return bloom_case(ctx, "hf_bloom_alibi_decode", 1, 12, 2, 7, offset=5)
+
+
+def seed_alibi_case(ctx, name, form, B, H, Sq, Sk, offset):
+    """Seed 002's bias -m|i-j| (symmetric), or -m(i-j) on j <= i (causal; the rest left to the mask), with its
+    slopes, in float64 and rounded once; query row r sits at i = offset + r."""
+    torch = ctx.torch
+    x = randn(torch, (B, H, Sq, Sk), name, 1)
+    m = torch.tensor(seed002_get_alibi_slopes(H), dtype=torch.float64)[:, None, None]
+    i = (offset + torch.arange(Sq, dtype=torch.float64))[:, None]
+    j = torch.arange(Sk, dtype=torch.float64)[None, :]
+    xd = x.double()
+    out = xd - m * (i - j).abs() if form == "symmetric" else torch.where(j <= i, xd - m * (i - j), xd)
+    return enc_record(name, f"seed 002 (user document): softmax(QK^T/sqrt(d) - m|i-j|) bias "
+                            f"({'as written' if form == 'symmetric' else 'on j <= i only'}) with its get_alibi_slopes, "
+                            f"written in make_golden.py; query rows at offset {offset} + r",
+                      alibi_spec(name, H, form), "apply", {"x": x}, {"out": out.float()}, offset=offset or None)
+
+
+@enc_case
+def alibi_symmetric(ctx):
+    return seed_alibi_case(ctx, "alibi_symmetric", "symmetric", 2, 8, 6, 6, 0)
+
+
+@enc_case
+def alibi_symmetric_offset5(ctx):
+    return seed_alibi_case(ctx, "alibi_symmetric_offset5", "symmetric", 1, 5, 3, 8, 5)
+
+
+@enc_case
+def alibi_causal(ctx):
+    return seed_alibi_case(ctx, "alibi_causal", "causal", 1, 12, 6, 6, 0)
+
+
+@enc_case
+def alibi_causal_offset5(ctx):
+    return seed_alibi_case(ctx, "alibi_causal_offset5", "causal", 2, 3, 3, 8, 5)
+
+
+# ---------------- Sinusoidal: seed 002, XLM (odd dim), RoFormer ----------------
+
+def seed002_sinusoidal_positional_encoding(torch, max_len, d_model):
+    """Seed 002's sinusoidal_positional_encoding, verbatim (even d_model only: pe[:, 1::2] has d/2 columns
+    for d/2 + 1 frequencies when d is odd, a shape error)."""
+    pe = torch.zeros(max_len, d_model)
+    position = torch.arange(0, max_len, dtype=torch.float).unsqueeze(1)
+    div_term = torch.exp(torch.arange(0, d_model, 2).float() * (-math.log(10000.0) / d_model))
+    pe[:, 0::2] = torch.sin(position * div_term)
+    pe[:, 1::2] = torch.cos(position * div_term)
+    return pe
+
+
+SEED002_SIN_PEER = "seed 002 (user document): sinusoidal_positional_encoding(32, 16), reproduced inline"
+
+
+def seed002_sinusoidal_case(ctx, name, shape, rows, *, layout="bsd", inputs=None, **options):
+    """x + pe[positions]; rows(pe) gives the rows broadcast against x."""
+    torch = ctx.torch
+    pe = seed002_sinusoidal_positional_encoding(torch, 32, 16)
+    x = randn(torch, shape, name, 1)
+    positions = "explicit" if inputs and "positions" in inputs else "implicit"
+    spec = row_spec(name, "sinusoidal", 16, base=10000.0, table_form="interleaved", layout=layout, positions=positions)
+    return enc_record(name, SEED002_SIN_PEER + "; x + pe[positions]", spec, "apply", dict(inputs or {}, x=x),
+                      {"out": x + rows(pe)}, **options)
+
+
+@enc_case
+def seed002_sinusoidal_bsd(ctx):
+    return seed002_sinusoidal_case(ctx, "seed002_sinusoidal_bsd", (2, 6, 16), lambda pe: pe[:6])
+
+
+@enc_case
+def seed002_sinusoidal_sbd_offset(ctx):
+    return seed002_sinusoidal_case(ctx, "seed002_sinusoidal_sbd_offset", (5, 2, 16), lambda pe: pe[3:8, None],
+                                   layout="sbd", offset=3)
+
+
+@enc_case
+def seed002_sinusoidal_explicit(ctx):
+    pid = ctx.torch.tensor([[0, 4, 9, 9, 31], [7, 3, 2, 1, 0]], dtype=ctx.torch.int64)
+    return seed002_sinusoidal_case(ctx, "seed002_sinusoidal_explicit", (2, 5, 16), lambda pe: pe[pid],
+                                   inputs={"positions": pid})
+
+
+@enc_case
+def seed002_sinusoidal_td_packed(ctx):
+    torch = ctx.torch
+    cu = torch.tensor([0, 3, 7], dtype=torch.int64)                    # two packed sequences: 3 + 4 tokens
+    return seed002_sinusoidal_case(ctx, "seed002_sinusoidal_td_packed", (7, 16),
+                                   lambda pe: pe[torch.tensor([0, 1, 2, 0, 1, 2, 3])], layout="td",
+                                   inputs={"cu_seqlens": cu})
+
+
+@enc_case
+def seed002_sinusoidal_table(ctx):
+    name = "seed002_sinusoidal_table"
+    pe = seed002_sinusoidal_positional_encoding(ctx.torch, 32, 16)
+    spec = row_spec(name, "sinusoidal", 16, base=10000.0, table_form="interleaved")
+    return enc_record(name, SEED002_SIN_PEER + "; rows 0..19", spec, "table", {}, {"out": pe[:20]}, max_pos=20)
+
+
+@enc_case
+def hf_xlm_sinusoidal_odd(ctx):
+    torch = ctx.torch
+    from transformers.models.xlm import modeling_xlm as mx
+    name = "hf_xlm_sinusoidal_odd"
+    D, S, off = 15, 5, 4
+    table = mx.create_sinusoidal_embeddings(32, D, torch.empty(32, D))   # float64 angles, stored float32
+    x = randn(torch, (2, S, D), name, 1)
+    spec = row_spec(name, "sinusoidal", D, base=10000.0, table_form="interleaved")
+    return enc_record(name, hf_peer(ctx, "create_sinusoidal_embeddings(32, 15) (models.xlm; the interleaved table, "
+                                         "odd dim: the last column is a sin); x + table[offset + arange(S)]"),
+                      spec, "apply", {"x": x}, {"out": x + table[off: off + S]}, offset=off)
+
+
+def roformer_table(ctx, n_pos, dim):
+    from transformers.models.roformer import modeling_roformer as mr
+    emb = mr.RoFormerSinusoidalPositionalEmbedding(n_pos, dim)
+    with ctx.torch.no_grad():
+        emb.weight.copy_(emb.create_weight())                         # what _init_weights does
+    return emb
+
+
+ROFORMER_SIN_PEER = "RoFormerSinusoidalPositionalEmbedding (models.roformer; float64 angles, table stored float32)"
+
+
+@enc_case
+def hf_roformer_sinusoidal(ctx):
+    torch = ctx.torch
+    name = "hf_roformer_sinusoidal"
+    B, S, D, past = 2, 6, 16, 2
+    emb = roformer_table(ctx, 64, D)
+    x = randn(torch, (B, S, D), name, 1)
+    spec = row_spec(name, "sinusoidal", D, base=10000.0, table_form="roformer")
+    return enc_record(name, hf_peer(ctx, ROFORMER_SIN_PEER + f"; x + emb((B, S), past_key_values_length={past})"),
+                      spec, "apply", {"x": x}, {"out": x + emb((B, S), past_key_values_length=past)}, offset=past)
+
+
+@enc_case
+def hf_roformer_sinusoidal_odd_sbd(ctx):
+    torch = ctx.torch
+    name = "hf_roformer_sinusoidal_odd_sbd"
+    S, B, D = 5, 2, 15
+    emb = roformer_table(ctx, 64, D)
+    pid = torch.tensor([[0, 9], [1, 10], [2, 11], [40, 12], [63, 13]], dtype=torch.int64)   # [S, B]
+    x = randn(torch, (S, B, D), name, 1)
+    spec = row_spec(name, "sinusoidal", D, base=10000.0, table_form="roformer", layout="sbd", positions="explicit")
+    return enc_record(name, hf_peer(ctx, ROFORMER_SIN_PEER + "; dim 15 (sin columns 0..7, cos 8..14); "
+                                         "x + emb(position_ids=[S,B] ids) on [S,B,D]"),
+                      spec, "apply", {"x": x, "positions": pid}, {"out": x + emb((B, S), position_ids=pid)})
+
+
+@enc_case
+def hf_roformer_sinusoidal_table(ctx):
+    torch = ctx.torch
+    name = "hf_roformer_sinusoidal_table"
+    emb = roformer_table(ctx, 64, 15)
+    pid = torch.tensor([0, 5, 9, 33, 2, 63], dtype=torch.int64)
+    spec = row_spec(name, "sinusoidal", 15, base=10000.0, table_form="roformer", positions="explicit")
+    return enc_record(name, hf_peer(ctx, ROFORMER_SIN_PEER + "; dim 15, rows at the given ids"),
+                      spec, "table", {"positions": pid}, {"out": emb((1, 6), position_ids=pid)})
+
+
+# ---------------- Learned (seed 002's nn.Embedding) ----------------
+
+def seed002_learned(ctx, name, max_len, d_model):
+    """Seed 002's LearnedPositionalEmbedding, verbatim, with its nn.Embedding weight drawn from a fixed seed."""
+    torch = ctx.torch
+    nn = torch.nn
+
+    class LearnedPositionalEmbedding(nn.Module):
+        def __init__(self, max_len, d_model):
+            super().__init__()
+            self.pe = nn.Embedding(max_len, d_model)
+
+        def forward(self, x):
+            seq_len = x.size(1)
+            positions = torch.arange(seq_len, device=x.device)
+            return x + self.pe(positions)
+
+    m = LearnedPositionalEmbedding(max_len, d_model)
+    with torch.no_grad():
+        m.pe.weight.copy_(randn(torch, (max_len, d_model), name, 3))
+    return m
+
+
+SEED002_LEARNED_PEER = "seed 002 (user document): LearnedPositionalEmbedding(16, 8) (nn.Embedding), reproduced inline"
+
+
+def learned_case(ctx, name, shape, add, *, layout="bsd", inputs=None, **options):
+    """x + add(module, x): the seed's module or its nn.Embedding looked up at other positions."""
+    torch = ctx.torch
+    m = seed002_learned(ctx, name, 16, 8)
+    x = randn(torch, shape, name, 1)
+    positions = "explicit" if inputs and "positions" in inputs else "implicit"
+    with torch.no_grad():
+        out, what = add(m, x)
+    return enc_record(name, SEED002_LEARNED_PEER + "; " + what,
+                      row_spec(name, "learned", 8, layout=layout, positions=positions), "apply",
+                      dict(inputs or {}, x=x, table=m.pe.weight), {"out": out}, **options)
+
+
+@enc_case
+def seed002_learned_bsd(ctx):
+    return learned_case(ctx, "seed002_learned_bsd", (2, 5, 8), lambda m, x: (m(x), "its forward(x)"))
+
+
+@enc_case
+def seed002_learned_explicit(ctx):
+    pid = ctx.torch.tensor([[3, 3, 0, 15, 7], [1, 2, 3, 4, 5]], dtype=ctx.torch.int64)
+    return learned_case(ctx, "seed002_learned_explicit", (2, 5, 8),
+                        lambda m, x: (x + m.pe(pid), "x + pe(position_ids [B,S])"), inputs={"positions": pid})
+
+
+@enc_case
+def seed002_learned_sbd_offset(ctx):
+    torch = ctx.torch
+    return learned_case(ctx, "seed002_learned_sbd_offset", (5, 2, 8),
+                        lambda m, x: (x + m.pe(torch.arange(5) + 6)[:, None], "x + pe(6 + arange(S)) on [S,B,D]"),
+                        layout="sbd", offset=6)
+
+
+# --------------------------------------------------------------------------------------
 # main
 # --------------------------------------------------------------------------------------
 
@@ -1191,26 +2001,23 @@ def run(args):
     out_dir = Path(args.out)
     produced = {}
     failures = 0
-    for fn in CASES:
-        name = fn.__name__
-        if args.only and not any(fnmatch.fnmatch(name, pat) for pat in args.only):
-            continue
-        rec = fn(ctx)
-        assert rec["case"] == name, (rec["case"], name)
-        spec_text = spec_yaml(rec["spec"])
-        spec = rec["spec"]
-        rec["spec"] = spec_text
-        assert len(rec["inv_freq"]) == spec["rotary_dim"] // 2, name
-        if "q_shape" in rec:
-            assert rec["q_shape"][-1] == spec["head_dim"], name
-        try:
-            note = cross_check(ctx.np, rec, spec, tol=args.tol)
-        except AssertionError as e:
-            print(f"FAIL {name}: {e}", file=sys.stderr)
-            failures += 1
-            continue
-        produced[f"{name}.json"] = dump_record(rec)
-        print(f"ok   {name:40s} {note}")
+    for cases, subdir, check in ((CASES, "", check_rope_case), (ENC_CASES, ENC_SUBDIR, enc_cross_check)):
+        for fn in cases:
+            name = fn.__name__
+            if args.only and not any(fnmatch.fnmatch(name, pat) for pat in args.only):
+                continue
+            rec = fn(ctx)
+            assert rec["case"] == name, (rec["case"], name)
+            spec = rec["spec"]
+            rec["spec"] = spec_yaml(spec)
+            try:
+                note = check(ctx.np, rec, spec, tol=args.tol)
+            except AssertionError as e:
+                print(f"FAIL {name}: {e}", file=sys.stderr)
+                failures += 1
+                continue
+            produced[f"{subdir}{name}.json"] = dump_record(rec)
+            print(f"ok   {name:40s} {note}")
     produced["VERSIONS.json"] = json.dumps(versions, indent=2) + "\n"
     if failures:
         print(f"{failures} case(s) failed the spec cross-check; nothing written", file=sys.stderr)
@@ -1223,19 +2030,17 @@ def run(args):
                 print(f"DRIFT {fname}", file=sys.stderr)
                 bad += 1
         if not args.only:
-            extra = sorted(set(x.name for x in out_dir.glob("*.json")) - set(produced))
-            for x in extra:
+            for x in sorted(set(written_files(out_dir)) - set(produced)):
                 print(f"STALE {x}", file=sys.stderr)
                 bad += 1
         print("check: " + ("OK" if not bad else f"{bad} difference(s)"))
         return 1 if bad else 0
-    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / ENC_SUBDIR).mkdir(parents=True, exist_ok=True)
     for fname, text in produced.items():
         (out_dir / fname).write_text(text)
     if not args.only:
-        for x in out_dir.glob("*.json"):
-            if x.name not in produced:
-                x.unlink()
+        for x in set(written_files(out_dir)) - set(produced):
+            (out_dir / x).unlink()
     total = sum(len(t.encode()) for t in produced.values())
     print(f"wrote {len(produced)} files to {out_dir} ({total} bytes)")
     return 0

@@ -1,7 +1,9 @@
-// The committed peer golden vectors (tests/golden/data/*.json, written by
-// tests/golden/make_golden.py from torch/transformers/rotary-embedding-torch).
+// The committed peer golden vectors (tests/golden/data/*.json and
+// data/encodings/*.json, written by tests/golden/make_golden.py from
+// torch/transformers/rotary-embedding-torch and the user's seed documents).
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,6 +15,7 @@ namespace ropegen::test {
 struct GoldenTensor {
   std::vector<int64_t> shape;
   std::vector<double> data;
+  bool integer = false;  // int64 ids (positions, cu_seqlens); else a float32 tensor
 };
 
 struct GoldenCase {
@@ -33,5 +36,23 @@ struct GoldenCase {
 
 std::string golden_dir();
 std::vector<GoldenCase> load_golden_cases();
+
+// One case of data/encodings (SEMANTICS.md section 6): a CLI call's inputs and
+// outputs by name -- x, q, k, positions, cu_seqlens, table, freqs, saved_q,
+// saved_k; out, out_q, out_k, out_freqs (the flag is the name with '-' for '_').
+struct EncodingCase {
+  std::string name;     // file stem
+  std::string peer;     // what produced it
+  std::string spec;     // rope-gen spec text meaning the same
+  std::string command;  // apply | backward | table
+  std::map<std::string, GoldenTensor> inputs, outputs;
+  std::map<std::string, int64_t> options;  // offset, max_pos, seq_len
+
+  const GoldenTensor* input(const std::string& name) const;  // nullptr when absent
+  // positions (max_pos: 0..max_pos-1), offset, cu_seqlens, seq_len, freqs, table as the reference takes them
+  ref::Call call() const;
+};
+
+std::vector<EncodingCase> load_encoding_cases();
 
 }  // namespace ropegen::test

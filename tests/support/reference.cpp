@@ -1,5 +1,6 @@
-// Float64 reference RoPE. Deliberately naive: one formula per line, no caching,
-// no sharing with lowering/. See reference.h and README.md.
+// Float64 reference of the positional encodings (RoPE, sinusoidal, learned,
+// ALiBi). Deliberately naive: one formula per line, no caching, no sharing
+// with lowering/. See reference.h and README.md.
 #include "reference.h"
 
 #include <algorithm>
@@ -14,7 +15,7 @@ using LD = long double;
 const LD kPi = 3.141592653589793238462643383279502884L;
 
 void require(bool ok, const std::string& what) {
-  if (!ok) throw std::invalid_argument("reference_apply: " + what);
+  if (!ok) throw std::invalid_argument("reference: " + what);
 }
 
 // 1 / base^(2i/dim) for i in [0, dim/2): the "lang" / HF default inverse frequencies.
@@ -24,8 +25,9 @@ std::vector<double> lang_inv_freq(LD base, int dim) {
   return inv;
 }
 
-// Un-scaled frequencies of the spec's frequency scheme (lucidrains RotaryEmbedding.__init__).
-std::vector<double> scheme_inv_freq(const Frequency& f, int dim) {
+// Un-scaled frequencies of the spec's frequency scheme (lucidrains RotaryEmbedding.__init__);
+// runtime: the call's values (lucidrains learned_freq=True: the nn.Parameter as it stands).
+std::vector<double> scheme_inv_freq(const Frequency& f, int dim, const std::vector<double>& runtime) {
   const int n = dim / 2;
   std::vector<double> inv(n);
   switch (f.scheme) {
@@ -40,6 +42,9 @@ std::vector<double> scheme_inv_freq(const Frequency& f, int dim) {
     case FrequencyScheme::Custom:
       if (static_cast<int>(f.values.size()) != n) throw std::invalid_argument("custom freqs: need rotary_dim/2 values");
       return f.values;
+    case FrequencyScheme::Runtime:
+      if (static_cast<int>(runtime.size()) != n) throw std::invalid_argument("runtime freqs: need rotary_dim/2 values");
+      return runtime;
   }
   return inv;
 }
@@ -113,17 +118,17 @@ void llama3(const RopeSpec& spec, Freqs& out) {
   }
 }
 
-}  // namespace
-
-Freqs reference_freqs(const RopeSpec& spec, std::optional<int64_t> seq_len) {
+// The frequencies of the spec's scheme and scaling over its rotary_dim, axes aside.
+Freqs one_axis_freqs(const RopeSpec& spec, std::optional<int64_t> seq_len,
+                     const std::vector<double>& runtime_inv_freq) {
   const Scaling& sc = spec.scaling;
   const int dim = spec.rotary_dim;
   const LD theta = spec.frequency.theta;
   Freqs out;
   switch (sc.type) {
-    case ScalingType::None: out.inv_freq = scheme_inv_freq(spec.frequency, dim); break;
+    case ScalingType::None: out.inv_freq = scheme_inv_freq(spec.frequency, dim, runtime_inv_freq); break;
     case ScalingType::Linear:
-      out.inv_freq = scheme_inv_freq(spec.frequency, dim);
+      out.inv_freq = scheme_inv_freq(spec.frequency, dim, runtime_inv_freq);
       for (double& f : out.inv_freq) f /= sc.factor;
       break;
     case ScalingType::Ntk:  // lucidrains theta_rescale_factor
@@ -146,93 +151,301 @@ Freqs reference_freqs(const RopeSpec& spec, std::optional<int64_t> seq_len) {
   return out;
 }
 
-Tensor reference_apply(const RopeSpec& spec, const Tensor& x, bool is_key, const Call& call) {
-  const int64_t D = spec.head_dim;
-  const bool thd = spec.layout == Layout::THD;
-  require(x.shape.size() == (thd ? 3u : 4u), "x has the wrong rank for the layout");
-  require(x.shape.back() == D, "last dim of x must be head_dim");
+int64_t elements(const std::vector<int64_t>& shape) {
   int64_t n = 1;
-  for (int64_t s : x.shape) n *= s;
-  require(static_cast<int64_t>(x.data.size()) == n, "x.data size does not match x.shape");
+  for (int64_t d : shape) n *= d;
+  return n;
+}
 
-  // Token extents: B sequences of S tokens each (thd: T tokens, B from cu_seqlens), H heads.
-  int64_t B = 1, S = 0, H = 0;
-  switch (spec.layout) {
-    case Layout::BSHD: B = x.shape[0]; S = x.shape[1]; H = x.shape[2]; break;
-    case Layout::BHSD: B = x.shape[0]; H = x.shape[1]; S = x.shape[2]; break;
-    case Layout::SBHD: S = x.shape[0]; B = x.shape[1]; H = x.shape[2]; break;
-    case Layout::THD: S = x.shape[0]; H = x.shape[1]; break;  // S = T
+// Where the tokens of x are: B sequences of S tokens (packed layouts: one run
+// of T tokens split by cu_seqlens), each holding H rows of D features (H = 1
+// for the row layouts), and the positions of those tokens.
+class TokenGrid {
+ public:
+  TokenGrid(const RopeSpec& spec, const Tensor& x, const Call& call, int64_t row_dim)
+      : layout_(spec.layout), call_(call), n_axes_(spec.axes.enabled() ? spec.axes.count() : 1),
+        multi_axis_(spec.axes.enabled()) {
+    const auto& sh = x.shape;
+    require(sh.size() == static_cast<size_t>(rank()) && sh.back() == row_dim,
+            "x has the wrong rank for the layout, or its last dim is not the spec's");
+    require(static_cast<int64_t>(x.data.size()) == elements(sh), "x.data size does not match x.shape");
+    switch (layout_) {
+      case Layout::BSHD: B = sh[0]; S = sh[1]; H = sh[2]; break;
+      case Layout::BHSD: B = sh[0]; H = sh[1]; S = sh[2]; break;
+      case Layout::SBHD: S = sh[0]; B = sh[1]; H = sh[2]; break;
+      case Layout::THD: S = sh[0]; H = sh[1]; break;  // S = T
+      case Layout::BSD: B = sh[0]; S = sh[1]; break;
+      case Layout::SBD: S = sh[0]; B = sh[1]; break;
+      case Layout::TD: S = sh[0]; break;
+    }
+    D = row_dim;
+    cu_ = call.cu_seqlens.empty() ? std::vector<int64_t>{0, S} : call.cu_seqlens;
+    require(cu_.size() >= 2 && cu_.front() == 0 && cu_.back() == S && std::is_sorted(cu_.begin(), cu_.end()),
+            "cu_seqlens must be non-decreasing from 0 to T");
+    if (call.positions) check_positions(*call.positions);
   }
-  std::vector<int64_t> cu = call.cu_seqlens;
-  if (thd && cu.empty()) cu = {0, S};
-  if (thd) require(cu.size() >= 2 && cu.front() == 0 && cu.back() == S && std::is_sorted(cu.begin(), cu.end()),
-                   "cu_seqlens must be non-decreasing from 0 to T");
 
-  // Flat offset of the D-vector of token (b, s), head h. For thd, s is the token index t and b is unused.
-  auto row_offset = [&](int64_t b, int64_t s, int64_t h) -> int64_t {
-    switch (spec.layout) {
-      case Layout::BSHD: return ((b * S + s) * H + h) * D;
+  int64_t B = 1, S = 0, H = 1, D = 0;
+  bool packed() const { return layout_ == Layout::THD || layout_ == Layout::TD; }
+  int64_t batches() const { return packed() ? 1 : B; }
+
+  // Flat offset of the D-vector of token (b, s), row h. Packed: s is the token index t, b is 0.
+  int64_t row(int64_t b, int64_t s, int64_t h) const {
+    switch (layout_) {
+      case Layout::BSHD: case Layout::BSD: return ((b * S + s) * H + h) * D;
       case Layout::BHSD: return ((b * H + h) * S + s) * D;
-      case Layout::SBHD: return ((s * B + b) * H + h) * D;
-      case Layout::THD: return (s * H + h) * D;
+      case Layout::SBHD: case Layout::SBD: return ((s * B + b) * H + h) * D;
+      case Layout::THD: case Layout::TD: return (s * H + h) * D;
     }
     return 0;
-  };
-  // Position of token (b, s).
-  auto position = [&](int64_t b, int64_t s) -> LD {
-    if (call.positions) {
-      const Tensor& p = *call.positions;
-      if (p.shape.size() == 1) return p.data.at(s);  // [S] (or thd [T])
-      return p.data.at(spec.layout == Layout::SBHD ? s * B + b : b * S + s);
+  }
+
+  // Position of token (b, s) on position axis a.
+  LD position(int64_t b, int64_t s, int a) const {
+    if (!call_.positions) {
+      if (!packed()) return LD(call_.offset + s);
+      const int64_t seq = std::upper_bound(cu_.begin(), cu_.end(), s) - cu_.begin() - 1;  // sequence holding token s
+      return LD(call_.offset + (s - cu_[seq]));
     }
-    if (!thd) return LD(call.offset + s);
-    int64_t seq = std::upper_bound(cu.begin(), cu.end(), s) - cu.begin() - 1;  // sequence holding token s
-    return LD(call.offset + (s - cu[seq]));
-  };
-  if (call.positions) {
-    const auto& ps = call.positions->shape;
-    int64_t want0 = spec.layout == Layout::SBHD ? S : B, want1 = spec.layout == Layout::SBHD ? B : S;
-    bool ok = (ps.size() == 1 && ps[0] == S) || (!thd && ps.size() == 2 && ps[0] == want0 && ps[1] == want1);
-    require(ok, "positions shape does not match the layout's token dims");
-    require(static_cast<int64_t>(call.positions->data.size()) == (ps.size() == 1 ? S : B * S), "positions data size");
+    const Tensor& p = *call_.positions;
+    const bool shared = p.shape.size() == (multi_axis_ ? 2u : 1u);  // [S] (or packed [T]), per axis
+    const int64_t token = shared ? s : (seq_first() ? s * B + b : b * S + s);
+    return p.data.at(token * n_axes_ + a);
   }
 
-  // seq_len: given, else max(position) + 1 over the whole call (HF dynamic / longrope update).
+  // seq_len as HF derives it: max(position) + 1 over the whole call.
+  int64_t max_position_plus_one() const {
+    LD max_pos = position(0, 0, 0);
+    for (int64_t b = 0; b < batches(); ++b)
+      for (int64_t s = 0; s < S; ++s)
+        for (int a = 0; a < n_axes_; ++a) max_pos = std::max(max_pos, position(b, s, a));
+    return static_cast<int64_t>(std::floor(max_pos)) + 1;
+  }
+
+ private:
+  int rank() const {
+    switch (layout_) {
+      case Layout::BSHD: case Layout::BHSD: case Layout::SBHD: return 4;
+      case Layout::THD: case Layout::BSD: case Layout::SBD: return 3;
+      case Layout::TD: return 2;
+    }
+    return 0;
+  }
+  bool seq_first() const { return layout_ == Layout::SBHD || layout_ == Layout::SBD; }
+
+  void check_positions(const Tensor& p) const {
+    std::vector<int64_t> tokens(p.shape.begin(), p.shape.end() - (multi_axis_ && !p.shape.empty() ? 1 : 0));
+    if (multi_axis_) require(!p.shape.empty() && p.shape.back() == n_axes_, "positions need a trailing axis dim");
+    const std::vector<int64_t> own = seq_first() ? std::vector<int64_t>{S, B} : std::vector<int64_t>{B, S};
+    require(tokens == std::vector<int64_t>{S} || (!packed() && tokens == own),
+            "positions shape does not match the layout's token dims");
+    require(static_cast<int64_t>(p.data.size()) == elements(p.shape), "positions data size");
+  }
+
+  Layout layout_;
+  const Call& call_;
+  std::vector<int64_t> cu_;
+  int n_axes_;
+  bool multi_axis_;
+};
+
+// One rotary pair of one row: where its members are read (pairing) and
+// written (output_pairing), its position, cos/sin of its angle and its
+// factor (attention factor x xPos scale).
+struct PairSite {
+  int pair;
+  int64_t ia, ib, oa, ob;
+  LD pos, c, s, k;
+};
+
+int64_t member(const RopeSpec& spec, Pairing pairing, int i, bool second) {
+  const int half = spec.rotary_dim / 2;
+  if (pairing == Pairing::Half) return spec.rotary_offset + i + (second ? half : 0);
+  return spec.rotary_offset + 2 * i + (second ? 1 : 0);
+}
+
+// Calls visit(site) for every rotary pair of every row of x; forward, backward
+// and the frequency gradient are each one formula on these sites.
+template <typename Visit>
+void for_each_pair(const RopeSpec& spec, const Tensor& x, bool is_key, const Call& call, Visit&& visit) {
+  const TokenGrid g(spec, x, call, spec.head_dim);
   std::optional<int64_t> seq_len = call.seq_len;
-  if (!seq_len && S > 0) {
-    LD max_pos = position(0, 0);
-    for (int64_t b = 0; b < (thd ? 1 : B); ++b)
-      for (int64_t s = 0; s < S; ++s) max_pos = std::max(max_pos, position(b, s));
-    seq_len = static_cast<int64_t>(std::floor(max_pos)) + 1;
-  }
-  const Freqs fr = reference_freqs(spec, seq_len);
-
-  Tensor out = x;
-  const int off = spec.rotary_offset, rd = spec.rotary_dim;
-  for (int64_t b = 0; b < (thd ? 1 : B); ++b)
-    for (int64_t s = 0; s < S; ++s) {
-      const LD pos = position(b, s);
-      for (int64_t h = 0; h < H; ++h) {
-        const int64_t row = row_offset(b, s, h);
-        for (int i = 0; i < rd / 2; ++i) {
-          const int64_t ia = row + (spec.pairing == Pairing::Half ? off + i : off + 2 * i);
-          const int64_t ib = row + (spec.pairing == Pairing::Half ? off + i + rd / 2 : off + 2 * i + 1);
+  if (!seq_len && g.S > 0) seq_len = g.max_position_plus_one();
+  const Freqs fr = reference_freqs(spec, seq_len, call.inv_freq);
+  for (int64_t b = 0; b < g.batches(); ++b)
+    for (int64_t s = 0; s < g.S; ++s)
+      for (int64_t h = 0; h < g.H; ++h) {
+        const int64_t row = g.row(b, s, h);
+        for (int i = 0; i < spec.rotary_dim / 2; ++i) {
+          const LD pos = g.position(b, s, pair_axis(spec.axes, i));
           const LD angle = pos * LD(fr.inv_freq[i]);
-          LD scale = fr.attention_factor;
+          LD k = fr.attention_factor;
           if (spec.xpos.enabled) {  // lucidrains get_scale: power = (t - len(t)//2) / scale_base
             const LD p = (pos - LD(*seq_len / 2)) / LD(spec.xpos.scale_base);
-            scale *= std::pow(LD(fr.xpos_scale[i]), is_key ? -p : p);
+            k *= std::pow(LD(fr.xpos_scale[i]), is_key ? -p : p);
           }
-          const LD c = std::cos(angle) * scale, sn = std::sin(angle) * scale;
-          const LD a = x.data[ia], bb = x.data[ib];
-          // DeepSeek-V3 style: read in `pairing`, write in `output_pairing`.
-          const bool out_half = spec.output_pairing == Pairing::Half;
-          const int64_t oa = row + (out_half ? off + i : off + 2 * i);
-          const int64_t ob = row + (out_half ? off + i + rd / 2 : off + 2 * i + 1);
-          out.data[oa] = static_cast<double>(a * c - bb * sn);
-          out.data[ob] = static_cast<double>(bb * c + a * sn);
+          visit(PairSite{i, row + member(spec, spec.pairing, i, false), row + member(spec, spec.pairing, i, true),
+                         row + member(spec, spec.output_pairing, i, false),
+                         row + member(spec, spec.output_pairing, i, true), pos, std::cos(angle), std::sin(angle), k});
         }
       }
+}
+
+// Sinusoidal table entry (p, col): angle(p, i) = p * base^(-2i/dim).
+// interleaved: col 2i = sin, 2i+1 = cos ("Attention Is All You Need", XLM);
+// roformer: cols [0, ceil(dim/2)) sin of angle col, the rest cos of angle col - ceil(dim/2).
+LD sinusoidal_entry(const RopeSpec& spec, LD p, int col) {
+  const int sin_cols = (spec.dim + 1) / 2;
+  const bool interleaved = spec.table_form == TableForm::Interleaved;
+  const int i = interleaved ? col / 2 : (col < sin_cols ? col : col - sin_cols);
+  const bool is_sin = interleaved ? col % 2 == 0 : col < sin_cols;
+  const LD angle = p * std::pow(LD(spec.base), -LD(2 * i) / spec.dim);
+  return is_sin ? std::sin(angle) : std::cos(angle);
+}
+
+}  // namespace
+
+int pair_axis(const Axes& axes, int r) {
+  const int n = axes.count();
+  if (axes.interleaved) {  // Qwen3-VL apply_interleaved_mrope
+    for (int a = 1; a < n; ++a)
+      if (r % n == a && r < n * axes.sections[a]) return a;
+    return 0;
+  }
+  for (int a = 0; a < n; ++a) {
+    if (r < axes.sections[a]) return a;
+    r -= axes.sections[a];
+  }
+  return 0;
+}
+
+Freqs reference_freqs(const RopeSpec& spec, std::optional<int64_t> seq_len,
+                      const std::vector<double>& runtime_inv_freq) {
+  Freqs out = one_axis_freqs(spec, seq_len, runtime_inv_freq);
+  if (!spec.axes.per_axis_frequencies || spec.frequency.scheme == FrequencyScheme::Runtime) return out;
+  // Each axis's set as if rotary_dim were 2 * sections[a] (lucidrains get_axial_freqs, Qwen2-VL
+  // VisionRotaryEmbedding(head_dim/2), seed 002's 2D RoPE); pair r takes the next one of its axis.
+  std::vector<int> used(spec.axes.count());
+  for (int r = 0; r < spec.rotary_dim / 2; ++r) {
+    const int a = pair_axis(spec.axes, r);
+    RopeSpec one = spec;
+    one.rotary_dim = 2 * spec.axes.sections[a];
+    out.inv_freq[r] = one_axis_freqs(one, seq_len, runtime_inv_freq).inv_freq[used[a]++];
+  }
+  return out;
+}
+
+Tensor reference_apply(const RopeSpec& spec, const Tensor& x, bool is_key, const Call& call) {
+  Tensor out = x;
+  for_each_pair(spec, x, is_key, call, [&](const PairSite& p) {
+    const LD a = x.data[p.ia], b = x.data[p.ib];
+    out.data[p.oa] = static_cast<double>((a * p.c - b * p.s) * p.k);
+    out.data[p.ob] = static_cast<double>((b * p.c + a * p.s) * p.k);
+  });
+  return out;
+}
+
+Gradients reference_backward(const RopeSpec& spec, const Tensor& grad, const Tensor* saved, bool is_key,
+                             const Call& call) {
+  if (saved) require(saved->shape == grad.shape, "saved input and gradient differ in shape");
+  Gradients out{grad, {}};
+  std::vector<LD> d_freq(spec.rotary_dim / 2);
+  for_each_pair(spec, grad, is_key, call, [&](const PairSite& p) {
+    const LD g0 = grad.data[p.oa], g1 = grad.data[p.ob];
+    out.dx.data[p.ia] = static_cast<double>((g0 * p.c + g1 * p.s) * p.k);  // R(angle)^T g
+    out.dx.data[p.ib] = static_cast<double>((g1 * p.c - g0 * p.s) * p.k);
+    if (!saved) return;
+    const LD a = saved->data[p.ia], b = saved->data[p.ib];
+    const LD y0 = a * p.c - b * p.s, y1 = b * p.c + a * p.s;  // d(y0, y1)/d(angle) = (-y1, y0)
+    d_freq[p.pair] += p.pos * p.k * (g1 * y0 - g0 * y1);
+  });
+  if (saved) out.d_inv_freq.assign(d_freq.begin(), d_freq.end());
+  return out;
+}
+
+Tensor reference_add_positions(const RopeSpec& spec, const Tensor& x, const Call& call) {
+  require(spec.encoding == Encoding::Sinusoidal || spec.encoding == Encoding::Learned,
+          "reference_add_positions: sinusoidal or learned specs only");
+  const bool learned = spec.encoding == Encoding::Learned;
+  if (learned) require(call.table && call.table->shape.size() == 2 && call.table->shape[1] == spec.dim,
+                       "learned: the table must be [max_len, dim]");
+  const TokenGrid g(spec, x, call, spec.dim);
+  Tensor out = x;
+  for (int64_t b = 0; b < g.batches(); ++b)
+    for (int64_t s = 0; s < g.S; ++s) {
+      const LD pos = g.position(b, s, 0);
+      if (learned) require(pos >= 0 && pos < call.table->shape[0], "learned: position outside the table");
+      const int64_t row = g.row(b, s, 0);
+      for (int c = 0; c < spec.dim; ++c) {
+        const LD add = learned ? LD(call.table->data[static_cast<int64_t>(pos) * spec.dim + c])
+                               : sinusoidal_entry(spec, pos, c);
+        out.data[row + c] = static_cast<double>(x.data[row + c] + add);
+      }
+    }
+  return out;
+}
+
+std::vector<double> reference_alibi_slopes(int num_heads) {
+  // get_slopes_power_of_2(p): start = 2^(-(2^-(log2 p - 3))) = 2^(-8/p), slopes start^(h+1);
+  // other counts: those of the power of two p below, then every other slope of 2p.
+  int p = 1;
+  while (2 * p <= num_heads) p *= 2;
+  std::vector<double> slopes;
+  const LD start = std::pow(2.0L, -8.0L / p);
+  for (int h = 0; h < p; ++h) slopes.push_back(static_cast<double>(std::pow(start, LD(h + 1))));
+  if (p < num_heads) {
+    const std::vector<double> finer = reference_alibi_slopes(2 * p);
+    for (int h = 0; h < num_heads - p; ++h) slopes.push_back(finer[2 * h]);
+  }
+  return slopes;
+}
+
+Tensor reference_alibi(const RopeSpec& spec, const Tensor& scores, int64_t offset) {
+  require(spec.encoding == Encoding::Alibi, "reference_alibi: alibi specs only");
+  require(scores.shape.size() == 4 && scores.shape[1] == spec.num_heads, "scores must be [B, num_heads, Sq, Sk]");
+  require(static_cast<int64_t>(scores.data.size()) == elements(scores.shape), "scores data size");
+  const std::vector<double> m = reference_alibi_slopes(spec.num_heads);
+  const int64_t B = scores.shape[0], H = scores.shape[1], Sq = scores.shape[2], Sk = scores.shape[3];
+  Tensor out = scores;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t r = 0; r < Sq; ++r)
+        for (int64_t j = 0; j < Sk; ++j) {
+          const int64_t i = offset + r;
+          double& v = out.data[((b * H + h) * Sq + r) * Sk + j];
+          switch (spec.alibi_form) {
+            case AlibiForm::Symmetric: v -= m[h] * static_cast<double>(std::abs(i - j)); break;
+            case AlibiForm::Causal: if (j <= i) v -= m[h] * static_cast<double>(i - j); break;  // j > i: the mask's
+            case AlibiForm::Bloom: v += m[h] * static_cast<double>(j); break;                   // HF build_alibi_tensor
+          }
+        }
+  return out;
+}
+
+Tensor reference_table(const RopeSpec& spec, const Call& call) {
+  require(call.positions.has_value(), "reference_table: positions are required");
+  const Tensor& p = *call.positions;
+  const int n_axes = spec.axes.enabled() ? spec.axes.count() : 1;
+  const int64_t N = p.shape.empty() ? 0 : p.shape[0];
+  require(static_cast<int64_t>(p.data.size()) == N * n_axes, "table positions must be [N] or [N, n_axes]");
+  if (spec.encoding == Encoding::Sinusoidal) {
+    Tensor out{{N, spec.dim}, std::vector<double>(N * spec.dim)};
+    for (int64_t n = 0; n < N; ++n)
+      for (int c = 0; c < spec.dim; ++c)
+        out.data[n * spec.dim + c] = static_cast<double>(sinusoidal_entry(spec, p.data[n], c));
+    return out;
+  }
+  require(spec.encoding == Encoding::Rope, "reference_table: rope or sinusoidal specs only");
+  std::optional<int64_t> seq_len = call.seq_len;
+  if (!seq_len && N > 0) seq_len = static_cast<int64_t>(*std::max_element(p.data.begin(), p.data.end())) + 1;
+  const Freqs fr = reference_freqs(spec, seq_len, call.inv_freq);
+  const int half = spec.rotary_dim / 2;
+  Tensor out{{N, spec.rotary_dim}, std::vector<double>(N * spec.rotary_dim)};
+  for (int64_t n = 0; n < N; ++n)
+    for (int i = 0; i < half; ++i) {
+      const LD angle = LD(p.data[n * n_axes + pair_axis(spec.axes, i)]) * LD(fr.inv_freq[i]);
+      out.data[n * spec.rotary_dim + i] = static_cast<double>(std::cos(angle) * fr.attention_factor);
+      out.data[n * spec.rotary_dim + half + i] = static_cast<double>(std::sin(angle) * fr.attention_factor);
     }
   return out;
 }

@@ -1,9 +1,11 @@
-// Independent float64 reference implementation of rotary position embedding,
+// Independent float64 reference implementation of the positional encodings,
 // used by the test suite as ground truth. It shares NO code with lowering/:
 // it depends only on the public spec header and the C++ standard library.
 // It transcribes the formulas of Hugging Face transformers
-// (modeling_rope_utils.py + LlamaRotaryEmbedding) and lucidrains
-// rotary-embedding-torch (pixel / constant / custom freqs, xPos) directly.
+// (modeling_rope_utils.py + LlamaRotaryEmbedding, Qwen2-VL / Qwen3-VL M-RoPE,
+// RoFormer / XLM sinusoidal tables, BLOOM ALiBi) and lucidrains
+// rotary-embedding-torch (pixel / constant / custom / learned freqs, xPos,
+// axial freqs) and the user's seed documents directly.
 #pragma once
 
 #include <cstdint>
@@ -15,14 +17,22 @@
 namespace ropegen::ref {
 
 struct Freqs {
-  std::vector<double> inv_freq;      // rotary_dim/2, after scaling
+  std::vector<double> inv_freq;      // rotary_dim/2, after scaling: the frequency of pair r (multi-axis too)
   double attention_factor = 1.0;     // multiplies cos and sin (HF attention_scaling)
   std::vector<double> xpos_scale;    // rotary_dim/2 per-pair xPos bases s_i (empty if xpos disabled)
 };
 
 // seq_len: the run-time sequence length (dynamic NTK, longrope per_call, xPos);
-// nullopt means "not given".
-Freqs reference_freqs(const RopeSpec& spec, std::optional<int64_t> seq_len);
+// nullopt means "not given". runtime_inv_freq: frequency.scheme runtime's
+// call-time values [rotary_dim/2]; they stand where a custom scheme's values
+// would, so scaling applies to them alike.
+Freqs reference_freqs(const RopeSpec& spec, std::optional<int64_t> seq_len,
+                      const std::vector<double>& runtime_inv_freq = {});
+
+// The position axis of rotary pair r: contiguous spec.axes.sections, or with
+// axes.interleaved Qwen3-VL's round robin (axis a >= 1 where r % n == a and
+// r < n * sections[a], else 0). Always 0 for 1-D specs.
+int pair_axis(const Axes& axes, int r);
 
 struct Tensor {
   std::vector<int64_t> shape;
@@ -30,17 +40,48 @@ struct Tensor {
 };
 
 struct Call {
-  // Explicit ids: shape = the layout's token dims ([B,S] for bshd/bhsd,
-  // [S,B] for sbhd, [T] for thd) or [S] (shared across the batch).
+  // Explicit ids: shape = the layout's token dims ([B,S] for bshd/bhsd/bsd,
+  // [S,B] for sbhd/sbd, [T] for thd/td) or [S] (shared across the batch);
+  // multi-axis specs add a trailing [n_axes].
   std::optional<Tensor> positions;
   int64_t offset = 0;                // implicit positions: offset + index along S
-  std::vector<int64_t> cu_seqlens;   // thd: B+1 cumulative token starts (empty = one sequence)
+  std::vector<int64_t> cu_seqlens;   // thd/td: B+1 cumulative token starts (empty = one sequence)
   std::optional<int64_t> seq_len;    // default: max position in the call + 1 (HF: max(position_ids)+1)
+  std::vector<double> inv_freq;      // frequency.scheme runtime: inv_freq [rotary_dim/2]
+  std::optional<Tensor> table;       // learned: [max_len, dim]
 };
 
 // Rotates x (q if !is_key, k if is_key) laid out per spec.layout:
 // bshd [B,S,H,D], bhsd [B,H,S,D], sbhd [S,B,H,D], thd [T,H,D]; D = head_dim.
 // Throws std::invalid_argument on inconsistent shapes.
 Tensor reference_apply(const RopeSpec& spec, const Tensor& x, bool is_key, const Call& call);
+
+struct Gradients {
+  Tensor dx;                        // dL/dx, shaped as the upstream gradient
+  std::vector<double> d_inv_freq;   // dL/d(inv_freq) [rotary_dim/2] summed over tokens and heads; empty without `saved`
+};
+
+// Backward of reference_apply for the upstream gradient `grad` (shaped as x):
+// the transposed rotation times the same attention factor and xPos scale,
+// read at output_pairing's dims and written at pairing's; pass-through dims
+// unchanged. With `saved` (the forward input) also the frequency gradient
+// sum(pos * factor * (g1*y0 - g0*y1)), y the unscaled rotation of the saved pair.
+Gradients reference_backward(const RopeSpec& spec, const Tensor& grad, const Tensor* saved, bool is_key,
+                             const Call& call);
+
+// sinusoidal, learned: x + the table's rows at the tokens' positions (learned:
+// call.table); x is bsd [B,S,D], sbd [S,B,D] or td [T,D].
+Tensor reference_add_positions(const RopeSpec& spec, const Tensor& x, const Call& call);
+
+// alibi: scores [B, H, Sq, Sk] plus spec.alibi_form's bias; query row r sits
+// at position offset + r (decode with a KV cache), key j at j.
+Tensor reference_alibi(const RopeSpec& spec, const Tensor& scores, int64_t offset);
+// Seed 002's get_alibi_slopes (the ALiBi paper's), float64.
+std::vector<double> reference_alibi_slopes(int num_heads);
+
+// The table at call.positions ([N], or [N, n_axes] multi-axis): rope
+// [N, rotary_dim] = [cos of the pairs | sin of the pairs] x attention factor;
+// sinusoidal [N, dim] in spec.table_form.
+Tensor reference_table(const RopeSpec& spec, const Call& call);
 
 }  // namespace ropegen::ref

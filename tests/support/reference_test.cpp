@@ -2,6 +2,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <map>
+#include <stdexcept>
+#include <string>
 
 #include "ropegen/spec_io.h"
 #include "support/golden.h"
@@ -60,6 +64,121 @@ TEST(ReferenceGolden, ToleranceCatchesWrongPairingAndMissingAttentionFactor) {
     for (size_t i = 0; i < q.data.size(); ++i) worst = std::max(worst, std::abs(q.data[i] - c.out_q->data[i]));
     EXPECT_GT(worst, 10 * tolerance(c, *c.out_q)) << c.name;
   }
+}
+
+// ---- data/encodings: multi-axis and run-time-frequency RoPE, backward, tables, sinusoidal, learned, ALiBi ----
+
+using Outputs = std::map<std::string, ref::Tensor>;
+
+ref::Tensor as_ref(const test::GoldenTensor& t) { return {t.shape, t.data}; }
+
+// The reference's rope outputs: rotated q/k, or their gradients and, with
+// run-time frequencies, the frequency gradient summed over q and k.
+Outputs rope_outputs(const RopeSpec& spec, const test::EncodingCase& c, const ref::Call& call) {
+  Outputs out;
+  std::vector<double> d_freq(spec.rotary_dim / 2, 0.0);
+  for (const std::string which : {"q", "k"}) {
+    const test::GoldenTensor* x = c.input(which);
+    if (!x) continue;
+    const bool is_key = which == "k";
+    if (c.command == "apply") {
+      out["out_" + which] = ref::reference_apply(spec, as_ref(*x), is_key, call);
+      continue;
+    }
+    const test::GoldenTensor* saved = c.input("saved_" + which);
+    const ref::Tensor saved_x = saved ? as_ref(*saved) : ref::Tensor{};
+    ref::Gradients g = ref::reference_backward(spec, as_ref(*x), saved ? &saved_x : nullptr, is_key, call);
+    out["out_" + which] = std::move(g.dx);
+    for (size_t i = 0; i < g.d_inv_freq.size(); ++i) d_freq[i] += g.d_inv_freq[i];
+  }
+  if (c.command == "backward" && spec.frequency.scheme == FrequencyScheme::Runtime)
+    out["out_freqs"] = {{static_cast<int64_t>(d_freq.size())}, d_freq};
+  return out;
+}
+
+// What `rope-gen apply|table` is to produce for the case, by the reference.
+Outputs reference_outputs(const RopeSpec& spec, const test::EncodingCase& c) {
+  const ref::Call call = c.call();
+  if (c.command == "table") {
+    if (spec.encoding != Encoding::Alibi) return {{"out", ref::reference_table(spec, call)}};
+    const std::vector<double> slopes = ref::reference_alibi_slopes(spec.num_heads);
+    return {{"out", {{spec.num_heads}, slopes}}};
+  }
+  switch (spec.encoding) {
+    case Encoding::Alibi: return {{"out", ref::reference_alibi(spec, as_ref(*c.input("x")), call.offset)}};
+    case Encoding::Sinusoidal:
+    case Encoding::Learned: return {{"out", ref::reference_add_positions(spec, as_ref(*c.input("x")), call)}};
+    case Encoding::Rope: break;
+  }
+  return rope_outputs(spec, c, call);
+}
+
+// Worst |reference - peer| relative to max(1, max |peer|) over every output.
+double worst_relative(const Outputs& got, const test::EncodingCase& c) {
+  EXPECT_EQ(got.size(), c.outputs.size()) << "outputs";
+  double worst = 0;
+  for (const auto& [name, want] : c.outputs) {
+    auto it = got.find(name);
+    if (it == got.end()) {
+      ADD_FAILURE() << "the reference yields no " << name;
+      continue;
+    }
+    EXPECT_EQ(it->second.shape, want.shape) << name;
+    if (it->second.data.size() != want.data.size()) continue;
+    double max_abs = 1;
+    for (double v : want.data) max_abs = std::max(max_abs, std::abs(v));
+    for (size_t i = 0; i < want.data.size(); ++i)
+      worst = std::max(worst, std::abs(it->second.data[i] - want.data[i]) / max_abs);
+  }
+  return worst;
+}
+
+// The peers compute in float32 (angles of positions < 64, sums of < 100
+// terms; the float64 ones -- RoFormer/XLM tables, seed 002's slopes and
+// ALiBi bias -- round once to float32): every case meets 1e-5 relative.
+constexpr double kEncodingTolerance = 1e-5;
+
+RopeSpec parsed(const test::EncodingCase& c) {
+  Result<RopeSpec> spec = parse_spec(c.spec, c.name);
+  if (!spec.ok()) throw std::runtime_error(c.name + ": the spec does not parse: " + format(spec.errors()));
+  return *spec;
+}
+
+TEST(ReferenceGolden, EveryEncodingsCase) {
+  const std::vector<test::EncodingCase> cases = test::load_encoding_cases();
+  for (const test::EncodingCase& c : cases) {
+    SCOPED_TRACE(c.name + " (" + c.peer + ")");
+    const double worst = worst_relative(reference_outputs(parsed(c), c), c);
+    EXPECT_LE(worst, kEncodingTolerance);
+    std::printf("[          ] %-40s worst relative %.1e\n", c.name.c_str(), worst);
+  }
+  EXPECT_GE(cases.size(), 40u);
+}
+
+// The tolerance must be able to fail: a wrong axis split, no per-axis
+// restart, another table form or ALiBi form, xPos dropped from the backward
+// are all caught.
+TEST(ReferenceGolden, EncodingsToleranceCatchesWrongSemantics) {
+  const std::map<std::string, void (*)(RopeSpec&)> wrong = {
+      {"hf_qwen3_vl_mrope_interleaved", [](RopeSpec& s) { s.axes.interleaved = false; }},
+      {"hf_qwen2_vl_mrope", [](RopeSpec& s) { s.axes.sections = {3, 3, 2}; }},
+      {"hf_qwen2_vl_vision", [](RopeSpec& s) { s.axes.per_axis_frequencies = false; }},
+      {"hf_roformer_sinusoidal_odd_sbd", [](RopeSpec& s) { s.table_form = TableForm::Interleaved; }},
+      {"alibi_causal_offset5", [](RopeSpec& s) { s.alibi_form = AlibiForm::Symmetric; }},
+      {"hf_bloom_alibi", [](RopeSpec& s) { s.alibi_form = AlibiForm::Causal; }},
+      {"lr_xpos_backward", [](RopeSpec& s) { s.xpos.enabled = false; }},
+      {"hf_deepseek_v3_interleave_backward", [](RopeSpec& s) { s.output_pairing = Pairing::Interleaved; }},
+  };
+  int checked = 0;
+  for (const test::EncodingCase& c : test::load_encoding_cases()) {
+    auto it = wrong.find(c.name);
+    if (it == wrong.end()) continue;
+    RopeSpec spec = parsed(c);
+    it->second(spec);
+    EXPECT_GT(worst_relative(reference_outputs(spec, c), c), 10 * kEncodingTolerance) << c.name;
+    ++checked;
+  }
+  EXPECT_EQ(checked, static_cast<int>(wrong.size()));
 }
 
 }  // namespace
