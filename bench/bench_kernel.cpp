@@ -1,6 +1,7 @@
 #include "bench_kernel.h"
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -27,6 +28,20 @@ std::vector<int64_t> layout_shape(Layout layout, int64_t b, int64_t s, int64_t h
     case Layout::BHSD: return {b, h, s, d};
     case Layout::SBHD: return {s, b, h, d};
     case Layout::THD: return {b * s, h, d};
+    case Layout::BSD: return {b, s, d};
+    case Layout::SBD: return {s, b, d};
+    case Layout::TD: return {b * s, d};
+  }
+  return {};
+}
+
+// The tensor the kernel reads (q, x or the scores) in its layout.
+std::vector<int64_t> tensor_shape(const RopeSpec& spec, const BenchOptions& o, int64_t heads) {
+  switch (spec.encoding) {
+    case Encoding::Rope: return layout_shape(spec.layout, o.batch, o.seq, heads, spec.head_dim);
+    case Encoding::Sinusoidal:
+    case Encoding::Learned: return layout_shape(spec.layout, o.batch, o.seq, 1, spec.dim);
+    case Encoding::Alibi: return {o.batch, spec.num_heads, o.seq, o.keys};
   }
   return {};
 }
@@ -77,12 +92,19 @@ Result<BenchResult> bench_rope(const RopeSpec& spec, const BenchOptions& o) {
 
   lowering::KernelVariant variant;
   variant.with_k = o.k_heads > 0;
+  variant.backward = o.backward;
+  const bool rope = spec.encoding == Encoding::Rope;
+  if (!rope && (variant.with_k || o.backward))
+    return Diagnostic{{"--k-heads", -1, -1}, "k and backward kernels are for rope specs", {}};
+  if (rope && spec.frequency.scheme == FrequencyScheme::Runtime && o.backward)
+    return Diagnostic{{"--backward", -1, -1}, "bench times the backward of static frequencies only", {}};
+  const Layout layout = spec.encoding == Encoding::Alibi ? Layout::BHSD : spec.layout;  // scores [B, H, Sq, Sk]
   Result<std::shared_ptr<runtime::Kernel>> acquired = Runtime::process().get(spec, variant, o.target);
   if (!acquired) return acquired.errors();
   runtime::Kernel& kernel = *acquired.value();
 
-  const std::vector<int64_t> q_shape = layout_shape(spec.layout, o.batch, o.seq, o.heads, spec.head_dim);
-  const std::vector<int64_t> k_shape = layout_shape(spec.layout, o.batch, o.seq, o.k_heads, spec.head_dim);
+  const std::vector<int64_t> q_shape = tensor_shape(spec, o, o.heads);
+  const std::vector<int64_t> k_shape = tensor_shape(spec, o, o.k_heads);
   int64_t q_elems = 1, k_elems = variant.with_k ? 1 : 0;
   for (auto d : q_shape) q_elems *= d;
   if (variant.with_k)
@@ -96,21 +118,33 @@ Result<BenchResult> bench_rope(const RopeSpec& spec, const BenchOptions& o) {
   const int64_t elem_bytes = spec.dtype == DType::F32 ? 4 : 2;
 
   runtime::RopeCall call;
-  call.q = runtime::logical_tensor(in.data(), in.type(), spec.layout, q_shape, runtime::dense_strides(q_shape));
-  call.out_q = runtime::logical_tensor(out.data(), in.type(), spec.layout, q_shape, runtime::dense_strides(q_shape));
+  call.q = runtime::logical_tensor(in.data(), in.type(), layout, q_shape, runtime::dense_strides(q_shape));
+  call.out_q = runtime::logical_tensor(out.data(), in.type(), layout, q_shape, runtime::dense_strides(q_shape));
   if (variant.with_k) {
     auto* k_in = static_cast<char*>(in.data()) + q_elems * elem_bytes;
     auto* k_out = static_cast<char*>(out.data()) + q_elems * elem_bytes;
     call.k = runtime::logical_tensor(k_in, in.type(), spec.layout, k_shape, runtime::dense_strides(k_shape));
     call.out_k = runtime::logical_tensor(k_out, in.type(), spec.layout, k_shape, runtime::dense_strides(k_shape));
   }
-  std::vector<int32_t> ids(o.batch * o.seq);
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i % o.seq);
-  call.positions = runtime::logical_positions(ids.data(), Halide::Int(32), spec.layout,
-                                              spec.layout == Layout::THD ? std::vector<int64_t>{o.batch * o.seq}
-                                              : spec.layout == Layout::SBHD ? std::vector<int64_t>{o.seq, o.batch}
-                                                                            : std::vector<int64_t>{o.batch, o.seq},
-                                              o.batch);
+  // Explicit ids 0 .. S-1 per sequence (multi-axis: the same on every axis).
+  const int axes = std::max(1, spec.axes.count());
+  std::vector<int32_t> ids(o.batch * o.seq * axes);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i / axes % o.seq);
+  const Layout heads_layout = lowering::with_heads(spec.layout);
+  std::vector<int64_t> id_shape = heads_layout == Layout::THD    ? std::vector<int64_t>{o.batch * o.seq}
+                                  : heads_layout == Layout::SBHD ? std::vector<int64_t>{o.seq, o.batch}
+                                                                 : std::vector<int64_t>{o.batch, o.seq};
+  if (spec.axes.enabled()) id_shape.push_back(axes);
+  call.positions = runtime::logical_positions(ids.data(), Halide::Int(32), spec.layout, id_shape, o.batch, spec.axes.count());
+  // learned: a table row per position; runtime frequencies: the lang ones.
+  std::vector<float> table_values(spec.encoding == Encoding::Learned ? o.seq * spec.dim : 0, 0.5f);
+  runtime::HostStorage table = runtime::to_storage(table_values, spec.dtype);
+  if (spec.encoding == Encoding::Learned)
+    call.table = Halide::Buffer<>(table.type(), table.data(), {spec.dim, static_cast<int>(o.seq)});
+  std::vector<float> freqs;
+  for (int i = 0; rope && spec.frequency.scheme == FrequencyScheme::Runtime && i < spec.num_pairs(); ++i)
+    freqs.push_back(static_cast<float>(std::pow(10000.0, -2.0 * i / spec.rotary_dim)));
+  if (!freqs.empty()) call.freqs = Halide::Buffer<float>(freqs.data(), static_cast<int>(freqs.size()));
   std::vector<int32_t> cu;
   for (int64_t b = 0; b <= o.batch; ++b) cu.push_back(static_cast<int32_t>(b * o.seq));
   call.cu_seqlens = Halide::Buffer<int32_t>(cu.data(), static_cast<int>(cu.size()));

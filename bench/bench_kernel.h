@@ -11,9 +11,13 @@
 
 namespace ropegen::bench {
 
+// Shapes: rope [B, S, H] of q (and k's heads); sinusoidal and learned
+// [B, S] rows of dim; alibi scores [B, H = num_heads, Sq = seq, Sk = keys].
 struct BenchOptions {
   int64_t batch = 1, seq = 128, heads = 32;
   int64_t k_heads = 0;          // 0: q only
+  int64_t keys = 0;             // alibi: Sk
+  bool backward = false;        // rope: time the backward kernel
   int threads = 0;              // 0: Halide's default (all cores)
   std::string target = "host";
   double min_seconds = 0.5;     // per measured side

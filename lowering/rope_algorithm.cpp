@@ -11,17 +11,35 @@ namespace ropegen::lowering {
 
 using namespace Halide;
 
-namespace {
+RopeSpec kernel_spec(const RopeSpec& spec, const KernelVariant& variant) {
+  if (!variant.backward) return spec;
+  RopeSpec s = spec;
+  std::swap(s.pairing, s.output_pairing);
+  return s;
+}
 
-// Positions of (s, b) as float64: explicit ids, or offset + index (thd:
-// restarting at every cu_seqlens start).
-Expr position_expr(const RopeSpec& spec, RopeAlgorithm& a) {
+Layout with_heads(Layout layout) {
+  switch (layout) {
+    case Layout::BSD: return Layout::BSHD;
+    case Layout::SBD: return Layout::SBHD;
+    case Layout::TD: return Layout::THD;
+    default: return layout;
+  }
+}
+
+Layout kernel_layout(const RopeSpec& spec) {
+  return spec.encoding == Encoding::Alibi ? Layout::BHSD : with_heads(spec.layout);
+}
+
+namespace detail {
+
+Expr position_expr(const RopeSpec& spec, RopeAlgorithm& a, const Expr& axis) {
   if (spec.positions == PositionsMode::Explicit) {
     a.uses_positions = true;
-    return cast<double>(a.positions(a.s, a.b));
+    return cast<double>(spec.axes.enabled() ? a.positions(axis, a.s, a.b) : a.positions(a.s, a.b));
   }
   a.uses_offset = true;
-  if (spec.layout != Layout::THD) return cast<double>(a.offset + a.s);
+  if (spec.layout != Layout::THD && spec.layout != Layout::TD) return cast<double>(a.offset + a.s);
   a.uses_cu_seqlens = true;
   // The sequence of token s: how many starts cu[1 .. n-1] are <= s.
   RDom later_starts(1, a.cu_seqlens.dim(0).extent() - 2, "later_starts");
@@ -32,11 +50,32 @@ Expr position_expr(const RopeSpec& spec, RopeAlgorithm& a) {
   return cast<double>(a.offset + a.s - start);
 }
 
+std::pair<Func, Func> cos_sin_stages(const RopeAlgorithm& a, float attention, const std::string& prefix) {
+  Func reduced(prefix + "reduced"), cos_sin(prefix + "cos_sin");
+  reduced(a.r, a.s, a.b) = reduce_angle(a.position(a.r, a.s, a.b) * a.inv_freq(a.r), prefix);
+  const SinCos sc = sincos_of_reduced(reduced(a.r, a.s, a.b)[0], reduced(a.r, a.s, a.b)[1]);
+  cos_sin(a.r, a.s, a.b) = attention == 1.0f ? Tuple(sc.cos, sc.sin) : Tuple(sc.cos * attention, sc.sin * attention);
+  return {reduced, cos_sin};
+}
+
+void define_cos_sin(RopeAlgorithm& a, float attention) {
+  std::tie(a.reduced, a.cos_sin) = cos_sin_stages(a, attention, "");
+}
+
+}  // namespace detail
+
+namespace {
+
 // inv_freq(r) after scaling. Static specs fold rope_math's table in; the
 // two schemes that depend on the run-time seq_len select or recompute it
-// from the same formulas.
+// from the same formulas; run-time frequencies are read from their tensor.
 Expr inv_freq_expr(const RopeSpec& spec, RopeAlgorithm& a) {
   const Scaling& sc = spec.scaling;
+  if (spec.frequency.scheme == FrequencyScheme::Runtime) {
+    a.uses_freqs = true;
+    // Clamped: GPU schedules compute the table over a padded range.
+    return cast<double>(a.freqs(min(a.r, spec.num_pairs() - 1)));
+  }
   if (sc.type == ScalingType::LongRope && sc.policy == LongRopePolicy::PerCall) {
     const Buffer<double> short_f = constant_table(compute_frequencies(spec, sc.original_max_position).inv_freq, "short_inv_freq_table");
     const Buffer<double> long_f = constant_table(compute_frequencies(spec, sc.original_max_position + 1).inv_freq, "long_inv_freq_table");
@@ -51,14 +90,47 @@ Expr inv_freq_expr(const RopeSpec& spec, RopeAlgorithm& a) {
   return constant_table(compute_frequencies(spec).inv_freq, "inv_freq_table")(a.r);
 }
 
+// Multi-axis specs read the position of each pair's axis (rope_math's pair_axes).
+Expr pair_axis(const RopeSpec& spec, const Var& r) {
+  if (!spec.axes.enabled()) return 0;
+  const std::vector<int> axes = pair_axes(spec);
+  // Clamped so that bounds inference knows the axis range.
+  const Expr axis = cast<int>(constant_table(std::vector<double>(axes.begin(), axes.end()), "pair_axis_table")(r));
+  return clamp(axis, 0, spec.axes.count() - 1);
+}
+
+// xPos scales (r, s, b) -> {query s_r^p, key s_r^-p}; `prefix` keeps the
+// names of a second copy unique.
+Func xpos_stage(const RopeSpec& spec, const RopeAlgorithm& a, const RopeFrequencies& freqs, const std::string& prefix) {
+  std::vector<double> log_base;
+  for (double base : freqs.xpos_base) log_base.push_back(std::log(base));
+  const Buffer<double> logs = constant_table(log_base, prefix + "xpos_log_base_table");
+  // p = (pos - floor(seq_len / 2)) / scale_base, as lucidrains centres it.
+  // Multiplied by the reciprocal: float64 division need not be correctly
+  // rounded on GPUs, multiplication is (the same bits on every target).
+  const Expr power = (a.position(a.r, a.s, a.b) - cast<double>(a.seq_len / 2)) *
+                     f64_constant(1.0 / spec.xpos.scale_base, prefix + "xpos_inverse_scale_base");
+  Func scale(prefix + "xpos_scale");
+  // Queries scale by s_r^p, keys by s_r^-p (lucidrains: its inverse).
+  const Expr log_scale = power * logs(a.r);
+  scale(a.r, a.s, a.b) = Tuple(exp_to_float(log_scale, prefix + "xpos_q"), exp_to_float(-log_scale, prefix + "xpos_k"));
+  return scale;
+}
+
+// Dim of member m of pair r in a pairing.
+Expr dim_of(const RopeSpec& spec, Pairing pairing, const Expr& r, const Expr& m) {
+  const int off = spec.rotary_offset;
+  return pairing == Pairing::Interleaved ? off + 2 * r + m : off + r + m * spec.num_pairs();
+}
+
+// `spec` is the kernel's (kernel_spec): it reads in `pairing` and writes in
+// `output_pairing`; backward kernels rotate by -angle.
 void define_rotation(const RopeSpec& spec, const RopeAlgorithm& a, RotatedTensor& t, bool is_key) {
-  const int off = spec.rotary_offset, half = spec.num_pairs();
-  const bool interleaved = spec.pairing == Pairing::Interleaved;
-  // Dims of pair r: (first, second) member.
-  auto dim_of = [&](const Expr& r, const Expr& m) { return interleaved ? off + 2 * r + m : off + r + m * half; };
-  const Expr x0 = load_as_float(t.input(dim_of(a.r, 0), a.h, a.s, a.b), spec.dtype);
-  const Expr x1 = load_as_float(t.input(dim_of(a.r, 1), a.h, a.s, a.b), spec.dtype);
-  const Expr c = a.cos_sin(a.r, a.s, a.b)[0], sn = a.cos_sin(a.r, a.s, a.b)[1];
+  const int half = spec.num_pairs();
+  const Expr x0 = load_as_float(t.input(dim_of(spec, spec.pairing, a.r, 0), a.h, a.s, a.b), spec.dtype);
+  const Expr x1 = load_as_float(t.input(dim_of(spec, spec.pairing, a.r, 1), a.h, a.s, a.b), spec.dtype);
+  const Expr c = a.cos_sin(a.r, a.s, a.b)[0];
+  const Expr sn = a.variant.backward ? -a.cos_sin(a.r, a.s, a.b)[1] : a.cos_sin(a.r, a.s, a.b)[1];
   Expr value = select(a.m == 0, x0 * c - x1 * sn, x1 * c + x0 * sn);
   if (spec.xpos.enabled) value *= a.xpos_scale(a.r, a.s, a.b)[is_key ? 1 : 0];
   // No fused multiply-add: the same roundings on every target (trig.cpp).
@@ -68,14 +140,14 @@ void define_rotation(const RopeSpec& spec, const RopeAlgorithm& a, RotatedTensor
   // The view's dim 0 is the dense one: pairs when half-split, members when
   // interleaved (in the output pairing, which differs only for DeepSeek-V3).
   const Expr stored = store_from_float(t.rotated(a.r, a.m, a.h, a.s, a.b), spec.dtype);
-  if (spec.output_pairing == Pairing::Interleaved) {
+  const bool out_interleaved = spec.output_pairing == Pairing::Interleaved;
+  if (out_interleaved) {
     t.output(a.m, a.r, a.h, a.s, a.b) = stored;
     t.output.output_buffer().dim(1).set_stride(2);
   } else {
     t.output(a.r, a.m, a.h, a.s, a.b) = stored;
     t.output.output_buffer().dim(1).set_stride(half);
   }
-  const bool out_interleaved = spec.output_pairing == Pairing::Interleaved;
   // Pair and member dims are known whole (runtime/tensor_view.cpp's
   // rotary_view): member tests fold at compile time. Halide 21's Vulkan
   // backend miscompiled them as run-time booleans (m == 0 read as false).
@@ -83,48 +155,73 @@ void define_rotation(const RopeSpec& spec, const RopeAlgorithm& a, RotatedTensor
   t.output.output_buffer().dim(1).set_bounds(0, out_interleaved ? half : 2);
 }
 
-}  // namespace
+// dL/dangle of one tensor's pairs, summed over its heads, tokens and batch
+// and weighted by position: dL/d(inv_freq). With y the forward rotation of
+// the saved input pair and g the upstream gradient, dL/dangle = g1*y0 - g0*y1
+// (times the xPos scale). The saved input sits where the forward read it
+// (the kernel spec's output pairing), g where the forward wrote.
+// cos_sin and xpos_scale are the gradient's own copies (schedules place
+// the forward's stages inside the forward's loops).
+Expr frequency_gradient(const RopeSpec& spec, const RopeAlgorithm& a, const RotatedTensor& t, bool is_key,
+                        const RDom& rows, const Func& cos_sin, const Func& xpos_scale) {
+  const Expr& h = rows.x;
+  const Expr& s = rows.y;
+  const Expr& b = rows.z;
+  auto load = [&](const ImageParam& in, Pairing pairing, int m) {
+    return load_as_float(in(dim_of(spec, pairing, a.r, m), h, s, b), spec.dtype);
+  };
+  const Expr x0 = load(t.saved, spec.output_pairing, 0), x1 = load(t.saved, spec.output_pairing, 1);
+  const Expr g0 = load(t.input, spec.pairing, 0), g1 = load(t.input, spec.pairing, 1);
+  const Expr c = cos_sin(a.r, s, b)[0], sn = cos_sin(a.r, s, b)[1];
+  Expr d_angle = g1 * (x0 * c - x1 * sn) - g0 * (x1 * c + x0 * sn);
+  if (spec.xpos.enabled) d_angle *= xpos_scale(a.r, s, b)[is_key ? 1 : 0];
+  return a.position(a.r, s, b) * cast<double>(strict_float(d_angle));
+}
 
-RopeAlgorithm build_rope_algorithm(const RopeSpec& spec, const KernelVariant& variant) {
+void define_frequency_gradient(const RopeSpec& spec, RopeAlgorithm& a, const RopeFrequencies& freqs) {
+  const Type type = storage_type(spec.dtype);
+  const Func cos_sin = detail::cos_sin_stages(a, static_cast<float>(freqs.attention_factor), "d_freqs_").second;
+  const Func xpos_scale = spec.xpos.enabled ? xpos_stage(spec, a, freqs, "d_freqs_") : Func();
+  a.d_freqs_sum = Func("d_freqs_sum");
+  Func& sum = a.d_freqs_sum;
+  sum(a.r) = cast<double>(0);
+  for (RotatedTensor* t : {&a.q, &a.k}) {
+    if (!t->input.defined()) continue;
+    t->saved = ImageParam(type, 4, t == &a.q ? "saved_q" : "saved_k");
+    RDom rows(t->input.dim(1).min(), t->input.dim(1).extent(), t->input.dim(2).min(), t->input.dim(2).extent(), t->input.dim(3).min(),
+              t->input.dim(3).extent(), t == &a.q ? "q_rows" : "k_rows");
+    sum(a.r) += frequency_gradient(spec, a, *t, t == &a.k, rows, cos_sin, xpos_scale);
+  }
+  a.d_freqs = Func("d_freqs");
+  a.d_freqs(a.r) = cast<float>(sum(a.r));
+}
+
+RopeAlgorithm build_rope(const RopeSpec& forward_spec, const KernelVariant& variant) {
+  const RopeSpec spec = kernel_spec(forward_spec, variant);
   RopeAlgorithm a;
   a.variant = variant;
   const Type type = storage_type(spec.dtype);
   a.q.input = ImageParam(type, 4, "q");
   a.q.rotated = Func("rotated_q");
   a.q.output = Func("out_q");
-  a.positions = ImageParam(variant.position_type, 2, "positions");
+  a.positions = ImageParam(variant.position_type, spec.axes.enabled() ? 3 : 2, "positions");
   // Position ids may be strided ([S, B] in sbhd) or broadcast ([S] shared: batch stride 0).
   a.positions.dim(0).set_stride(Expr());
   a.cu_seqlens = ImageParam(Int(32), 1, "cu_seqlens");
+  a.freqs = ImageParam(Float(32), 1, "freqs");
 
   a.position = Func("position");
-  a.position(a.s, a.b) = position_expr(spec, a);
+  a.position(a.r, a.s, a.b) = detail::position_expr(spec, a, pair_axis(spec, a.r));
 
   a.inv_freq = Func("inv_freq");
   a.inv_freq(a.r) = inv_freq_expr(spec, a);
 
   const RopeFrequencies freqs = compute_frequencies(spec);
-  const float attention = static_cast<float>(freqs.attention_factor);
-  a.reduced = Func("reduced");
-  a.reduced(a.r, a.s, a.b) = reduce_angle(a.position(a.s, a.b) * a.inv_freq(a.r));
-  const SinCos sc = sincos_of_reduced(a.reduced(a.r, a.s, a.b)[0], a.reduced(a.r, a.s, a.b)[1]);
-  a.cos_sin = Func("cos_sin");
-  a.cos_sin(a.r, a.s, a.b) = attention == 1.0f ? Tuple(sc.cos, sc.sin) : Tuple(sc.cos * attention, sc.sin * attention);
+  detail::define_cos_sin(a, static_cast<float>(freqs.attention_factor));
 
   if (spec.xpos.enabled) {
     a.uses_seq_len = true;
-    std::vector<double> log_base;
-    for (double base : freqs.xpos_base) log_base.push_back(std::log(base));
-    const Buffer<double> logs = constant_table(log_base, "xpos_log_base_table");
-    // p = (pos - floor(seq_len / 2)) / scale_base, as lucidrains centres it.
-    // Multiplied by the reciprocal: float64 division need not be correctly
-    // rounded on GPUs, multiplication is (the same bits on every target).
-    const Expr power = (a.position(a.s, a.b) - cast<double>(a.seq_len / 2)) *
-                       f64_constant(1.0 / spec.xpos.scale_base, "xpos_inverse_scale_base");
-    a.xpos_scale = Func("xpos_scale");
-    // Queries scale by s_r^p, keys by s_r^-p (lucidrains: its inverse).
-    const Expr log_scale = power * logs(a.r);
-    a.xpos_scale(a.r, a.s, a.b) = Tuple(exp_to_float(log_scale, "xpos_q"), exp_to_float(-log_scale, "xpos_k"));
+    a.xpos_scale = xpos_stage(spec, a, freqs, "");
   }
 
   define_rotation(spec, a, a.q, false);
@@ -134,15 +231,33 @@ RopeAlgorithm build_rope_algorithm(const RopeSpec& spec, const KernelVariant& va
     a.k.output = Func("out_k");
     define_rotation(spec, a, a.k, true);
   }
+  if (variant.backward && a.uses_freqs) define_frequency_gradient(spec, a, freqs);
   return a;
 }
 
+}  // namespace
+
+RopeAlgorithm build_algorithm(const RopeSpec& spec, const KernelVariant& variant) {
+  switch (spec.encoding) {
+    case Encoding::Rope: return build_rope(spec, variant);
+    case Encoding::Sinusoidal:
+    case Encoding::Learned: return detail::build_sinusoidal_or_learned(spec, variant);
+    case Encoding::Alibi: return detail::build_alibi(spec, variant);
+  }
+  return {};
+}
+
 std::vector<Argument> RopeAlgorithm::arguments() const {
-  // Fixed order (documented in manifest.json): q, k, positions, cu_seqlens, offset, seq_len.
+  // Fixed order (documented in manifest.json): q (or x), k, positions,
+  // cu_seqlens, table, freqs, saved_q, saved_k, offset, seq_len.
   std::vector<Argument> args = {q.input};
   if (variant.with_k) args.push_back(k.input);
   if (uses_positions) args.push_back(positions);
   if (uses_cu_seqlens) args.push_back(cu_seqlens);
+  if (uses_table) args.push_back(table);
+  if (uses_freqs) args.push_back(freqs);
+  if (q.saved.defined()) args.push_back(q.saved);
+  if (k.saved.defined()) args.push_back(k.saved);
   if (uses_offset) args.push_back(offset);
   if (uses_seq_len) args.push_back(seq_len);
   return args;
@@ -157,8 +272,10 @@ PassThroughCopy build_pass_through_copy(const RopeSpec& spec) {
 }
 
 std::vector<Func> RopeAlgorithm::outputs() const {
-  if (variant.with_k) return {q.output, k.output};
-  return {q.output};
+  std::vector<Func> out = {q.output};
+  if (variant.with_k) out.push_back(k.output);
+  if (d_freqs.defined()) out.push_back(d_freqs);
+  return out;
 }
 
 }  // namespace ropegen::lowering

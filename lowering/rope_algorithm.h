@@ -1,9 +1,13 @@
-// The RoPE algorithm as Halide Funcs — what is computed, never how (the
+// The algorithms as Halide Funcs — what is computed, never how (the
 // schedules live in targets/). Tensors are seen logically as (d, h, s, b):
 // head dim (dense), head, token, batch; every layout maps onto that with
-// strides, so one algorithm serves bshd, bhsd, sbhd and thd (B = 1).
+// strides, so one algorithm serves bshd, bhsd, sbhd and thd (B = 1). The
+// single-tensor encodings use the same view: sinusoidal and learned x as
+// (d, 1, s, b), ALiBi scores [B, H, Sq, Sk] as (key, head, query, batch).
 #pragma once
 
+#include <string>
+#include <utility>
 #include <vector>
 
 #include <Halide.h>
@@ -17,7 +21,20 @@ namespace ropegen::lowering {
 struct KernelVariant {
   bool with_k = false;                          // rotate k in the same call
   Halide::Type position_type = Halide::Int(32); // explicit positions: int32 or int64
+  // rope: dL/dq (, dL/dk) from the upstream gradients in q (, k): the
+  // rotation by -angle. With run-time frequencies also dL/d(inv_freq).
+  bool backward = false;
 };
+
+// The spec a kernel is laid out by: a backward kernel reads the gradient
+// where the forward wrote (output_pairing) and writes where it read
+// (pairing). Schedules and argument binding use this one.
+RopeSpec kernel_spec(const RopeSpec& spec, const KernelVariant& variant);
+
+// The (d, h, s, b) layout a kernel's tensor is in: bsd, sbd and td are
+// bshd, sbhd and thd with one head; ALiBi's scores [B, H, Sq, Sk] are bhsd.
+Layout with_heads(Layout layout);
+Layout kernel_layout(const RopeSpec& spec);
 
 // One rotated tensor (q or k): its input and the stages the schedule places.
 // The output is the rotary part only, as a strided view the runtime builds:
@@ -28,27 +45,35 @@ struct RotatedTensor {
   Halide::ImageParam input;  // (d, h, s, b), the whole head
   Halide::Func rotated;      // (r, m, h, s, b): member m of pair r, float32
   Halide::Func output;       // rotary view, spec dtype
+  Halide::ImageParam saved;  // backward with run-time frequencies: the forward input
 };
 
 struct RopeAlgorithm {
   Halide::Var d{"d"}, h{"h"}, s{"s"}, b{"b"}, r{"r"}, m{"m"};
 
   // Run-time arguments (only those the spec needs appear in arguments()).
-  Halide::ImageParam positions;   // (s, b) explicit position ids
+  Halide::ImageParam positions;   // (s, b) explicit position ids; multi-axis: (axis, s, b)
   Halide::ImageParam cu_seqlens;  // (n + 1) thd sequence starts, int32
+  Halide::ImageParam table;       // learned: (d, position) rows to add, spec dtype
+  Halide::ImageParam freqs;       // frequency scheme runtime: (r) inv_freq, float32
   Halide::Param<int64_t> offset{"offset", 0};
   Halide::Param<int64_t> seq_len{"seq_len", 1};
 
-  Halide::Func position;      // (s, b) float64
+  Halide::Func position;      // (r, s, b) float64: the position pair r of token (s, b) is rotated by
   Halide::Func inv_freq;      // (r) float64, after scaling
   Halide::Func reduced;       // (r, s, b) -> {angle mod pi/2 (float32), quadrant}
   Halide::Func cos_sin;       // (r, s, b) -> {cos, sin} * attention factor, float32
   Halide::Func xpos_scale;    // (r, s, b) -> {query scale s_r^p, key scale s_r^-p}; undefined without xPos
 
+  // q, k for rope; q alone holds the single tensor of the other encodings
+  // (input "x", output "out_x": (d, h, s, b) in the spec's dtype).
   RotatedTensor q, k;         // k.output is undefined unless the variant has k
+  Halide::Func d_freqs;       // (r) float32: dL/d(inv_freq), backward with run-time frequencies
+  Halide::Func d_freqs_sum;   // (r) float64: its accumulation over every row of q and k
   KernelVariant variant;
   // Which run-time arguments the spec reads; arguments() lists exactly these.
   bool uses_positions = false, uses_cu_seqlens = false, uses_offset = false, uses_seq_len = false;
+  bool uses_table = false, uses_freqs = false;
 
   std::vector<Halide::Argument> arguments() const;
   std::vector<Halide::Func> outputs() const;
@@ -63,7 +88,20 @@ struct PassThroughCopy {
 };
 PassThroughCopy build_pass_through_copy(const RopeSpec& spec);
 
-// Builds the algorithm; every constant comes from rope_math.
-RopeAlgorithm build_rope_algorithm(const RopeSpec& spec, const KernelVariant& variant);
+// Builds the spec's algorithm (any encoding); every constant comes from rope_math.
+RopeAlgorithm build_algorithm(const RopeSpec& spec, const KernelVariant& variant);
+
+// The parts shared by the encodings' builders (rope_algorithm.cpp).
+namespace detail {
+// Position of token (s, b) on axis `axis` as float64: explicit ids, or offset
+// + index (thd / td: restarting at every cu_seqlens start). Sets uses_*.
+Halide::Expr position_expr(const RopeSpec& spec, RopeAlgorithm& a, const Halide::Expr& axis);
+// reduced and cos_sin Funcs (times `attention`) from a.position and
+// a.inv_freq, named with `prefix`; define_cos_sin sets a.reduced, a.cos_sin.
+std::pair<Halide::Func, Halide::Func> cos_sin_stages(const RopeAlgorithm& a, float attention, const std::string& prefix);
+void define_cos_sin(RopeAlgorithm& a, float attention);
+RopeAlgorithm build_sinusoidal_or_learned(const RopeSpec& spec, const KernelVariant& variant);
+RopeAlgorithm build_alibi(const RopeSpec& spec, const KernelVariant& variant);
+}  // namespace detail
 
 }  // namespace ropegen::lowering

@@ -37,6 +37,7 @@ std::vector<double> base_frequencies(const RopeSpec& spec, double theta) {
     }
     case FrequencyScheme::Constant: return std::vector<double>(n, f.value);
     case FrequencyScheme::Custom: return f.values;
+    case FrequencyScheme::Runtime: return {};  // given at call time
   }
   return {};
 }
@@ -102,6 +103,66 @@ double longrope_attention_factor(const Scaling& s) {
   return std::sqrt(1.0 + std::log(s.factor) / std::log(static_cast<double>(s.original_max_position)));
 }
 
+std::vector<int> pair_axes(const RopeSpec& spec) {
+  const Axes& axes = spec.axes;
+  std::vector<int> axis(spec.num_pairs(), 0);
+  if (!axes.enabled()) return axis;
+  if (axes.interleaved) {
+    // Qwen3-VL: round robin over the axes while each has pairs left; the
+    // rest (the tail) stays on axis 0.
+    const int n = axes.count();
+    for (int r = 0; r < spec.num_pairs(); ++r)
+      if (r % n != 0 && r < n * axes.sections[r % n]) axis[r] = r % n;
+    return axis;
+  }
+  int r = 0;
+  for (int a = 0; a < axes.count(); ++a)
+    for (int i = 0; i < axes.sections[a]; ++i) axis[r++] = a;
+  return axis;
+}
+
+std::vector<double> sinusoidal_frequencies(const RopeSpec& spec) {
+  std::vector<double> f((spec.dim + 1) / 2);
+  for (size_t i = 0; i < f.size(); ++i) f[i] = std::pow(spec.base, -2.0 * static_cast<double>(i) / spec.dim);
+  return f;
+}
+
+std::vector<double> alibi_slopes(int num_heads) {
+  const auto power_of_two_slopes = [](int n) {
+    const double start = std::pow(2.0, -std::pow(2.0, -(std::log2(n) - 3)));
+    std::vector<double> out(n);
+    for (int i = 0; i < n; ++i) out[i] = start * std::pow(start, i);
+    return out;
+  };
+  const int closest = 1 << static_cast<int>(std::floor(std::log2(num_heads)));
+  std::vector<double> slopes = power_of_two_slopes(closest);
+  if (closest == num_heads) return slopes;
+  const std::vector<double> finer = alibi_slopes(2 * closest);
+  for (int i = 0; static_cast<int>(slopes.size()) < num_heads; i += 2) slopes.push_back(finer[i]);
+  return slopes;
+}
+
+namespace {
+
+// Each axis restarts its frequency index: the frequencies of a spec whose
+// rotary_dim is the axis's, placed at the axis's pairs.
+std::vector<double> per_axis_frequencies(const RopeSpec& spec, std::optional<int64_t> seq_len) {
+  const std::vector<int> axis = pair_axes(spec);
+  std::vector<std::vector<double>> sets;
+  for (int pairs : spec.axes.sections) {
+    RopeSpec one = spec;
+    one.axes = {};
+    one.rotary_dim = 2 * pairs;
+    sets.push_back(compute_frequencies(one, seq_len).inv_freq);
+  }
+  std::vector<double> f(axis.size());
+  std::vector<size_t> next(sets.size(), 0);
+  for (size_t r = 0; r < axis.size(); ++r) f[r] = sets[axis[r]][next[axis[r]]++];
+  return f;
+}
+
+}  // namespace
+
 RopeFrequencies compute_frequencies(const RopeSpec& spec, std::optional<int64_t> seq_len) {
   const Scaling& s = spec.scaling;
   const double theta = spec.frequency.theta;
@@ -138,6 +199,7 @@ RopeFrequencies compute_frequencies(const RopeSpec& spec, std::optional<int64_t>
       apply_llama3(out.inv_freq, s);
       break;
   }
+  if (spec.axes.per_axis_frequencies) out.inv_freq = per_axis_frequencies(spec, seq_len);
   if (spec.xpos.enabled) {
     const double d = spec.rotary_dim;
     for (int i = 0; i < spec.num_pairs(); ++i) out.xpos_base.push_back((2.0 * i + 0.4 * d) / (1.4 * d));

@@ -6,7 +6,7 @@ namespace ropegen::lowering {
 
 using namespace Halide;
 
-Tuple reduce_angle(const Expr& angle_f64) {
+Tuple reduce_angle(const Expr& angle_f64, const std::string& prefix) {
   constexpr double kPiOver2 = 1.57079632679489661923;
   constexpr double kTwoOverPi = 0.63661977236758134308;
   // In float64 the product and the reduction stay exact to ~1e-9 rad for
@@ -16,8 +16,8 @@ Tuple reduce_angle(const Expr& angle_f64) {
   // strict_float: no fused multiply-add, so every target rounds the same
   // operations the same way (a CPU fused k * pi/2 into the subtraction,
   // lavapipe did not: 1-3 ulp apart in cos/sin).
-  const Expr k = round(angle_f64 * f64_constant(kTwoOverPi, "two_over_pi"));
-  const Expr r = strict_float(cast<float>(angle_f64 - k * f64_constant(kPiOver2, "pi_over_2")));
+  const Expr k = round(angle_f64 * f64_constant(kTwoOverPi, prefix + "two_over_pi"));
+  const Expr r = strict_float(cast<float>(angle_f64 - k * f64_constant(kPiOver2, prefix + "pi_over_2")));
   return Tuple(r, cast<int>(cast<int64_t>(k) & 3));
 }
 

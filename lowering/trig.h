@@ -5,6 +5,8 @@
 // same arithmetic everywhere, so every target computes the same bits.
 #pragma once
 
+#include <string>
+
 #include <Halide.h>
 
 namespace ropegen::lowering {
@@ -15,8 +17,8 @@ struct SinCos {
 
 // The angle reduced to r in [-pi/4, pi/4] (float32) and its quadrant (int32):
 // angle = quadrant * pi/2 + r (mod 2 pi). A Tuple, so a schedule can compute
-// it once for both sin and cos.
-Halide::Tuple reduce_angle(const Halide::Expr& angle_f64);
+// it once for both sin and cos. `prefix` names its constants (unique in a pipeline).
+Halide::Tuple reduce_angle(const Halide::Expr& angle_f64, const std::string& prefix = "");
 // sin and cos from a reduced angle (the two Tuple elements above).
 SinCos sincos_of_reduced(const Halide::Expr& r, const Halide::Expr& quadrant);
 

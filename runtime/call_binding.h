@@ -22,11 +22,12 @@ namespace ropegen::runtime {
 // The rotary pipeline's arguments (lowering::RopeAlgorithm::arguments(),
 // then its outputs). Only those the variant and spec use are set.
 struct RopeArguments {
-  Halide::Buffer<> q, k, positions, cu_seqlens;
+  Halide::Buffer<> q, k, positions, cu_seqlens, table, freqs, saved_q, saved_k;
   int64_t offset = 0, seq_len = 1;
-  Halide::Buffer<> out_q, out_k;  // rotary views of the caller's outputs
+  Halide::Buffer<> out_q, out_k;  // rotary views of the caller's outputs (rope), or the output itself
+  Halide::Buffer<> d_freqs;
 
-  std::vector<Halide::Buffer<>> outputs() const;  // out_q (, out_k): the pipeline's output order
+  std::vector<Halide::Buffer<>> outputs() const;  // out_q (, out_k) (, d_freqs): the pipeline's output order
 };
 
 // One range of dims outside the rotary part: lowering::PassThroughCopy's
@@ -52,7 +53,8 @@ std::optional<ArgumentSource> rope_argument(std::string_view name);
 std::optional<ArgumentSource> pass_through_argument(std::string_view name);
 
 // Throws std::invalid_argument for a call no kernel of the spec can run
-// (writing pairs elsewhere than they were read, in place).
+// (writing pairs elsewhere than they were read, in place). `spec` is the
+// kernel's (lowering::kernel_spec).
 BoundCall bind_call(const RopeSpec& spec, const lowering::KernelVariant& variant, const RopeCall& call);
 
 }  // namespace ropegen::runtime

@@ -114,32 +114,42 @@ class PartRun {
   PartRun(const RopeSpec& spec, const lowering::KernelVariant& variant, const RopeCall& call, const Part& p)
       : spec_(spec), variant_(variant), call_(call), p_(p) {}
 
-  void run(const DevicePipelines& pipelines, const Halide::Buffer<>& cu_seqlens) {
-    RopeArguments a;
+  // `whole`: the call's arguments that are not split (cu_seqlens, table,
+  // freqs), staged once for every part.
+  void run(const DevicePipelines& pipelines, const RopeArguments& whole) {
+    const bool rope = spec_.encoding == Encoding::Rope;
+    RopeArguments a = whole;
     a.q = gather(call_.q);
     if (variant_.with_k) a.k = gather(call_.k);
     if (call_.positions.defined()) a.positions = gather_positions(call_.positions);
-    a.cu_seqlens = cu_seqlens;
+    if (call_.saved_q.defined()) a.saved_q = gather(call_.saved_q);
+    if (call_.saved_k.defined()) a.saved_k = gather(call_.saved_k);
     a.offset = call_.offset;
     a.seq_len = call_.seq_len;
-    a.out_q = rotary_stage(call_.q);
+    a.out_q = rope ? rotary_stage(call_.q) : row_stage(call_.q);
     if (variant_.with_k) a.out_k = rotary_stage(call_.k);
+    // dL/d(inv_freq) of this part's rows (computed on the host), summed below.
+    if (call_.d_freqs.defined()) a.d_freqs = Halide::Buffer<float>(call_.d_freqs.dim(0).extent());
     pipelines.rope(a);
 
     std::vector<Copy> copies;
-    copies.push_back({a.out_q, rotary_view(call_.out_q, spec_), 0});
+    copies.push_back({a.out_q, rope ? rotary_view(call_.out_q, spec_) : call_.out_q, 0});
     if (variant_.with_k) copies.push_back({a.out_k, rotary_view(call_.out_k, spec_), 0});
-    add_pass_through(pipelines, a.q, call_.q, call_.out_q, copies);
-    if (variant_.with_k) add_pass_through(pipelines, a.k, call_.k, call_.out_k, copies);
+    if (rope) add_pass_through(pipelines, a.q, call_.q, call_.out_q, copies);
+    if (rope && variant_.with_k) add_pass_through(pipelines, a.k, call_.k, call_.out_k, copies);
 
     // Device memory is freed before any other handle to a staged buffer
     // exists: Halide's buffers share device allocations by reference count.
-    for (Halide::Buffer<> b : {a.q, a.k, a.positions})
+    for (Halide::Buffer<> b : {a.q, a.k, a.positions, a.saved_q, a.saved_k})
       if (b.defined()) b.device_free();
     for (Copy& c : copies) {
       check(c.staged.copy_to_host(), "a result");
       c.staged.device_free();
       c.view.copy_from(c.shift ? c.staged.translated(0, c.shift) : c.staged);
+    }
+    if (a.d_freqs.defined()) {
+      Halide::Buffer<float> part(a.d_freqs), total(call_.d_freqs);
+      total.for_each_element([&](int r) { total(r) += part(r); });
     }
   }
 
@@ -161,8 +171,13 @@ class PartRun {
     return b;
   }
 
+  // (s, b), or (axis, s, b) for multi-axis ids.
   Halide::Buffer<> gather_positions(const Halide::Buffer<>& in) {
-    Halide::Buffer<> b = staged(in.type(), {p_.padded, p_.nb}, token_mins(0));
+    const int leading = in.dimensions() - 2;
+    std::vector<int> extents;
+    for (int d = 0; d < leading; ++d) extents.push_back(in.dim(d).extent());
+    extents.insert(extents.end(), {p_.padded, p_.nb});
+    Halide::Buffer<> b = staged(in.type(), extents, token_mins(leading));
     b.copy_from(in);
     zero_padding(b, p_.ns);
     return b;
@@ -175,6 +190,12 @@ class PartRun {
     const bool interleaved = spec_.output_pairing == Pairing::Interleaved;
     return staged(like.type(), {interleaved ? 2 : half, interleaved ? half : 2, like.dim(1).extent(), p_.padded, p_.nb},
                   token_mins(3));
+  }
+
+  // The kernel's dense output for a whole (d, h, s, b) tensor like `like`
+  // (the single-tensor encodings).
+  Halide::Buffer<> row_stage(const Halide::Buffer<>& like) const {
+    return staged(like.type(), {like.dim(0).extent(), like.dim(1).extent(), p_.padded, p_.nb}, token_mins(2));
   }
 
   // Out of place, the dims outside the rotary range are copied on the
@@ -201,15 +222,39 @@ Sizes sizes_of(const RopeSpec& spec, const lowering::KernelVariant& variant, con
                const DeviceInfo& device) {
   const int64_t e = call.q.type().bytes();
   Sizes s{{}, device.buffer_size_multiple, device.max_buffer_bytes, device.max_token_blocks, device.max_batch_blocks};
-  std::vector<int64_t> heads = {call.q.dim(1).extent()};
+  if (spec.encoding != Encoding::Rope) {
+    const int64_t d = call.q.dim(0).extent(), h = call.q.dim(1).extent();
+    s.token_bytes = {padded_row(static_cast<int>(d)) * h * e, d * h * e};  // input, output
+  }
+  std::vector<int64_t> heads;
+  if (spec.encoding == Encoding::Rope) heads.push_back(call.q.dim(1).extent());
   if (variant.with_k) heads.push_back(call.k.dim(1).extent());
   for (int64_t h : heads) {
-    s.token_bytes.push_back(padded_row(spec.head_dim) * h * e);
+    // input (and the saved forward input), rotary output, pass-through copies
+    for (int n = call.saved_q.defined() ? 2 : 1; n > 0; --n) s.token_bytes.push_back(padded_row(spec.head_dim) * h * e);
     s.token_bytes.push_back(spec.rotary_dim * h * e);
     for (auto [first, count] : pass_ranges(spec)) s.token_bytes.push_back(count * h * e);
   }
-  if (call.positions.defined()) s.token_bytes.push_back(call.positions.type().bytes());
+  if (call.positions.defined())
+    s.token_bytes.push_back(call.positions.type().bytes() * (call.positions.dimensions() == 3 ? call.positions.dim(0).extent() : 1));
   return s;
+}
+
+// A small argument that is not split (a learned table, run-time
+// frequencies): copied whole, its last dim padded so that its size is a
+// multiple of the device's size multiple.
+Halide::Buffer<> staged_whole(const Halide::Buffer<>& in, int64_t multiple) {
+  if (!in.defined()) return in;
+  const int last = in.dimensions() - 1;
+  const int64_t slice_bytes = in.number_of_elements() / in.dim(last).extent() * in.type().bytes();
+  const int64_t step = std::max<int64_t>(1, multiple / std::gcd(slice_bytes, multiple));
+  std::vector<int> extents;
+  for (int d = 0; d < in.dimensions(); ++d) extents.push_back(in.dim(d).extent());
+  extents[last] = static_cast<int>((extents[last] + step - 1) / step * step);
+  Halide::Buffer<> b(in.type(), extents);
+  std::memset(b.data(), 0, b.size_in_bytes());
+  b.copy_from(in);
+  return b;
 }
 
 // cu_seqlens padded to the size multiple with starts past every token:
@@ -243,14 +288,18 @@ int device_parts(const RopeSpec& spec, const lowering::KernelVariant& variant, c
 void run_on_device(const RopeSpec& spec, const lowering::KernelVariant& variant, const RopeCall& call,
                    const DeviceInfo& device, const DevicePipelines& pipelines) {
   const Sizes sizes = sizes_of(spec, variant, call, device);
-  Halide::Buffer<> cu = staged_cu_seqlens(call.cu_seqlens, device.buffer_size_multiple);
+  RopeArguments whole;
+  whole.cu_seqlens = staged_cu_seqlens(call.cu_seqlens, device.buffer_size_multiple);
+  whole.table = staged_whole(call.table, device.buffer_size_multiple);
+  whole.freqs = staged_whole(call.freqs, device.buffer_size_multiple);
   try {
     for (const Part& p : plan_parts(sizes, call.q.dim(2).extent(), call.q.dim(3).extent()))
-      PartRun(spec, variant, call, p).run(pipelines, cu);
+      PartRun(spec, variant, call, p).run(pipelines, whole);
   } catch (const Halide::Error& e) {
     throw DeviceError(fmt::format("{}: {}", device.description, e.what()));
   }
-  if (cu.defined()) cu.device_free();
+  for (Halide::Buffer<> b : {whole.cu_seqlens, whole.table, whole.freqs})
+    if (b.defined()) b.device_free();
 }
 
 }  // namespace ropegen::runtime

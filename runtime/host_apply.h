@@ -1,7 +1,8 @@
 // Applying a spec to float32 host tensors (what `rope-gen apply` and the
 // tests do): validate the call against the spec, convert to the spec's
 // dtype, run, convert back. Shape mistakes are diagnostics that name both
-// shapes and the fix.
+// shapes and the fix. Single-tensor encodings (sinusoidal, learned, ALiBi
+// scores) pass their tensor as `q` named "x".
 #pragma once
 
 #include <cstdint>
@@ -30,7 +31,13 @@ struct HostPositions {
 struct ApplyRequest {
   HostTensor q;
   std::optional<HostTensor> k;
-  std::optional<HostPositions> positions;
+  std::optional<HostPositions> positions;  // multi-axis: a trailing [n_axes] dim
+  std::optional<HostTensor> table;         // learned: [max_len, dim]
+  std::optional<HostTensor> freqs;         // frequency scheme runtime: [rotary_dim / 2]
+  // Backward: q / k are the upstream gradients; with run-time frequencies
+  // the forward inputs too, for dL/d(inv_freq).
+  bool backward = false;
+  std::optional<HostTensor> saved_q, saved_k;
   std::optional<std::vector<int64_t>> cu_seqlens;  // thd
   int64_t offset = 0;
   std::optional<int64_t> seq_len;                  // default: max position + 1
@@ -40,6 +47,7 @@ struct ApplyRequest {
 struct ApplyResult {
   std::vector<float> out_q;
   std::optional<std::vector<float>> out_k;
+  std::optional<std::vector<float>> d_freqs;  // backward with run-time frequencies
   int64_t seq_len = 0;  // what the call used
 };
 

@@ -10,16 +10,15 @@
 namespace ropegen::runtime {
 
 JitKernel::JitKernel(const RopeSpec& spec, const lowering::KernelVariant& variant, const Halide::Target& target)
-    : spec_(spec),
-      algorithm_(std::make_unique<lowering::RopeAlgorithm>(lowering::build_rope_algorithm(spec, variant))),
+    : spec_(lowering::kernel_spec(spec, variant)),
       target_(with_device_version(target)) {  // GPU targets: for the device's capability / version
   install_halide_message_filter();
   prepare_device_runtime(target_);
-  targets::schedule_rope(*algorithm_, spec, target_);
+  algorithm_ = std::make_unique<lowering::RopeAlgorithm>(targets::scheduled_algorithm(spec, variant, target_));
   pipeline_ = Halide::Pipeline(algorithm_->outputs());
   quiet_runtime_prints(pipeline_);
   pipeline_.compile_jit(target_);
-  if (spec.rotary_dim < spec.head_dim) {
+  if (spec.encoding == Encoding::Rope && spec.rotary_dim < spec.head_dim) {
     pass_through_ = std::make_unique<lowering::PassThroughCopy>(lowering::build_pass_through_copy(spec));
     targets::schedule_pass_through(*pass_through_, spec, target_);
     pass_through_pipeline_ = Halide::Pipeline(pass_through_->output);
@@ -48,6 +47,10 @@ void JitKernel::realize(const RopeArguments& args) {
   if (a.variant.with_k) a.k.input.set(args.k);
   if (a.uses_positions) a.positions.set(args.positions);
   if (a.uses_cu_seqlens) a.cu_seqlens.set(args.cu_seqlens);
+  if (a.uses_table) a.table.set(args.table);
+  if (a.uses_freqs) a.freqs.set(args.freqs);
+  if (a.q.saved.defined()) a.q.saved.set(args.saved_q);
+  if (a.k.saved.defined()) a.k.saved.set(args.saved_k);
   a.offset.set(args.offset);
   a.seq_len.set(args.seq_len);
   pipeline_.realize(Halide::Realization(args.outputs()), target_);

@@ -1,5 +1,5 @@
 // A spec compiled for one target in this process (Halide JIT), callable on
-// tensors in the spec's layout. Compilation happens once per kernel object.
+// tensors in the spec's layout. spec() is the kernel's (lowering::kernel_spec). Compilation happens once per kernel object.
 #pragma once
 
 #include <cstdint>

@@ -9,11 +9,18 @@
 
 namespace ropegen::runtime {
 
+// One call of any encoding's kernel. The single-tensor encodings pass their
+// tensor (x, ALiBi's scores) as q / out_q; a backward kernel takes the
+// upstream gradients as q / k and writes dL/dq, dL/dk to out_q / out_k.
 struct RopeCall {
   Halide::Buffer<> q, out_q;            // logical (d, h, s, b) views; out may alias in
   Halide::Buffer<> k, out_k;            // only with a k variant
-  Halide::Buffer<> positions;           // (s, b), explicit specs
-  Halide::Buffer<int32_t> cu_seqlens;   // thd with implicit positions
+  Halide::Buffer<> positions;           // (s, b) or multi-axis (axis, s, b), explicit specs
+  Halide::Buffer<int32_t> cu_seqlens;   // thd / td with implicit positions
+  Halide::Buffer<> table;               // learned: (d, position), the spec's dtype
+  Halide::Buffer<> freqs;               // frequency scheme runtime: (r) float32
+  // Backward with run-time frequencies: the forward inputs, and dL/d(inv_freq) (r) float32.
+  Halide::Buffer<> saved_q, saved_k, d_freqs;
   int64_t offset = 0;
   int64_t seq_len = 1;                  // HF: max position id + 1
 };

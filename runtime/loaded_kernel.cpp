@@ -62,7 +62,7 @@ class LoadedKernel : public Kernel {
  public:
   LoadedKernel(const RopeSpec& spec, const lowering::KernelVariant& variant, Function rope,
                std::optional<Function> pass_through)
-      : spec_(spec), variant_(variant), rope_(std::move(rope)), pass_through_(std::move(pass_through)) {}
+      : spec_(lowering::kernel_spec(spec, variant)), variant_(variant), rope_(std::move(rope)), pass_through_(std::move(pass_through)) {}
 
   void run(const RopeCall& call) override {
     BoundCall bound = bind_call(spec_, variant_, call);

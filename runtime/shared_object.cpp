@@ -39,7 +39,9 @@ std::vector<std::pair<targets::aot::EntryPoint, std::string>> entries_for(const 
   for (const targets::aot::EntryPoint& e : targets::aot::entry_points(spec)) {
     if (e.kind == Kind::PassThrough && !symbols.pass_through.empty()) out.emplace_back(e, symbols.pass_through);
     const bool same_positions = !e.explicit_positions || e.variant.position_type == variant.position_type;
-    if (e.kind == Kind::Rope && e.variant.with_k == variant.with_k && same_positions) out.emplace_back(e, symbols.rope);
+    if (e.kind == Kind::Rope && e.variant.with_k == variant.with_k && e.variant.backward == variant.backward &&
+        same_positions)
+      out.emplace_back(e, symbols.rope);
   }
   return out;
 }
@@ -77,7 +79,7 @@ KernelSymbols kernel_symbols(const RopeSpec& spec, const CacheKey& key) {
   KernelSymbols s;
   s.prefix = "ropegen_" + key.hex + "_";
   s.rope = s.prefix + "rope";
-  if (spec.rotary_dim < spec.head_dim) s.pass_through = s.prefix + "pass_through";
+  if (spec.encoding == Encoding::Rope && spec.rotary_dim < spec.head_dim) s.pass_through = s.prefix + "pass_through";
   return s;
 }
 

@@ -1,5 +1,7 @@
 #include "tensor_view.h"
 
+#include "lowering/rope_algorithm.h"
+
 namespace ropegen::runtime {
 namespace {
 
@@ -16,30 +18,41 @@ std::vector<int64_t> dense_strides(const std::vector<int64_t>& shape) {
 }
 
 Halide::Buffer<> logical_tensor(void* data, Halide::Type type, Layout layout, const std::vector<int64_t>& shape,
-                                const std::vector<int64_t>& st) {
+                                const std::vector<int64_t>& strides) {
+  std::vector<int64_t> n = shape, st = strides;
+  if (lowering::with_heads(layout) != layout) {
+    n.insert(n.end() - 1, 1);
+    st.insert(st.end() - 1, n.back() * st.back());
+    layout = lowering::with_heads(layout);
+  }
   halide_dimension_t dims[4];
-  const auto& n = shape;
   switch (layout) {
     case Layout::BSHD: dims[0] = dim(n[3], st[3]), dims[1] = dim(n[2], st[2]), dims[2] = dim(n[1], st[1]), dims[3] = dim(n[0], st[0]); break;
     case Layout::BHSD: dims[0] = dim(n[3], st[3]), dims[1] = dim(n[1], st[1]), dims[2] = dim(n[2], st[2]), dims[3] = dim(n[0], st[0]); break;
     case Layout::SBHD: dims[0] = dim(n[3], st[3]), dims[1] = dim(n[2], st[2]), dims[2] = dim(n[0], st[0]), dims[3] = dim(n[1], st[1]); break;
     case Layout::THD: dims[0] = dim(n[2], st[2]), dims[1] = dim(n[1], st[1]), dims[2] = dim(n[0], st[0]), dims[3] = dim(1, n[0] * st[0]); break;
+    default: break;  // with_heads maps the rest
   }
   return Halide::Buffer<>(type, data, 4, dims);
 }
 
 Halide::Buffer<> logical_positions(void* data, Halide::Type type, Layout layout, const std::vector<int64_t>& shape,
-                                   int64_t batch) {
-  halide_dimension_t dims[2];
-  if (shape.size() == 1) {
+                                   int64_t batch, int axes) {
+  layout = lowering::with_heads(layout);
+  // Multi-axis ids have a trailing axis dim: every token's ids are `axes` apart.
+  const int64_t unit = axes > 0 ? axes : 1;
+  const std::vector<int64_t> tokens(shape.begin(), shape.end() - (axes > 0 ? 1 : 0));
+  std::vector<halide_dimension_t> dims;
+  if (axes > 0) dims.push_back(dim(axes, 1));
+  if (tokens.size() == 1) {
     // [S] shared by every sequence: the batch dim has stride 0.
-    dims[0] = dim(shape[0], 1), dims[1] = dim(layout == Layout::THD ? 1 : batch, 0);
+    dims.push_back(dim(tokens[0], unit)), dims.push_back(dim(layout == Layout::THD ? 1 : batch, 0));
   } else if (layout == Layout::SBHD) {
-    dims[0] = dim(shape[0], shape[1]), dims[1] = dim(shape[1], 1);
+    dims.push_back(dim(tokens[0], tokens[1] * unit)), dims.push_back(dim(tokens[1], unit));
   } else {
-    dims[0] = dim(shape[1], 1), dims[1] = dim(shape[0], shape[1]);
+    dims.push_back(dim(tokens[1], unit)), dims.push_back(dim(tokens[0], tokens[1] * unit));
   }
-  return Halide::Buffer<>(type, data, 2, dims);
+  return Halide::Buffer<>(type, data, static_cast<int>(dims.size()), dims.data());
 }
 
 Halide::Buffer<> rotary_view(const Halide::Buffer<>& t, const RopeSpec& spec) {

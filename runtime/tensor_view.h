@@ -12,14 +12,17 @@
 namespace ropegen::runtime {
 
 // shape/strides in elements, in the layout's own order: bshd [B,S,H,D],
-// bhsd [B,H,S,D], sbhd [S,B,H,D], thd [T,H,D].
+// bhsd [B,H,S,D], sbhd [S,B,H,D], thd [T,H,D]; bsd [B,S,D], sbd [S,B,D] and
+// td [T,D] are seen with one head.
 Halide::Buffer<> logical_tensor(void* data, Halide::Type type, Layout layout, const std::vector<int64_t>& shape,
                                 const std::vector<int64_t>& strides);
 
-// Position ids shaped as the layout's token dims ([B,S] bshd/bhsd, [S,B]
-// sbhd, [T] thd) or [S] (shared across the batch), seen as (s, b).
+// Position ids shaped as the layout's token dims ([B,S] bshd/bhsd/bsd,
+// [S,B] sbhd/sbd, [T] thd/td) or [S] (shared across the batch), seen as
+// (s, b); multi-axis ids (axes > 0) have a trailing [axes] dim, seen as
+// (axis, s, b).
 Halide::Buffer<> logical_positions(void* data, Halide::Type type, Layout layout, const std::vector<int64_t>& shape,
-                                   int64_t batch);
+                                   int64_t batch, int axes = 0);
 
 // The rotary part of a logical (d, h, s, b) tensor as the kernels' output
 // view, by output pairing: half (r, m, h, s, b), interleaved (m, r, h, s, b).

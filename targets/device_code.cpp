@@ -17,8 +17,7 @@ Result<std::string> cuda_ptx(const RopeSpec& spec, const lowering::KernelVariant
         schedule_pass_through(copy, spec, target);
         return Halide::Pipeline(copy.output).compile_to_module({copy.input}, spec.name + "_pass_through", target);
       }
-      lowering::RopeAlgorithm a = lowering::build_rope_algorithm(spec, variant);
-      schedule_rope(a, spec, target);
+      lowering::RopeAlgorithm a = scheduled_algorithm(spec, variant, target);
       return Halide::Pipeline(a.outputs()).compile_to_module(a.arguments(), spec.name + "_rope", target);
     }();
     const Halide::Buffer<> ptx = module.get_cuda_ptx_assembly_buffer();

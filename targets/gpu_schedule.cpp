@@ -215,6 +215,21 @@ void schedule_rope_gpu(lowering::RopeAlgorithm& a, const RopeSpec& spec, const T
   if (a.variant.with_k) schedule_tensor(a, a.k, cs_k, reduced_k, xpos_k, g, spec);
 }
 
+// Sinusoidal, learned, ALiBi: one thread per element of a row chunk,
+// blocks over (token, chunk x head, batch) — tokens on the grid dim the
+// runtime splits calls along (runtime/device_call.h). Sinusoidal cos/sin
+// are computed per element: cheap next to a memory access on a GPU.
+void schedule_encoding_gpu(lowering::RopeAlgorithm& a, const RopeSpec& spec, const Target& target) {
+  Var dt("dt"), ds("ds"), dh("dh");
+  a.q.output.split(a.d, ds, dt, thread_budget(target), TailStrategy::GuardWithIf)
+      .reorder(dt, ds, a.h, a.s, a.b)
+      .fuse(ds, a.h, dh)
+      .gpu_threads(dt)
+      .gpu_blocks(a.s, dh, a.b);
+  // See schedule_rope_gpu: the table over a padded range, on the host.
+  if (a.inv_freq.defined()) a.inv_freq.compute_root().bound(a.r, 0, ((spec.dim + 1) / 2 + 31) / 32 * 32);
+}
+
 void schedule_pass_through_gpu(lowering::PassThroughCopy& c, const RopeSpec& spec, const Target& target) {
   // A plain copy: 32 threads along the dims, blocks over (head, token,
   // batch). (Threads over two dims with guards on both are miscompiled by

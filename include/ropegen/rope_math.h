@@ -1,5 +1,7 @@
-// The one place the RoPE numbers are defined: inverse frequencies after
-// scaling, the attention factor and the xPos bases, in double precision.
+// The one place the positional-encoding numbers are defined: inverse
+// frequencies after scaling, the attention factor, the xPos bases, the axis
+// of each rotary pair, sinusoidal frequencies and ALiBi slopes, in double
+// precision.
 // Every target (and `rope-gen freqs`) takes its constants from here.
 #pragma once
 
@@ -27,6 +29,18 @@ struct RopeFrequencies {
 // that need it (RopeSpec::needs_seq_len) fall back to HF's init-time value
 // when it is absent: dynamic -> original_max_position, longrope -> short.
 RopeFrequencies compute_frequencies(const RopeSpec& spec, std::optional<int64_t> seq_len = std::nullopt);
+
+// Multi-axis RoPE: the position axis (index into the positions' trailing
+// dim) each rotary pair reads; all 0 without axes.
+std::vector<int> pair_axes(const RopeSpec& spec);
+
+// Sinusoidal encoding: base^(-2i/dim) for i in [0, ceil(dim / 2)).
+std::vector<double> sinusoidal_frequencies(const RopeSpec& spec);
+
+// ALiBi head slopes as the ALiBi paper's code (and BLOOM) derive them:
+// a geometric sequence for powers of two, interleaved from the next power
+// of two otherwise.
+std::vector<double> alibi_slopes(int num_heads);
 
 // The xPos exponent for one position: (pos - floor(seq_len / 2)) / scale_base
 // (lucidrains centres the scale on the middle of the sequence).

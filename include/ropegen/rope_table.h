@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "ropegen/result.h"
@@ -13,16 +14,20 @@
 
 namespace ropegen {
 
+// Other encodings have tables too: sinusoidal [N, dim] in its table_form,
+// ALiBi the slopes [num_heads] (one row, no positions).
 struct RopeTable {
   int64_t rows = 0;
-  int columns = 0;            // rotary_dim
+  int columns = 0;            // rotary_dim (sinusoidal: dim, alibi: num_heads)
   std::vector<float> values;  // row-major [rows, columns]
+  std::string layout;         // what the columns are, in words
   double attention_factor = 1.0;
   int64_t seq_len = 0;        // what dynamic / longrope scaling was evaluated at
 };
 
-// Rows for `positions`; seq_len defaults to max position + 1 (HF). Specs with
-// xPos have no such table (q and k scale differently): an error.
+// Rows for `positions` (multi-axis specs: n_axes ids per row, row-major);
+// seq_len defaults to max position + 1 (HF). Specs with xPos have no such
+// table (q and k scale differently), nor do run-time frequencies: errors.
 Result<RopeTable> rope_table(const RopeSpec& spec, const std::vector<int64_t>& positions,
                              std::optional<int64_t> seq_len = std::nullopt);
 

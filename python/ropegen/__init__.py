@@ -4,6 +4,7 @@
     rope = ropegen.compile("examples/llama3_8b.yaml")   # a path, YAML text or a dict
     q_rot, k_rot = rope(q, k, positions=position_ids)
     rope(q, out_q=q)                                     # in place
+    dq, dk = rope.backward(grad_q, grad_k, positions=position_ids)  # dL/dq, dL/dk
     inv_freq, attention_factor = ropegen.freqs(spec, seq_len=8192)
 
 Kernels are compiled once per spec and kept in memory and on disk
@@ -53,10 +54,19 @@ class Kernel:
     def __call__(self, q, k=None, positions=None, offset=0, seq_len=None, out_q=None, out_k=None, cu_seqlens=None):
         """Rotate q (and k). Returns out_q, or (out_q, out_k) when k is given;
         pass out_q=q (out_k=k) to rotate in place."""
+        return self._run(q, k, positions, offset, seq_len, out_q, out_k, cu_seqlens, False)
+
+    def backward(self, grad_q, grad_k=None, positions=None, offset=0, seq_len=None, out_q=None, out_k=None,
+                 cu_seqlens=None):
+        """The gradients dL/dq (and dL/dk) of upstream gradients dL/d(out_q)
+        (and dL/d(out_k)), with the forward call's positions / offset / seq_len."""
+        return self._run(grad_q, grad_k, positions, offset, seq_len, out_q, out_k, cu_seqlens, True)
+
+    def _run(self, q, k, positions, offset, seq_len, out_q, out_k, cu_seqlens, backward):
         out_q = _empty_like(q) if out_q is None else out_q
         if k is not None and out_k is None:
             out_k = _empty_like(k)
-        self._kernel(q, k, positions, offset, seq_len, out_q, out_k, cu_seqlens)
+        self._kernel(q, k, positions, offset, seq_len, out_q, out_k, cu_seqlens, backward)
         return out_q if k is None else (out_q, out_k)
 
 

@@ -71,7 +71,8 @@ class Kernel {
   Kernel(RopeSpec spec, std::string target) : spec_(std::move(spec)), target_(std::move(target)) {}
 
   void call(Tensor q, std::optional<Tensor> k, std::optional<Tensor> positions, int64_t offset,
-            std::optional<int64_t> seq_len, Tensor out_q, std::optional<Tensor> out_k, std::optional<Tensor> cu_seqlens) {
+            std::optional<int64_t> seq_len, Tensor out_q, std::optional<Tensor> out_k, std::optional<Tensor> cu_seqlens,
+            bool backward) {
     check_dtype(spec_, q, "q");
     check_dtype(spec_, out_q, "out_q");
     if (k.has_value() != out_k.has_value()) throw nb::value_error("k and out_k go together");
@@ -87,6 +88,7 @@ class Kernel {
     std::vector<int64_t> ids64;
     lowering::KernelVariant variant;
     variant.with_k = k.has_value();
+    variant.backward = request.backward = backward;
     if (positions) {
       runtime::HostPositions p{"positions", shape_of(*positions), {}, false};
       p.values = ids_of(*positions, &p.is_int64);
@@ -118,7 +120,8 @@ class Kernel {
       else ids32.assign(request.positions->values.begin(), request.positions->values.end()), data = ids32.data();
       const auto& qs = request.q.shape;
       const int64_t batch = spec_.layout == Layout::THD ? 1 : spec_.layout == Layout::SBHD ? qs[1] : qs[0];
-      call.positions = runtime::logical_positions(data, variant.position_type, spec_.layout, request.positions->shape, batch);
+      call.positions = runtime::logical_positions(data, variant.position_type, spec_.layout, request.positions->shape, batch,
+                                                  spec_.axes.count());
     }
     const int64_t tokens = spec_.layout == Layout::THD ? request.q.shape[0] : 0;
     std::vector<int64_t> cu = request.cu_seqlens.value_or(std::vector<int64_t>{0, tokens});
@@ -144,10 +147,18 @@ NB_MODULE(_ropegen, m) {
   nb::class_<Kernel>(m, "Kernel")
       .def("__call__", &Kernel::call, nb::arg("q"), nb::arg("k").none(), nb::arg("positions").none(),
            nb::arg("offset"), nb::arg("seq_len").none(), nb::arg("out_q"), nb::arg("out_k").none(),
-           nb::arg("cu_seqlens").none())
+           nb::arg("cu_seqlens").none(), nb::arg("backward"))
       .def_prop_ro("spec", &Kernel::spec_yaml);
   m.def("compile", [](const std::string& text, const std::string& source, const std::string& target) {
-    return Kernel(parse(text, source), target);
+    RopeSpec spec = parse(text, source);
+    // The binding passes q and k only; the other encodings' tensors and
+    // run-time frequencies go through `rope-gen apply` or ropegen::Runtime (C++).
+    if (spec.encoding != Encoding::Rope || spec.frequency.scheme == FrequencyScheme::Runtime)
+      throw nb::value_error((source + ": the Python binding runs rope specs with static frequencies; use `rope-gen "
+                             "apply` or ropegen::Runtime (C++) for encoding " + to_string(spec.encoding) +
+                             (spec.encoding == Encoding::Rope ? " with frequency scheme runtime" : ""))
+                                .c_str());
+    return Kernel(std::move(spec), target);
   });
   m.def("freqs", [](const std::string& text, const std::string& source, std::optional<int64_t> seq_len) {
     const RopeFrequencies f = compute_frequencies(parse(text, source), seq_len);

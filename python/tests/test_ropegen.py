@@ -86,3 +86,40 @@ def test_torch_matches_hf_apply_rotary_pos_emb():
     rope = ropegen.compile({"name": "l", "head_dim": 64, "layout": "bhsd"})
     oq, ok = rope(q, k)
     assert (oq - hq).abs().max().item() < 1e-5 and (ok - hk).abs().max().item() < 1e-5
+
+
+ENCODINGS = sorted(glob.glob(os.path.join(ROOT, "tests", "golden", "data", "encodings", "*.json")))
+
+
+def python_runnable(path):
+    """Rope cases with static frequencies (the binding's scope): forward and backward."""
+    case = load(path)
+    return case["command"] in ("apply", "backward") and "q" in case["inputs"] and "freqs" not in case["inputs"]
+
+
+def array(t):
+    return np.array(t["data"], dtype=np.int64 if t["dtype"] == "int64" else np.float32).reshape(t["shape"])
+
+
+@pytest.mark.parametrize("path", [p for p in ENCODINGS if python_runnable(p)], ids=lambda p: os.path.basename(p)[:-5])
+def test_golden_rope_encodings_forward_and_backward(path):
+    """Multi-axis M-RoPE and the backward kernels (torch autograd of the peers)."""
+    case = load(path)
+    rope = ropegen.compile(case["spec"])
+    inputs, outputs = case["inputs"], case["outputs"]
+    kwargs = {"offset": case.get("options", {}).get("offset", 0)}
+    if "positions" in inputs:
+        kwargs["positions"] = array(inputs["positions"])
+    if "cu_seqlens" in inputs:
+        kwargs["cu_seqlens"] = array(inputs["cu_seqlens"])
+    run = rope.backward if case["command"] == "backward" else rope
+    got = run(array(inputs["q"]), array(inputs["k"]) if "k" in inputs else None, **kwargs)
+    got = got if isinstance(got, tuple) else (got,)
+    for name, value in zip(("out_q", "out_k"), got):
+        want = array(outputs[name])
+        assert np.abs(value - want).max() <= 1e-5 * max(1.0, float(np.abs(want).max())), name
+
+
+def test_other_encodings_are_refused_with_the_way_to_run_them():
+    with pytest.raises(ValueError, match="rope-gen apply"):
+        ropegen.compile({"name": "s", "encoding": "sinusoidal", "dim": 8})

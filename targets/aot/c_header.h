@@ -3,6 +3,9 @@
 // the spec's layout, builds the halide_buffer_t views the kernels take
 // (tensor_view.cpp's views, in C) and calls the right entry point. Plain
 // C99 and C++; needs only HalideRuntime.h and the per-entry headers next to it.
+// <name>_rope_backward() is its gradient. Specs the call does not cover
+// (other encodings, multi-axis, run-time frequencies) get a header that
+// documents the entry points' arguments instead.
 #pragma once
 
 #include <string>
@@ -13,7 +16,8 @@ namespace ropegen::targets::aot {
 
 std::string c_header(const LibraryDescription& library);
 
-// The declaration of <name>_rope(), as in the header (also in manifest.json).
-std::string rope_function_declaration(const RopeSpec& spec);
+// The declaration of <name>_rope() (or <name>_rope_backward()), as in the
+// header (also in manifest.json).
+std::string rope_function_declaration(const RopeSpec& spec, bool backward = false);
 
 }  // namespace ropegen::targets::aot

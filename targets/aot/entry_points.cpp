@@ -7,17 +7,22 @@ namespace ropegen::targets::aot {
 std::vector<EntryPoint> entry_points(const RopeSpec& spec) {
   std::vector<EntryPoint> out;
   const bool explicit_positions = spec.positions == PositionsMode::Explicit;
-  for (bool with_k : {false, true}) {
-    const std::string base = spec.name + (with_k ? "_qk" : "_q");
+  auto add = [&](const std::string& base, bool with_k, bool backward) {
     if (!explicit_positions) {
-      out.push_back({base, EntryPoint::Kind::Rope, {with_k, Halide::Int(32)}, false});
-      continue;
+      out.push_back({base, EntryPoint::Kind::Rope, {with_k, Halide::Int(32), backward}, false});
+      return;
     }
     // Callers hold ids as int32 or int64; the kernel reads either width
     // directly rather than making the caller convert.
-    out.push_back({base + "_i32", EntryPoint::Kind::Rope, {with_k, Halide::Int(32)}, true});
-    out.push_back({base + "_i64", EntryPoint::Kind::Rope, {with_k, Halide::Int(64)}, true});
+    out.push_back({base + "_i32", EntryPoint::Kind::Rope, {with_k, Halide::Int(32), backward}, true});
+    out.push_back({base + "_i64", EntryPoint::Kind::Rope, {with_k, Halide::Int(64), backward}, true});
+  };
+  if (spec.encoding != Encoding::Rope) {
+    add(spec.name + "_apply", false, false);
+    return out;
   }
+  for (bool backward : {false, true})
+    for (bool with_k : {false, true}) add(spec.name + (with_k ? "_qk" : "_q") + (backward ? "_backward" : ""), with_k, backward);
   if (spec.rotary_dim < spec.head_dim) out.push_back({spec.name + "_pass_through", EntryPoint::Kind::PassThrough, {}, false});
   return out;
 }
@@ -29,8 +34,7 @@ Halide::Module compile_entry(const RopeSpec& spec, const EntryPoint& entry, cons
     schedule_pass_through(copy, spec, target);
     return Halide::Pipeline(copy.output).compile_to_module({copy.input}, fn_name, target);
   }
-  lowering::RopeAlgorithm algorithm = lowering::build_rope_algorithm(spec, entry.variant);
-  schedule_rope(algorithm, spec, target);
+  lowering::RopeAlgorithm algorithm = scheduled_algorithm(spec, entry.variant, target);
   return Halide::Pipeline(algorithm.outputs()).compile_to_module(algorithm.arguments(), fn_name, target);
 }
 

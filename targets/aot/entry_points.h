@@ -1,6 +1,8 @@
 // The functions an AOT library exports for a spec, and how each one is
 // compiled (algorithm + CPU schedule -> Halide::Module) for one target.
 //   <name>_q, <name>_qk            rotate q, or q and k in one call
+//   <name>_q_backward, ..._qk_backward   their gradients (rotation by -angle)
+//   <name>_apply                   sinusoidal, learned, ALiBi: their one tensor
 //   ..._i32, ..._i64               explicit-position specs: one per id width
 //   <name>_pass_through            partial rotary: copies the other dims (out of place)
 #pragma once

@@ -43,10 +43,31 @@ void describe_buffer(const RopeSpec& spec, const std::string& name, ordered_json
       j["note"] = fmt::format("the rotary dims only, based at dim {}: member m of pair r; m has stride {}",
                               spec.rotary_offset, half);
     }
+  } else if (name == "positions" && spec.axes.enabled()) {
+    j["dims"] = {"axis", "s", "b"};
+    j["shape"] = {spec.axes.count(), "S", "B"};
+    j["note"] = "position ids, one per axis; any strides (0 along b shares ids across the batch)";
   } else if (name == "positions") {
     j["dims"] = {"s", "b"};
     j["shape"] = {"S", "B"};
     j["note"] = "position ids; any strides (0 along b shares ids across the batch)";
+  } else if (name == "x" || name == "out_x") {
+    const bool alibi = spec.encoding == Encoding::Alibi;
+    j["dims"] = alibi ? ordered_json{"key", "h", "query", "b"} : ordered_json{"d", "h", "s", "b"};
+    j["shape"] = alibi ? ordered_json{"Sk", spec.num_heads, "Sq", "B"} : ordered_json{spec.dim, 1, "S", "B"};
+    j["note"] = alibi ? "attention scores [B, H, Sq, Sk]; the key dim has stride 1" : "rows of x; dim d has stride 1";
+  } else if (name == "table") {
+    j["dims"] = {"d", "position"};
+    j["shape"] = {spec.dim, "max_len"};
+    j["note"] = "the learned position table [max_len, dim]";
+  } else if (name == "freqs" || name == "d_freqs") {
+    j["dims"] = {"r"};
+    j["shape"] = {half};
+    j["note"] = name == "freqs" ? "inv_freq of each pair, given per call" : "dL/d(inv_freq)";
+  } else if (name == "saved_q" || name == "saved_k") {
+    j["dims"] = {"d", "h", "s", "b"};
+    j["shape"] = {spec.head_dim, heads, "S", "B"};
+    j["note"] = "the forward's input, for dL/d(inv_freq)";
   } else if (name == "cu_seqlens") {
     j["dims"] = {"n"};
     j["shape"] = {"N+1"};
@@ -64,7 +85,8 @@ ordered_json describe_entry(const RopeSpec& spec, const CompiledEntry& e) {
   if (e.entry.kind == EntryPoint::Kind::PassThrough) {
     j["role"] = "copy the dims outside the rotary part (out-of-place calls on a partial-rotary spec)";
   } else {
-    j["role"] = e.entry.variant.with_k ? "rotate q and k" : "rotate q";
+    if (spec.encoding != Encoding::Rope) j["role"] = fmt::format("apply the {} encoding", to_string(spec.encoding));
+    else j["role"] = std::string(e.entry.variant.backward ? "gradients of " : "") + (e.entry.variant.with_k ? "rotate q and k" : "rotate q");
     if (e.entry.explicit_positions) j["position_type"] = type_name(e.entry.variant.position_type);
   }
   ordered_json args = ordered_json::array();
@@ -77,7 +99,7 @@ ordered_json describe_entry(const RopeSpec& spec, const CompiledEntry& e) {
     arg["type"] = type_name(a.type);
     if (a.is_buffer()) {
       arg["dimensions"] = a.dimensions;
-      describe_buffer(spec, name, arg);
+      describe_buffer(lowering::kernel_spec(spec, e.entry.variant), name, arg);  // backward: written in `pairing`
     }
     args.push_back(arg);
   }
@@ -122,7 +144,10 @@ std::string manifest_json(const LibraryDescription& lib) {
                  {"output_pairing", to_string(spec.output_pairing)},
                  {"in_place", spec.output_pairing == spec.pairing},
                  {"positions", to_string(spec.positions)}};
-  j["c_api"] = {{"function", spec.name + "_rope"}, {"declaration", rope_function_declaration(spec) + ";"}};
+  if (spec.encoding == Encoding::Rope && !spec.axes.enabled() && spec.frequency.scheme != FrequencyScheme::Runtime)
+    j["c_api"] = {{"function", spec.name + "_rope"},
+                  {"declaration", rope_function_declaration(spec) + ";"},
+                  {"backward", rope_function_declaration(spec, true) + ";"}};
   ordered_json entries = ordered_json::array();
   for (const auto& e : lib.entries) entries.push_back(describe_entry(spec, e));
   j["entry_points"] = entries;

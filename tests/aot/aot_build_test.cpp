@@ -187,15 +187,17 @@ double tolerance(DType t, double ref) {
 
 // The output buffer against the reference; padding must still hold the
 // sentinel (or, in place, the input's padding, which is the sentinel too).
+// backward: `in` is the upstream gradient and the result dL/d(input).
 void check_output(const RopeSpec& spec, const std::string& result_file, const StridedTensor& in, bool is_key,
-                  const Scenario& s, const char* what) {
+                  const Scenario& s, const char* what, bool backward = false) {
   ref::Call call;
   call.offset = s.offset;
   call.cu_seqlens = s.cu_seqlens;
   if (!s.positions.empty())
     call.positions = ref::Tensor{s.positions_shape, std::vector<double>(s.positions.begin(), s.positions.end())};
   if (s.seq_len > 0) call.seq_len = s.seq_len;
-  const ref::Tensor want = ref::reference_apply(spec, {in.shape, in.dense}, is_key, call);
+  const ref::Tensor want = backward ? ref::reference_backward(spec, {in.shape, in.dense}, nullptr, is_key, call).dx
+                                    : ref::reference_apply(spec, {in.shape, in.dense}, is_key, call);
   const Storage got = Storage::from_bytes(spec.dtype, test::read_text(result_file));
   ASSERT_EQ(static_cast<int64_t>(got.values.size()), in.elements) << what;
   std::vector<bool> touched(in.elements, false);
@@ -217,11 +219,13 @@ std::string build_library(const std::string& spec, const std::string& targets, c
 }
 
 // The driver, compiled as a C99 user would: only the library's directory.
-std::string compile_driver(const std::string& lib, const std::string& name, int element_bytes, const std::string& exe) {
+// `function`: <name>_rope, or <name>_rope_backward.
+std::string compile_driver(const std::string& lib, const std::string& name, int element_bytes, const std::string& exe,
+                           const std::string& function = "rope") {
   const auto r = run_command(fmt::format(
-      "cc -std=c99 -Wall -Wextra -pedantic -Werror -DROPE_HEADER='\"{0}.h\"' -DROPE_FN={0}_rope -DELEMENT_BYTES={1} "
+      "cc -std=c99 -Wall -Wextra -pedantic -Werror -DROPE_HEADER='\"{0}.h\"' -DROPE_FN={0}_{5} -DELEMENT_BYTES={1} "
       "-I {2} {3} {2}/lib{0}.a -lpthread -ldl -lm -o {4}",
-      name, element_bytes, lib, kDriver, exe));
+      name, element_bytes, lib, kDriver, exe, function));
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return exe;
 }
@@ -252,7 +256,8 @@ TEST_F(AotBuild, HostLibraryFilesManifestAndNumbers) {
   std::vector<std::string> entries;
   for (const auto& e : manifest["entry_points"]) entries.push_back(e["name"]);
   EXPECT_THAT(entries, ::testing::ElementsAre("aot_a_q_i32", "aot_a_q_i64", "aot_a_qk_i32", "aot_a_qk_i64",
-                                              "aot_a_pass_through"));
+                                              "aot_a_q_backward_i32", "aot_a_q_backward_i64", "aot_a_qk_backward_i32",
+                                              "aot_a_qk_backward_i64", "aot_a_pass_through"));
   std::vector<std::string> args;
   for (const auto& a : manifest["entry_points"][3]["arguments"]) args.push_back(a["name"]);
   EXPECT_THAT(args, ::testing::ElementsAre("q", "k", "positions", "seq_len", "out_q", "out_k"));
@@ -299,6 +304,13 @@ TEST_F(AotBuild, HostLibraryFilesManifestAndNumbers) {
     check_output(spec, path("call3/result_q.bin"), t.q, false, t, "q");
   }
   {
+    SCOPED_TRACE("the backward call: dL/dq and dL/dk of upstream gradients, out of place");
+    const std::string backward = compile_driver(lib, "aot_a", 4, path("driver_backward"), "rope_backward");
+    EXPECT_EQ(run_driver(backward, path("call6"), f32, s), "rc=0\n");
+    check_output(spec, path("call6/result_q.bin"), s.q, false, s, "dq", true);
+    check_output(spec, path("call6/result_k.bin"), *s.k, true, s, "dk", true);
+  }
+  {
     SCOPED_TRACE("errors the header catches before any kernel runs");
     Scenario t = s;
     t.positions_shape = {2, 5};  // [B, S]: sbhd wants [S, B]
@@ -343,12 +355,28 @@ std::vector<int> archive_machines(const std::string& file) {
   return machines;
 }
 
+TEST_F(AotBuild, OtherEncodingsGetTheirEntryPointAndADocumentedHeader) {
+  const std::string lib = path("alibi");
+  build_library(write_spec("name: aot_alibi\nencoding: alibi\nnum_heads: 12\nform: causal\n"), "host", lib);
+  const auto manifest = nlohmann::json::parse(test::read_text(lib + "/manifest.json"));
+  ASSERT_EQ(manifest["entry_points"].size(), 1u);
+  EXPECT_EQ(manifest["entry_points"][0]["name"], "aot_alibi_apply");
+  EXPECT_FALSE(manifest.contains("c_api"));
+  EXPECT_EQ(manifest["entry_points"][0]["arguments"][0]["shape"], nlohmann::json::parse(R"(["Sk", 12, "Sq", "B"])"));
+  const std::string header = test::read_text(lib + "/aot_alibi.h");
+  EXPECT_THAT(header, HasSubstr("#include \"aot_alibi_apply.h\""));
+  EXPECT_THAT(header, HasSubstr("ALiBi scores (key, head, query, batch)"));
+  test::write_text(path("check.c"), "#include \"aot_alibi.h\"\nint main(void) { int (*f)(struct halide_buffer_t *, int64_t, struct halide_buffer_t *) = aot_alibi_apply; return !f; }\n");
+  const auto cc = run_command("cc -std=c99 -Wall -Wextra -Werror -fsyntax-only -I " + lib + " " + path("check.c"));
+  EXPECT_EQ(cc.exit_code, 0) << cc.err;
+}
+
 TEST_F(AotBuild, CrossCompilesAnAArch64Library) {
   const std::string lib = path("arm");
   const auto summary = nlohmann::json::parse(build_library(write_spec(kSpecB), "arm-64-linux", lib));
   EXPECT_EQ(summary["targets"], nlohmann::json::array({"arm-64-linux"}));
   const std::vector<int> machines = archive_machines(lib + "/libaot_b.a");
-  EXPECT_EQ(machines.size(), 3u);  // q, qk, runtime
+  EXPECT_EQ(machines.size(), 5u);  // q, qk, their backward, runtime
   for (int m : machines) EXPECT_EQ(m, 183) << "EM_AARCH64";
   EXPECT_EQ(nlohmann::json::parse(test::read_text(lib + "/manifest.json"))["architecture"], "arm-64");
 }

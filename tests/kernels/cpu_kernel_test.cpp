@@ -5,6 +5,7 @@
 
 #include <cstdio>
 
+#include "kernels/encoding_sweeps.h"
 #include "kernels/kernel_case.h"
 #include "kernels/kernel_checks.h"
 #include "kernels/kernel_sweeps.h"
@@ -39,6 +40,20 @@ TEST(CpuKernelAccuracy, TrigErrorAtLongPositions) {
 TEST(CpuKernel, FusedQkvViewsWithoutCopy) {
   for (const char* layout : {"bshd", "sbhd"})
     for (bool in_place : {true, false}) test::check_fused_qkv(layout, in_place, Halide::get_host_target());
+}
+
+TEST(CpuEncodings, SinusoidalAndLearned) { test::run_encoding_sweep(test::sweep_sinusoidal_and_learned(), "host", false); }
+TEST(CpuEncodings, Alibi) { test::run_encoding_sweep(test::sweep_alibi(), "host", false); }
+TEST(CpuEncodings, MultiAxisRope) { test::run_encoding_sweep(test::sweep_multi_axis_rope(), "host", false); }
+TEST(CpuEncodings, BackwardAndRuntimeFrequencies) {
+  test::run_encoding_sweep(test::sweep_backward_and_runtime_frequencies(), "host", false);
+}
+TEST(CpuEncodings, BackwardIsTheAdjointOfForward) {
+  for (const char* spec : {"name: a\nhead_dim: 16\n", "name: a\nhead_dim: 24\nrotary_dim: 16\npairing: interleaved\n",
+                           "name: a\nhead_dim: 16\npairing: interleaved\noutput_pairing: half\n",
+                           "name: a\nhead_dim: 16\nxpos: {scale_base: 16}\n",
+                           "name: a\nhead_dim: 16\nscaling: {type: yarn, factor: 8, original_max_position: 4}\n"})
+    EXPECT_LT(test::adjoint_error(spec, "host"), 1e-6) << spec;
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "kernels/encoding_sweeps.h"
 #include "kernels/gpu_parity.h"
 #include "kernels/kernel_checks.h"
 #include "kernels/kernel_sweeps.h"
@@ -13,34 +14,31 @@
 namespace ropegen {
 namespace {
 
-#define REQUIRE_CUDA(t)                                  \
-  const test::GpuTarget t = test::gpu_target("cuda");   \
-  if (!t.target) GTEST_SKIP() << "no CUDA device: " << t.why_not
-
-void expect_parity(const char* what, const std::vector<test::Case>& cases, const Halide::Target& cuda) {
-  const test::Parity p = test::run_parity(what, cases, cuda);
-  EXPECT_EQ(p.max_ulp, 0) << p.differing << " elements differ from the host's kernel, worst in " << p.worst_case;
+TEST(CudaEncodings, EveryEncodingAndBackward) {
+  ROPEGEN_REQUIRE_GPU(c, "cuda");
+  for (const auto& sweep : {test::sweep_sinusoidal_and_learned(), test::sweep_alibi(), test::sweep_multi_axis_rope(),
+                            test::sweep_backward_and_runtime_frequencies()})
+    test::run_encoding_sweep(sweep, "cuda", true);
 }
-
 TEST(CudaKernel, SweepLayoutsPairingsDtypesScalings) {
-  REQUIRE_CUDA(c);
-  expect_parity("layouts x pairings x dtypes x scalings", test::sweep_layouts_pairings_dtypes_scalings(), *c.target);
+  ROPEGEN_REQUIRE_GPU(c, "cuda");
+  test::expect_parity("layouts x pairings x dtypes x scalings", test::sweep_layouts_pairings_dtypes_scalings(), *c.target);
 }
 TEST(CudaKernel, ExplicitPositionsInPlaceOddSizes) {
-  REQUIRE_CUDA(c);
-  expect_parity("explicit positions", test::sweep_explicit_positions(), *c.target);
-  expect_parity("in place", test::sweep_in_place(), *c.target);
-  expect_parity("odd sizes", test::sweep_odd_sizes(), *c.target);
+  ROPEGEN_REQUIRE_GPU(c, "cuda");
+  test::expect_parity("explicit positions", test::sweep_explicit_positions(), *c.target);
+  test::expect_parity("in place", test::sweep_in_place(), *c.target);
+  test::expect_parity("odd sizes", test::sweep_odd_sizes(), *c.target);
 }
 TEST(CudaKernel, OutputPairingXposSchemesAndShapes) {
-  REQUIRE_CUDA(c);
-  expect_parity("output pairing", test::sweep_output_pairing(), *c.target);
-  expect_parity("xpos, longrope, schemes", test::sweep_xpos_longrope_schemes(), *c.target);
-  expect_parity("GPU schedule shapes", test::sweep_gpu_shapes(), *c.target);
+  ROPEGEN_REQUIRE_GPU(c, "cuda");
+  test::expect_parity("output pairing", test::sweep_output_pairing(), *c.target);
+  test::expect_parity("xpos, longrope, schemes", test::sweep_xpos_longrope_schemes(), *c.target);
+  test::expect_parity("GPU schedule shapes", test::sweep_gpu_shapes(), *c.target);
 }
 
 TEST(CudaKernelAccuracy, TrigAtLongPositionsSameBitsAsHost) {
-  REQUIRE_CUDA(c);
+  ROPEGEN_REQUIRE_GPU(c, "cuda");
   std::vector<float> host, cuda;
   test::max_trig_error(500000.0, int64_t{1} << 24, Halide::get_host_target(), &host);
   EXPECT_LT(test::max_trig_error(500000.0, int64_t{1} << 24, *c.target, &cuda), 1e-6);
@@ -49,7 +47,7 @@ TEST(CudaKernelAccuracy, TrigAtLongPositionsSameBitsAsHost) {
 }
 
 TEST(CudaKernel, FusedQkvViewsWithoutCopy) {
-  REQUIRE_CUDA(c);
+  ROPEGEN_REQUIRE_GPU(c, "cuda");
   for (const char* layout : {"bshd", "sbhd"})
     for (bool in_place : {true, false}) test::check_fused_qkv(layout, in_place, *c.target);
 }

@@ -1,5 +1,7 @@
 #include "kernels/gpu_parity.h"
 
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -62,6 +64,11 @@ int64_t ulp_distance(float a, float b) {
   std::memcpy(&y, &b, 4);
   const int64_t ox = x < 0 ? int64_t{INT32_MIN} - x : x, oy = y < 0 ? int64_t{INT32_MIN} - y : y;
   return ox > oy ? ox - oy : oy - ox;
+}
+
+void expect_parity(const char* what, const std::vector<Case>& cases, const Halide::Target& gpu) {
+  const Parity p = run_parity(what, cases, gpu);
+  EXPECT_EQ(p.max_ulp, 0) << p.differing << " elements differ from the host's kernel, worst in " << p.worst_case;
 }
 
 }  // namespace ropegen::test

@@ -34,6 +34,14 @@ struct Parity {
 // Runs every case on the host and on `gpu`; prints one summary line.
 Parity run_parity(const std::string& what, const std::vector<Case>& cases, const Halide::Target& gpu);
 
+// run_parity, expecting the same bits everywhere (a gtest failure otherwise).
+void expect_parity(const char* what, const std::vector<Case>& cases, const Halide::Target& gpu);
+
+// In a test body: the target `name` as `t`, or skip the test saying why not.
+#define ROPEGEN_REQUIRE_GPU(t, name)                                          \
+  const ::ropegen::test::GpuTarget t = ::ropegen::test::gpu_target(name);     \
+  if (!t.target) GTEST_SKIP() << "no " << name << " device: " << t.why_not
+
 // Units in the last place between two float32 results (0: the same bits).
 int64_t ulp_distance(float a, float b);
 

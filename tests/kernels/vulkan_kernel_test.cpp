@@ -6,21 +6,13 @@
 #include <initializer_list>
 #include <vector>
 
+#include "kernels/encoding_sweeps.h"
 #include "kernels/gpu_parity.h"
 #include "kernels/kernel_checks.h"
 #include "kernels/kernel_sweeps.h"
 
 namespace ropegen {
 namespace {
-
-#define REQUIRE_VULKAN(t)                                          \
-  const test::GpuTarget t = test::gpu_target("vulkan");           \
-  if (!t.target) GTEST_SKIP() << "no Vulkan device: " << t.why_not
-
-void expect_parity(const char* what, const std::vector<test::Case>& cases, const Halide::Target& vulkan) {
-  const test::Parity p = test::run_parity(what, cases, vulkan);
-  EXPECT_EQ(p.max_ulp, 0) << p.differing << " elements differ from the host's kernel, worst in " << p.worst_case;
-}
 
 // In two halves by layout, so ctest runs them side by side (lavapipe is slow).
 std::vector<test::Case> layouts_sweep(std::initializer_list<const char*> layouts) {
@@ -31,40 +23,56 @@ std::vector<test::Case> layouts_sweep(std::initializer_list<const char*> layouts
   return out;
 }
 TEST(VulkanKernel, SweepBshdBhsdPairingsDtypesScalings) {
-  REQUIRE_VULKAN(v);
-  expect_parity("bshd, bhsd x pairings x dtypes x scalings", layouts_sweep({"bshd", "bhsd"}), *v.target);
+  ROPEGEN_REQUIRE_GPU(v, "vulkan");
+  test::expect_parity("bshd, bhsd x pairings x dtypes x scalings", layouts_sweep({"bshd", "bhsd"}), *v.target);
 }
 TEST(VulkanKernel, SweepSbhdThdPairingsDtypesScalings) {
-  REQUIRE_VULKAN(v);
-  expect_parity("sbhd, thd x pairings x dtypes x scalings", layouts_sweep({"sbhd", "thd"}), *v.target);
+  ROPEGEN_REQUIRE_GPU(v, "vulkan");
+  test::expect_parity("sbhd, thd x pairings x dtypes x scalings", layouts_sweep({"sbhd", "thd"}), *v.target);
 }
 TEST(VulkanKernel, ExplicitPositionsInt32Int64SharedAndOffsets) {
-  REQUIRE_VULKAN(v);
-  expect_parity("explicit positions", test::sweep_explicit_positions(), *v.target);
+  ROPEGEN_REQUIRE_GPU(v, "vulkan");
+  test::expect_parity("explicit positions", test::sweep_explicit_positions(), *v.target);
 }
 TEST(VulkanKernel, InPlaceIsExact) {
-  REQUIRE_VULKAN(v);
-  expect_parity("in place", test::sweep_in_place(), *v.target);
+  ROPEGEN_REQUIRE_GPU(v, "vulkan");
+  test::expect_parity("in place", test::sweep_in_place(), *v.target);
 }
 TEST(VulkanKernel, OddSizes) {
-  REQUIRE_VULKAN(v);
-  expect_parity("odd sizes", test::sweep_odd_sizes(), *v.target);
+  ROPEGEN_REQUIRE_GPU(v, "vulkan");
+  test::expect_parity("odd sizes", test::sweep_odd_sizes(), *v.target);
 }
 TEST(VulkanKernel, OutputPairingDiffersFromInputPairing) {
-  REQUIRE_VULKAN(v);
-  expect_parity("output pairing", test::sweep_output_pairing(), *v.target);
+  ROPEGEN_REQUIRE_GPU(v, "vulkan");
+  test::expect_parity("output pairing", test::sweep_output_pairing(), *v.target);
+}
+TEST(VulkanEncodings, SinusoidalAndLearned) {
+  ROPEGEN_REQUIRE_GPU(v, "vulkan");
+  test::run_encoding_sweep(test::sweep_sinusoidal_and_learned(), "vulkan", true);
+}
+TEST(VulkanEncodings, Alibi) {
+  ROPEGEN_REQUIRE_GPU(v, "vulkan");
+  test::run_encoding_sweep(test::sweep_alibi(), "vulkan", true);
+}
+TEST(VulkanEncodings, MultiAxisRope) {
+  ROPEGEN_REQUIRE_GPU(v, "vulkan");
+  test::run_encoding_sweep(test::sweep_multi_axis_rope(), "vulkan", true);
+}
+TEST(VulkanEncodings, BackwardAndRuntimeFrequencies) {
+  ROPEGEN_REQUIRE_GPU(v, "vulkan");
+  test::run_encoding_sweep(test::sweep_backward_and_runtime_frequencies(), "vulkan", true);
 }
 TEST(VulkanKernel, XposLongRopeAndSchemes) {
-  REQUIRE_VULKAN(v);
-  expect_parity("xpos, longrope, schemes", test::sweep_xpos_longrope_schemes(), *v.target);
+  ROPEGEN_REQUIRE_GPU(v, "vulkan");
+  test::expect_parity("xpos, longrope, schemes", test::sweep_xpos_longrope_schemes(), *v.target);
 }
 TEST(VulkanKernel, GpuScheduleShapes) {
-  REQUIRE_VULKAN(v);
-  expect_parity("GPU schedule shapes", test::sweep_gpu_shapes(), *v.target);
+  ROPEGEN_REQUIRE_GPU(v, "vulkan");
+  test::expect_parity("GPU schedule shapes", test::sweep_gpu_shapes(), *v.target);
 }
 
 TEST(VulkanKernelAccuracy, TrigAtLongPositionsSameBitsAsHost) {
-  REQUIRE_VULKAN(v);
+  ROPEGEN_REQUIRE_GPU(v, "vulkan");
   for (int64_t max_position : {int64_t{1} << 20, int64_t{1} << 24}) {
     std::vector<float> host, vulkan;
     test::max_trig_error(500000.0, max_position, Halide::get_host_target(), &host);
@@ -80,7 +88,7 @@ TEST(VulkanKernelAccuracy, TrigAtLongPositionsSameBitsAsHost) {
 }
 
 TEST(VulkanKernel, FusedQkvViewsWithoutCopy) {
-  REQUIRE_VULKAN(v);
+  ROPEGEN_REQUIRE_GPU(v, "vulkan");
   for (const char* layout : {"bshd", "sbhd"})
     for (bool in_place : {true, false}) test::check_fused_qkv(layout, in_place, *v.target);
 }

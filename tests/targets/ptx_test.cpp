@@ -23,7 +23,7 @@ const std::string kPtxas = ROPEGEN_PTXAS;
 
 struct PtxCase {
   std::string spec, target;
-  bool with_k = false, int64_positions = false, pass_through = false;
+  bool with_k = false, int64_positions = false, pass_through = false, backward = false;
 };
 
 std::vector<PtxCase> cases() {
@@ -34,6 +34,11 @@ std::vector<PtxCase> cases() {
                          "output_pairing: half\nlayout: thd\n";
   const std::string xpos = "name: x\nhead_dim: 64\nxpos: {scale_base: 512}\nscaling: {type: dynamic, factor: 2, "
                            "original_max_position: 64}\n";
+  const std::string mrope = "name: m\nhead_dim: 128\ndtype: bf16\npositions: explicit\naxes: {sections: [16, 24, 24]}\n";
+  const std::string learned_freq = "name: f\nhead_dim: 64\npairing: interleaved\nfrequency: {scheme: runtime}\n";
+  const std::string sinusoidal = "name: s\nencoding: sinusoidal\ndim: 512\ntable_form: roformer\nlayout: td\n";
+  const std::string learned = "name: w\nencoding: learned\ndim: 768\ndtype: f16\n";
+  const std::string alibi = "name: a\nencoding: alibi\nnum_heads: 12\nform: causal\ndtype: bf16\n";
   std::vector<PtxCase> out;
   for (const char* target : {"host-cuda", "host-cuda-cuda_capability_80"}) {
     out.push_back({llama, target, true});
@@ -41,6 +46,12 @@ std::vector<PtxCase> cases() {
     out.push_back({gptj, target, true, true});
     out.push_back({ds, target, true});
     out.push_back({xpos, target, true});
+    // Backward kernels (DeepSeek-V3's pairings swap), multi-axis, run-time
+    // frequencies with their gradient, and the other encodings.
+    out.push_back({ds, target, true, false, false, true});
+    out.push_back({mrope, target, true, true});
+    out.push_back({learned_freq, target, true, false, false, true});
+    for (const std::string& other : {sinusoidal, learned, alibi}) out.push_back({other, target});
   }
   return out;
 }
@@ -55,6 +66,7 @@ TEST(Ptx, AssemblesForSm80AndSm90) {
     lowering::KernelVariant variant;
     variant.with_k = c.with_k;
     variant.position_type = c.int64_positions ? Halide::Int(64) : Halide::Int(32);
+    variant.backward = c.backward;
     const Result<std::string> ptx = targets::cuda_ptx(spec, variant, *targets::parse_target(c.target), c.pass_through);
     ASSERT_TRUE(ptx.ok()) << format(ptx.errors());
     const std::string file = dir + "/kernel.ptx";

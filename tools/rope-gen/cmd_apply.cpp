@@ -1,5 +1,9 @@
 // rope-gen apply SPEC --q Q.npy [--k K.npy] [--positions P.npy | --offset N]
-//   [--cu-seqlens C.npy] [--seq-len N] [--target T] --out-q OQ.npy [--out-k OK.npy]
+//   [--cu-seqlens C.npy] [--seq-len N] [--freqs F.npy] [--target T] --out-q OQ.npy [--out-k OK.npy]
+// rope-gen apply SPEC --backward --q GQ.npy [--k GK.npy] [--saved-q Q.npy --saved-k K.npy
+//   --out-freqs DF.npy] ... --out-q DQ.npy [--out-k DK.npy]
+// rope-gen apply SPEC --x X.npy [--positions P.npy | --offset N] [--table T.npy] --out Y.npy
+//   (sinusoidal, learned; alibi: X = attention scores [B, H, Sq, Sk])
 #include <cstring>
 #include <iostream>
 
@@ -16,57 +20,102 @@ namespace ropegen::cli {
 namespace {
 
 struct ApplyOptions {
-  std::string spec, q, k, positions, cu_seqlens, out_q, out_k, target = "host";
+  std::string spec, q, k, x, positions, cu_seqlens, table, freqs, saved_q, saved_k;
+  std::string out_q, out_k, out, out_freqs, target = "host";
   int64_t offset = 0;
   std::optional<int64_t> seq_len;
+  bool backward = false;
 };
 
 runtime::HostTensor read_float_tensor(const std::string& path, const char* role) {
   const NpyArray a = read_npy(path);
   if (a.dtype != "<f4")
-    fail(fmt::format("{} ({}) has dtype {}; {} must be float32 (np.float32), in the spec's layout; it is converted "
-                     "to the spec's dtype for the kernel",
+    fail(fmt::format("{} ({}) has dtype {}; {} must be float32 (np.float32); it is converted to the spec's dtype for "
+                     "the kernel",
                      role, path, a.dtype, role));
   runtime::HostTensor t{role, a.shape, std::vector<float>(a.elements())};
   std::memcpy(t.data.data(), a.data.data(), a.data.size());
   return t;
 }
 
+std::optional<runtime::HostTensor> optional_tensor(const std::string& path, const char* role) {
+  if (path.empty()) return std::nullopt;
+  return read_float_tensor(path, role);
+}
+
+// Which flags name the tensors and outputs depends on the encoding: rope
+// rotates q (and k), the others update their one tensor x.
+void check_flags(const RopeSpec& spec, const ApplyOptions& o) {
+  if (spec.encoding == Encoding::Rope) {
+    if (!o.x.empty() || !o.out.empty())
+      fail(fmt::format("`{}` is a rope spec: pass --q (and --k) with --out-q (and --out-k); --x/--out are for "
+                       "sinusoidal, learned and alibi specs",
+                       spec.name));
+    if (o.q.empty() || o.out_q.empty()) fail("a rope spec needs --q Q.npy and --out-q OUT.npy");
+    if (o.k.empty() != o.out_k.empty()) fail("--k and --out-k go together");
+    if (!o.out_freqs.empty() != (o.backward && spec.frequency.scheme == FrequencyScheme::Runtime))
+      fail("--out-freqs (dL/d(inv_freq)) goes with --backward on a spec with `frequency: {scheme: runtime}`, and is "
+           "required there");
+    return;
+  }
+  if (!o.q.empty() || !o.k.empty() || !o.out_q.empty() || !o.out_k.empty())
+    fail(fmt::format("`{}` is a {} spec: pass its tensor as --x X.npy and the result as --out OUT.npy (--q/--k are for "
+                     "rope)",
+                     spec.name, to_string(spec.encoding)));
+  if (o.x.empty() || o.out.empty()) fail(fmt::format("a {} spec needs --x X.npy and --out OUT.npy", to_string(spec.encoding)));
+}
+
 void run_apply(const ApplyOptions& o) {
   const RopeSpec spec = unwrap(load_spec(o.spec));
+  check_flags(spec, o);
+  const bool rope = spec.encoding == Encoding::Rope;
   runtime::ApplyRequest r;
-  r.q = read_float_tensor(o.q, "q");
-  if (!o.k.empty()) r.k = read_float_tensor(o.k, "k");
+  r.q = rope ? read_float_tensor(o.q, "q") : read_float_tensor(o.x, "x");
+  r.k = optional_tensor(o.k, "k");
   if (!o.positions.empty()) {
     NpyInts ids = read_npy_ints(o.positions, "positions");
     r.positions = runtime::HostPositions{"positions", ids.shape, ids.values, ids.is_int64};
   }
   if (!o.cu_seqlens.empty()) r.cu_seqlens = read_npy_ints(o.cu_seqlens, "cu_seqlens").values;
-  if (o.k.empty() != o.out_k.empty()) fail("--k and --out-k go together");
+  r.table = optional_tensor(o.table, "table");
+  r.freqs = optional_tensor(o.freqs, "freqs");
+  r.saved_q = optional_tensor(o.saved_q, "saved_q");
+  r.saved_k = optional_tensor(o.saved_k, "saved_k");
+  r.backward = o.backward;
   r.offset = o.offset;
   r.seq_len = o.seq_len;
   r.target = o.target;
 
   const runtime::ApplyResult result = unwrap(runtime::apply_on_host(spec, r));
-  write_file_atomically(o.out_q, npy_bytes(result.out_q, r.q.shape));
+  write_file_atomically(rope ? o.out_q : o.out, npy_bytes(result.out_q, r.q.shape));
   if (result.out_k) write_file_atomically(o.out_k, npy_bytes(*result.out_k, r.k->shape));
+  if (result.d_freqs) write_file_atomically(o.out_freqs, npy_bytes(*result.d_freqs, r.freqs->shape));
 }
 
 }  // namespace
 
 void add_apply_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("apply", "Rotate q (and k) stored as float32 .npy in the spec's layout");
+  auto* cmd = app.add_subcommand("apply", "Run a spec on float32 .npy tensors: rotate q (and k), or add the encoding to x");
   auto o = std::make_shared<ApplyOptions>();
   cmd->add_option("SPEC", o->spec, "spec file (YAML)")->required();
-  cmd->add_option("--q", o->q, "queries, float32 .npy in the spec's layout")->required();
-  cmd->add_option("--k", o->k, "keys (may have fewer heads than q)");
-  auto* pos = cmd->add_option("--positions", o->positions, "position ids, int32/int64 .npy: the layout's token dims or [S]");
-  cmd->add_option("--offset", o->offset, "first position for implicit positions (decode with a KV cache)")->excludes(pos);
-  cmd->add_option("--cu-seqlens", o->cu_seqlens, "thd: sequence starts, int32/int64 [n+1]");
+  cmd->add_option("--q", o->q, "rope: queries, float32 .npy in the spec's layout (--backward: dL/d(out_q))");
+  cmd->add_option("--k", o->k, "rope: keys (may have fewer heads than q; --backward: dL/d(out_k))");
+  cmd->add_option("--x", o->x, "sinusoidal, learned: x [B,S,D] / [S,B,D] / [T,D]; alibi: scores [B,H,Sq,Sk]");
+  auto* pos = cmd->add_option("--positions", o->positions,
+                              "position ids, int32/int64 .npy: the layout's token dims or [S] (multi-axis: plus [n_axes])");
+  cmd->add_option("--offset", o->offset, "first position for implicit positions (alibi: of the first query row)")->excludes(pos);
+  cmd->add_option("--cu-seqlens", o->cu_seqlens, "thd / td: sequence starts, int32/int64 [n+1]");
+  cmd->add_option("--table", o->table, "learned: the position table, float32 [max_len, dim]");
+  cmd->add_option("--freqs", o->freqs, "frequency scheme runtime: inv_freq, float32 [rotary_dim / 2]");
   cmd->add_option("--seq-len", o->seq_len, "run-time sequence length (default: max position + 1, as HF)");
+  cmd->add_flag("--backward", o->backward, "rope: the gradients dL/dq (, dL/dk) of upstream gradients given as --q (, --k)");
+  cmd->add_option("--saved-q", o->saved_q, "--backward with run-time frequencies: the forward's q");
+  cmd->add_option("--saved-k", o->saved_k, "--backward with run-time frequencies: the forward's k");
   cmd->add_option("--target", o->target, "host, cuda, vulkan, or a Halide target string (e.g. host-cuda-cuda_capability_80)");
-  cmd->add_option("--out-q", o->out_q, "rotated q (.npy, float32)")->required();
-  cmd->add_option("--out-k", o->out_k, "rotated k (.npy, float32)");
+  cmd->add_option("--out-q", o->out_q, "rope: rotated q (.npy, float32; --backward: dL/dq)");
+  cmd->add_option("--out-k", o->out_k, "rope: rotated k (.npy, float32; --backward: dL/dk)");
+  cmd->add_option("--out", o->out, "sinusoidal, learned, alibi: the result (.npy, float32)");
+  cmd->add_option("--out-freqs", o->out_freqs, "--backward with run-time frequencies: dL/d(inv_freq) (.npy, float32)");
   cmd->callback([o] { run_apply(*o); });
 }
 

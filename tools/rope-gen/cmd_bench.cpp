@@ -1,4 +1,5 @@
-// rope-gen bench SPEC --shape B,S,H [--k-heads N] [--target T] [--threads N]
+// rope-gen bench SPEC --shape B,S,H [--k-heads N] [--backward] [--target T] [--threads N]
+//   (sinusoidal, learned: --shape B,S; alibi: --shape B,Sq,Sk)
 // One JSON line: {"gbps": ..., "copy_gbps": ..., "ratio": ...}.
 #include <iostream>
 #include <sstream>
@@ -30,11 +31,18 @@ void run_bench(BenchArgs& a) {
       dims.push_back(std::stoll(item, &used));
       if (used != item.size() || dims.back() < 1) throw std::invalid_argument(item);
     } catch (const std::exception&) {
-      fail(fmt::format("--shape {}: expected three positive integers B,S,H (e.g. 4,4096,32)", a.shape));
+      fail(fmt::format("--shape {}: expected positive integers separated by commas (e.g. 4,4096,32)", a.shape));
     }
   }
-  if (dims.size() != 3) fail(fmt::format("--shape {}: expected B,S,H (batch, tokens, heads), e.g. 4,4096,32", a.shape));
-  a.options.batch = dims[0], a.options.seq = dims[1], a.options.heads = dims[2];
+  // What the dims mean depends on the encoding's tensor.
+  const bool rows = spec.encoding == Encoding::Sinusoidal || spec.encoding == Encoding::Learned;
+  const char* expected = spec.encoding == Encoding::Rope ? "B,S,H (batch, tokens, heads), e.g. 4,4096,32"
+                         : rows                          ? "B,S (batch, tokens), e.g. 4,4096"
+                                                         : "B,Sq,Sk (batch, query rows, keys), e.g. 1,2048,2048";
+  if (dims.size() != (rows ? 2u : 3u)) fail(fmt::format("--shape {}: a {} spec expects {}", a.shape, to_string(spec.encoding), expected));
+  a.options.batch = dims[0], a.options.seq = dims[1];
+  if (spec.encoding == Encoding::Rope) a.options.heads = dims[2];
+  if (spec.encoding == Encoding::Alibi) a.options.keys = dims[2];
   const bench::BenchResult r = unwrap(bench::bench_rope(spec, a.options));
   nlohmann::ordered_json j;
   j["gbps"] = r.gbps;
@@ -45,6 +53,8 @@ void run_bench(BenchArgs& a) {
   j["bytes"] = r.bytes;
   j["runs"] = r.runs;
   j["shape"] = dims;
+  j["encoding"] = to_string(spec.encoding);
+  if (a.options.backward) j["backward"] = true;
   j["dtype"] = to_string(spec.dtype);
   j["layout"] = to_string(spec.layout);
   j["threads"] = a.options.threads;
@@ -58,7 +68,9 @@ void add_bench_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench", "Time SPEC's kernel against a copy of the same bytes (one JSON line)");
   auto a = std::make_shared<BenchArgs>();
   cmd->add_option("SPEC", a->spec, "spec file (YAML)")->required();
-  cmd->add_option("--shape", a->shape, "B,S,H: batch, tokens, heads of q")->required();
+  cmd->add_option("--shape", a->shape, "rope: B,S,H (batch, tokens, heads of q); sinusoidal, learned: B,S; alibi: B,Sq,Sk")
+      ->required();
+  cmd->add_flag("--backward", a->options.backward, "rope: time the backward kernel (dL/dq from dL/d(out_q))");
   cmd->add_option("--k-heads", a->options.k_heads, "also rotate k with this many heads");
   cmd->add_option("--target", a->options.target,
                   "host, cuda, vulkan, or a Halide target string; on a GPU the time includes host <-> device copies");

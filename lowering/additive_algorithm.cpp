@@ -1,0 +1,68 @@
+// Sinusoidal and learned absolute position encodings: out = x + PE[pos],
+// over rows of x seen as (d, 1, s, b). Sinusoidal PE comes from the same
+// cos/sin stages as RoPE (accurate on every target), one per pair of
+// columns; learned PE is a row of a run-time table.
+#include "rope_algorithm.h"
+
+#include "ropegen/rope_math.h"
+#include "constant_table.h"
+
+namespace ropegen::lowering::detail {
+
+using namespace Halide;
+
+namespace {
+
+// The sinusoidal column d of the table: interleaved (sin, cos) per pair,
+// or RoFormer's [sin of every pair | cos of every pair].
+Expr sinusoidal_column(const RopeSpec& spec, const RopeAlgorithm& a) {
+  Expr pair, is_cos;
+  if (spec.table_form == TableForm::Interleaved) {
+    pair = a.d / 2;
+    is_cos = a.d % 2 == 1;
+  } else {
+    const int first_cos = (spec.dim + 1) / 2;
+    is_cos = a.d >= first_cos;
+    // Clamped so that bounds inference sees the table's range, not a select's union.
+    pair = clamp(select(is_cos, a.d - first_cos, a.d), 0, first_cos - 1);
+  }
+  // Implicit positions are the same in every batch: one table row serves all.
+  const Expr b = spec.positions == PositionsMode::Explicit ? Expr(a.b) : Expr(0);
+  const Tuple cs = a.cos_sin(pair, a.s, b);
+  return select(is_cos, cs[0], cs[1]);
+}
+
+}  // namespace
+
+RopeAlgorithm build_sinusoidal_or_learned(const RopeSpec& spec, const KernelVariant& variant) {
+  RopeAlgorithm a;
+  a.variant = variant;
+  const Type type = storage_type(spec.dtype);
+  a.q.input = ImageParam(type, 4, "x");
+  a.q.output = Func("out_x");
+  a.positions = ImageParam(variant.position_type, 2, "positions");
+  a.positions.dim(0).set_stride(Expr());  // [S, B] in sbd, [S] shared: batch stride 0
+  a.cu_seqlens = ImageParam(Int(32), 1, "cu_seqlens");
+  a.position = Func("position");
+  a.position(a.r, a.s, a.b) = position_expr(spec, a, 0);
+
+  Expr added;
+  if (spec.encoding == Encoding::Sinusoidal) {
+    a.inv_freq = Func("inv_freq");
+    a.inv_freq(a.r) = constant_table(sinusoidal_frequencies(spec), "sinusoidal_inv_freq_table")(a.r);
+    define_cos_sin(a, 1.0f);
+    added = sinusoidal_column(spec, a);
+  } else {
+    a.uses_table = true;
+    a.table = ImageParam(type, 2, "table");
+    // Ids outside the table are rejected before the call (runtime/host_apply);
+    // clamped here so that no call can read outside it.
+    const Expr row = clamp(cast<int>(a.position(0, a.s, a.b)), 0, a.table.dim(1).extent() - 1);
+    added = load_as_float(a.table(a.d, row), spec.dtype);
+  }
+  const Expr x = load_as_float(a.q.input(a.d, a.h, a.s, a.b), spec.dtype);
+  a.q.output(a.d, a.h, a.s, a.b) = store_from_float(strict_float(x + added), spec.dtype);
+  return a;
+}
+
+}  // namespace ropegen::lowering::detail

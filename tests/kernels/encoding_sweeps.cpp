@@ -1,0 +1,290 @@
+#include "kernels/encoding_sweeps.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "ropegen/spec_io.h"
+#include "runtime/host_tensor.h"
+#include "support/reference.h"
+
+namespace ropegen::test {
+namespace {
+
+RopeSpec parse(const std::string& text) {
+  Result<RopeSpec> spec = parse_spec(text, "case");
+  if (!spec) throw std::invalid_argument(format(spec.errors()));
+  return *spec;
+}
+
+int64_t elements(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t e : shape) n *= e;
+  return n;
+}
+
+// Deterministic data, already rounded to the spec's dtype so that the
+// reference sees exactly what the kernel reads.
+runtime::HostTensor tensor(const std::string& name, std::vector<int64_t> shape, DType dtype, uint32_t seed,
+                           double scale = 1.0) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> normal(0.0f, static_cast<float>(scale));
+  std::vector<float> data(elements(shape));
+  for (float& v : data) v = normal(gen);
+  return {name, std::move(shape), runtime::to_storage(data, dtype).to_float()};
+}
+
+runtime::HostPositions ids(std::vector<int64_t> shape, int64_t limit, bool int64, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::vector<int64_t> v(elements(shape));
+  for (int64_t& x : v) x = std::uniform_int_distribution<int64_t>(0, limit - 1)(gen);
+  return {"positions", std::move(shape), std::move(v), int64};
+}
+
+ref::Tensor as_ref(const runtime::HostTensor& t) { return {t.shape, std::vector<double>(t.data.begin(), t.data.end())}; }
+
+// |kernel - reference| allowed: float32 math on stored inputs, one rounding on store.
+double tolerance(DType dtype, double want) {
+  const double scale = std::max(1.0, std::abs(want));
+  switch (dtype) {
+    case DType::F32: return 4e-6 * scale;
+    case DType::F16: return 2e-3 * scale;
+    case DType::BF16: return 8e-3 * scale;
+  }
+  return 0;
+}
+
+void expect_near(const std::string& what, DType dtype, const std::vector<float>& got, const std::vector<double>& want,
+                 double relaxed = 1.0) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  int bad = 0;
+  for (size_t i = 0; i < got.size() && bad < 5; ++i)
+    if (!(std::abs(got[i] - want[i]) <= relaxed * tolerance(dtype, want[i])))
+      ADD_FAILURE() << what << "[" << i << "] = " << got[i] << ", reference " << want[i], ++bad;
+}
+
+ref::Call reference_call(const runtime::ApplyRequest& r, int64_t seq_len) {
+  ref::Call call;
+  if (r.positions)
+    call.positions = ref::Tensor{r.positions->shape, std::vector<double>(r.positions->values.begin(), r.positions->values.end())};
+  call.offset = r.offset;
+  if (r.cu_seqlens) call.cu_seqlens = *r.cu_seqlens;
+  call.seq_len = seq_len;
+  if (r.freqs) call.inv_freq.assign(r.freqs->data.begin(), r.freqs->data.end());
+  if (r.table) call.table = as_ref(*r.table);
+  return call;
+}
+
+EncodingCase make(std::string spec, runtime::HostTensor q, std::optional<runtime::HostTensor> k = std::nullopt) {
+  EncodingCase c;
+  c.spec = std::move(spec);
+  c.request.q = std::move(q);
+  c.request.k = std::move(k);
+  return c;
+}
+
+}  // namespace
+
+std::string EncodingCase::describe() const {
+  return fmt::format("{}{}offset {}, q/x shape [{}]", spec, request.backward ? "backward, " : "", request.offset,
+                     fmt::join(request.q.shape, ","));
+}
+
+std::vector<EncodingCase> sweep_sinusoidal_and_learned() {
+  std::vector<EncodingCase> out;
+  uint32_t seed = 1;
+  for (const char* layout : {"bsd", "sbd", "td"})
+    for (int dim : {1, 9, 64, 130})
+      for (const char* dtype : {"f32", "bf16"})
+        for (const char* form : {"interleaved", "roformer"}) {
+          const std::string spec = fmt::format("name: s\nencoding: sinusoidal\ndim: {}\nlayout: {}\ndtype: {}\ntable_form: {}\nbase: {}\n",
+                                               dim, layout, dtype, form, dim == 64 ? 500.0 : 10000.0);
+          const DType dt = parse(spec).dtype;
+          const bool packed = std::string(layout) == "td";
+          const std::vector<int64_t> shape = packed ? std::vector<int64_t>{11, dim} : std::vector<int64_t>{2, 5, dim};
+          EncodingCase c = make(spec, tensor("x", shape, dt, seed++));
+          if (packed) c.request.cu_seqlens = std::vector<int64_t>{0, 4, 4, 11};
+          else c.request.offset = dim % 2 ? 7 : 0;
+          out.push_back(std::move(c));
+        }
+  // Explicit ids ([B, S] int64, [S] shared int32), long positions.
+  for (bool shared : {false, true}) {
+    const std::string spec = "name: s\nencoding: sinusoidal\ndim: 48\npositions: explicit\n";
+    EncodingCase c = make(spec, tensor("x", {3, 4, 48}, DType::F32, seed++));
+    c.request.positions = shared ? ids({4}, 1 << 20, false, seed++) : ids({3, 4}, 100000, true, seed++);
+    out.push_back(std::move(c));
+  }
+  for (const char* layout : {"bsd", "sbd", "td"})
+    for (bool explicit_ids : {true, false})
+      for (const char* dtype : {"f32", "f16"}) {
+        const std::string spec = fmt::format("name: l\nencoding: learned\ndim: 37\nlayout: {}\ndtype: {}\npositions: {}\n",
+                                             layout, dtype, explicit_ids ? "explicit" : "implicit");
+        const DType dt = parse(spec).dtype;
+        const bool packed = std::string(layout) == "td";
+        const std::vector<int64_t> shape = packed ? std::vector<int64_t>{6, 37} : std::vector<int64_t>{2, 3, 37};
+        EncodingCase c = make(spec, tensor("x", shape, dt, seed++));
+        c.request.table = tensor("table", {20, 37}, dt, seed++);
+        if (explicit_ids) c.request.positions = ids(packed ? std::vector<int64_t>{6} : std::vector<int64_t>{shape[0], shape[1]}, 20, false, seed++);
+        else c.request.offset = 3;
+        out.push_back(std::move(c));
+      }
+  return out;
+}
+
+std::vector<EncodingCase> sweep_alibi() {
+  std::vector<EncodingCase> out;
+  uint32_t seed = 100;
+  for (const char* form : {"symmetric", "causal", "bloom"})
+    for (int heads : {1, 5, 8, 12})
+      for (auto [sq, sk, offset] : {std::tuple{1, 1, 0}, std::tuple{4, 7, 3}, std::tuple{3, 33, 30}, std::tuple{9, 9, 0}})
+        for (const char* dtype : {"f32", "bf16"}) {
+          const std::string spec = fmt::format("name: a\nencoding: alibi\nnum_heads: {}\nform: {}\ndtype: {}\n", heads, form, dtype);
+          EncodingCase c = make(spec, tensor("x", {2, heads, sq, sk}, parse(spec).dtype, seed++));
+          c.request.offset = offset;
+          out.push_back(std::move(c));
+        }
+  return out;
+}
+
+std::vector<EncodingCase> sweep_multi_axis_rope() {
+  std::vector<EncodingCase> out;
+  uint32_t seed = 200;
+  struct Axes {
+    const char* text;
+    int axes;
+  };
+  const Axes variants[] = {{"{sections: [2, 3, 3]}", 3},
+                           {"{sections: [4, 2, 2], interleaved: true}", 3},
+                           {"{sections: [4, 4], per_axis_frequencies: true}", 2},
+                           {"{sections: [5, 3], per_axis_frequencies: true, interleaved: true}", 2}};
+  for (const Axes& a : variants)
+    for (const char* layout : {"bshd", "sbhd", "thd"})
+      for (const char* pairing : {"half", "interleaved"}) {
+        const std::string spec = fmt::format("name: m\nhead_dim: 20\nrotary_dim: 16\npairing: {}\nlayout: {}\npositions: "
+                                             "explicit\naxes: {}\nfrequency: {{theta: 1000000}}\n",
+                                             pairing, layout, a.text);
+        const bool packed = std::string(layout) == "thd";
+        const std::vector<int64_t> q_shape = packed ? std::vector<int64_t>{7, 4, 20} : std::vector<int64_t>{2, 5, 4, 20};
+        std::vector<int64_t> k_shape = q_shape;
+        k_shape[packed ? 1 : 2] = 2;
+        EncodingCase c = make(spec, tensor("q", q_shape, DType::F32, seed++), tensor("k", k_shape, DType::F32, seed++));
+        std::vector<int64_t> pos_shape(q_shape.begin(), q_shape.end() - (packed ? 2 : 2));
+        pos_shape.push_back(a.axes);
+        c.request.positions = ids(pos_shape, 4096, pos_shape.size() == 3, seed++);
+        out.push_back(std::move(c));
+      }
+  return out;
+}
+
+std::vector<EncodingCase> sweep_backward_and_runtime_frequencies() {
+  std::vector<EncodingCase> out;
+  uint32_t seed = 300;
+  const char* specs[] = {
+      "name: b\nhead_dim: 16\n",
+      "name: b\nhead_dim: 24\nrotary_dim: 16\nrotary_offset: 4\npairing: interleaved\nlayout: sbhd\n",
+      "name: b\nhead_dim: 24\nrotary_dim: 8\nrotary_offset: 16\npairing: interleaved\noutput_pairing: half\nlayout: thd\n",
+      "name: b\nhead_dim: 16\nxpos: {scale_base: 16}\n",
+      "name: b\nhead_dim: 32\ndtype: bf16\nscaling: {type: yarn, factor: 4, original_max_position: 32}\nlayout: bhsd\n",
+      "name: b\nhead_dim: 16\npositions: explicit\naxes: {sections: [2, 3, 3]}\n",
+      "name: b\nhead_dim: 16\nfrequency: {scheme: runtime}\n",
+      "name: b\nhead_dim: 20\nrotary_dim: 12\npairing: interleaved\nfrequency: {scheme: runtime}\nxpos: {scale_base: 8}\n",
+  };
+  for (const char* text : specs)
+    for (bool backward : {false, true}) {
+      const RopeSpec spec = parse(text);
+      const bool runtime_freqs = spec.frequency.scheme == FrequencyScheme::Runtime;
+      if (!backward && !runtime_freqs) continue;  // the forward is the CPU/GPU kernel tests' job
+      const bool packed = spec.layout == Layout::THD;
+      std::vector<int64_t> q_shape = packed ? std::vector<int64_t>{7, 3, spec.head_dim} : std::vector<int64_t>{2, 5, 3, spec.head_dim};
+      if (spec.layout == Layout::BHSD) std::swap(q_shape[1], q_shape[2]);
+      std::vector<int64_t> k_shape = q_shape;
+      k_shape[spec.layout == Layout::BSHD || spec.layout == Layout::SBHD ? 2 : 1] = 1;
+      EncodingCase c = make(text, tensor("q", q_shape, spec.dtype, seed++), tensor("k", k_shape, spec.dtype, seed++));
+      c.request.backward = backward;
+      if (spec.axes.enabled()) c.request.positions = ids({2, 5, 3}, 64, false, seed++);
+      if (packed) c.request.cu_seqlens = std::vector<int64_t>{0, 3, 7};
+      if (runtime_freqs) {
+        c.request.freqs = tensor("freqs", {spec.num_pairs()}, DType::F32, seed++, 0.3);
+        if (backward) {
+          c.request.saved_q = tensor("saved_q", q_shape, spec.dtype, seed++);
+          c.request.saved_k = tensor("saved_k", k_shape, spec.dtype, seed++);
+        }
+      }
+      out.push_back(std::move(c));
+    }
+  return out;
+}
+
+std::optional<runtime::ApplyResult> run_encoding_case(const EncodingCase& c, const std::string& target) {
+  SCOPED_TRACE(c.describe());
+  const RopeSpec spec = parse(c.spec);
+  runtime::ApplyRequest r = c.request;
+  r.target = target;
+  Result<runtime::ApplyResult> result = runtime::apply_on_host(spec, r);
+  if (!result) {
+    ADD_FAILURE() << format(result.errors());
+    return std::nullopt;
+  }
+  const ref::Call call = reference_call(r, result->seq_len);
+  switch (spec.encoding) {
+    case Encoding::Sinusoidal:
+    case Encoding::Learned:
+      expect_near("x", spec.dtype, result->out_q, ref::reference_add_positions(spec, as_ref(r.q), call).data);
+      break;
+    case Encoding::Alibi: expect_near("scores", spec.dtype, result->out_q, ref::reference_alibi(spec, as_ref(r.q), r.offset).data); break;
+    case Encoding::Rope: {
+      std::vector<double> d_freqs(spec.num_pairs(), 0.0);
+      auto check = [&](const runtime::HostTensor& in, const std::vector<float>& got, const std::optional<runtime::HostTensor>& saved,
+                       bool is_key) {
+        if (!r.backward) return expect_near(in.name, spec.dtype, got, ref::reference_apply(spec, as_ref(in), is_key, call).data);
+        const ref::Tensor saved_ref = saved ? as_ref(*saved) : ref::Tensor{};
+        const ref::Gradients g = ref::reference_backward(spec, as_ref(in), saved ? &saved_ref : nullptr, is_key, call);
+        expect_near("d" + in.name, spec.dtype, got, g.dx.data);
+        for (size_t i = 0; i < g.d_inv_freq.size(); ++i) d_freqs[i] += g.d_inv_freq[i];
+      };
+      check(r.q, result->out_q, r.saved_q, false);
+      if (r.k) check(*r.k, *result->out_k, r.saved_k, true);
+      // A sum over every row: float32 terms accumulated in float64.
+      if (result->d_freqs) expect_near("d_freqs", DType::F32, *result->d_freqs, d_freqs, 10.0);
+      break;
+    }
+  }
+  return std::move(result).value();
+}
+
+void run_encoding_sweep(const std::vector<EncodingCase>& cases, const std::string& target, bool against_host) {
+  int differing = 0;
+  for (const EncodingCase& c : cases) {
+    const std::optional<runtime::ApplyResult> got = run_encoding_case(c, target);
+    if (!got || !against_host) continue;
+    const std::optional<runtime::ApplyResult> host = run_encoding_case(c, "host");
+    if (!host) continue;
+    const bool same = got->out_q == host->out_q && got->out_k == host->out_k && got->d_freqs == host->d_freqs;
+    if (!same && differing++ < 5) ADD_FAILURE() << target << " differs from the host's bits: " << c.describe();
+  }
+}
+
+double adjoint_error(const std::string& spec_text, const std::string& target) {
+  const RopeSpec spec = parse(spec_text);
+  runtime::ApplyRequest forward;
+  forward.q = tensor("q", {2, 6, 3, spec.head_dim}, spec.dtype, 7);
+  forward.target = target;
+  runtime::ApplyRequest backward = forward;
+  backward.q = tensor("q", forward.q.shape, spec.dtype, 8);
+  backward.backward = true;
+  backward.seq_len = forward.seq_len = 6;
+  Result<runtime::ApplyResult> y = runtime::apply_on_host(spec, forward), dx = runtime::apply_on_host(spec, backward);
+  if (!y || !dx) throw std::runtime_error(format(y ? dx.errors() : y.errors()));
+  double lhs = 0, rhs = 0, norm = 0;
+  for (size_t i = 0; i < y->out_q.size(); ++i) {
+    lhs += static_cast<double>(y->out_q[i]) * backward.q.data[i];
+    rhs += static_cast<double>(forward.q.data[i]) * dx->out_q[i];
+    norm += std::abs(static_cast<double>(y->out_q[i]) * backward.q.data[i]);
+  }
+  return std::abs(lhs - rhs) / norm;
+}
+
+}  // namespace ropegen::test

@@ -1,0 +1,43 @@
+// Sweeps over the encodings beyond 1-D RoPE forward (sinusoidal, learned,
+// ALiBi, multi-axis RoPE, run-time frequencies, backward kernels), run
+// through runtime::apply_on_host on a target and checked against the
+// float64 reference (tests/support). Each case prints its spec, so a
+// failure names the exact combination; GPU tests also compare every
+// output with the host's, bit for bit.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/host_apply.h"
+
+namespace ropegen::test {
+
+struct EncodingCase {
+  std::string spec;                  // YAML
+  runtime::ApplyRequest request;     // target filled in by run_encoding_case
+  std::string describe() const;
+};
+
+std::vector<EncodingCase> sweep_sinusoidal_and_learned();
+std::vector<EncodingCase> sweep_alibi();
+std::vector<EncodingCase> sweep_multi_axis_rope();
+// Backward of rope specs (partial, interleaved, output_pairing, xPos, yarn,
+// multi-axis) and run-time frequencies forward and backward (dL/d(inv_freq)).
+std::vector<EncodingCase> sweep_backward_and_runtime_frequencies();
+
+// Runs c on `target` (host, vulkan, cuda) and checks every output against
+// the reference (gtest failures). Returns the outputs, empty if it could not run.
+std::optional<runtime::ApplyResult> run_encoding_case(const EncodingCase& c, const std::string& target);
+
+// Every case on `target` against the reference; with `against_host`, also
+// on the host, expecting the same bits (GPU targets).
+void run_encoding_sweep(const std::vector<EncodingCase>& cases, const std::string& target, bool against_host);
+
+// The adjoint identity <R x, g> = <x, R^T g> between a spec's forward and
+// backward kernels on `target`, for random x and g; relative error.
+double adjoint_error(const std::string& spec, const std::string& target);
+
+}  // namespace ropegen::test
