@@ -34,9 +34,10 @@ void write_npy(const std::string& path, const test::GoldenTensor& t) {
 }
 
 // The command line of the case: inputs written under `dir`, outputs to be
-// written there.
-std::string command_line(const test::EncodingCase& c, const std::string& dir) {
+// written there; kernels (apply) on `target`.
+std::string command_line(const test::EncodingCase& c, const std::string& dir, const std::string& target) {
   std::string args = std::string(ROPEGEN_BINARY) + (c.command == "table" ? " table " : " apply ") + dir + "/spec.yaml";
+  if (c.command != "table") args += " --target " + target;
   if (c.command == "backward") args += " --backward";
   for (const auto& [name, t] : c.inputs) {
     write_npy(dir + "/" + name + ".npy", t);
@@ -62,20 +63,41 @@ void expect_matches(const std::string& file, const test::GoldenTensor& want) {
   EXPECT_LE(worst, 1e-5 * max_abs) << file;
 }
 
-TEST(GoldenEncodings, EveryCaseThroughTheCli) {
-  const std::vector<test::EncodingCase> cases = test::load_encoding_cases();
-  for (const test::EncodingCase& c : cases) {
+// Runs every case with its kernels on `target`; the cases checked, 0 with
+// `skip_reason` set when the target cannot run here.
+int check_every_case(const std::string& target, std::string* skip_reason) {
+  int checked = 0;
+  for (const test::EncodingCase& c : test::load_encoding_cases()) {
     SCOPED_TRACE(c.name + " (" + c.peer + ")");
     const std::string dir = test::make_temp_dir();
     EXPECT_TRUE(parse_spec(c.spec, c.name).ok()) << c.spec;
     test::write_text(dir + "/spec.yaml", c.spec);
-    const test::CommandResult r = test::run_command(command_line(c, dir));
+    const test::CommandResult r = test::run_command(command_line(c, dir, target));
+    if (r.exit_code == 2 && r.err.find("cannot run on this machine") != std::string::npos) {
+      *skip_reason = r.err;
+      std::filesystem::remove_all(dir);
+      return 0;
+    }
     EXPECT_EQ(r.exit_code, 0) << r.err;
     if (r.exit_code == 0)
       for (const auto& [name, want] : c.outputs) expect_matches(dir + "/" + name + ".npy", want);
     std::filesystem::remove_all(dir);
+    ++checked;
   }
-  EXPECT_GE(cases.size(), 40u);
+  return checked;
+}
+
+TEST(GoldenEncodings, EveryCaseThroughTheCli) {
+  std::string skip;
+  EXPECT_GE(check_every_case("host", &skip), 40) << skip;
+}
+
+// The same cases with the Vulkan kernels (lavapipe in CI).
+TEST(GoldenEncodings, EveryCaseOnVulkan) {
+  std::string skip;
+  const int checked = check_every_case("vulkan", &skip);
+  if (checked == 0 && !skip.empty()) GTEST_SKIP() << "no Vulkan device: " << skip;
+  EXPECT_GE(checked, 40);
 }
 
 }  // namespace
