@@ -1,0 +1,92 @@
+// `rope-gen apply` on calls that do not fit the spec: exit 2, a message that
+// names both shapes (or the offending value) and the fix, no output file.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "atomic_file.h"
+#include "npy.h"
+#include "support/run_command.h"
+
+namespace ropegen {
+namespace {
+
+using ::testing::HasSubstr;
+
+class ApplyErrors : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = test::make_temp_dir(); }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string path(const std::string& name) const { return dir_ + "/" + name; }
+  std::string spec(const std::string& text) {
+    test::write_text(path("spec.yaml"), text);
+    return path("spec.yaml");
+  }
+  std::string floats(const std::string& name, const std::vector<int64_t>& shape) {
+    int64_t n = 1;
+    for (int64_t e : shape) n *= e;
+    cli::write_file_atomically(path(name), cli::npy_bytes(std::vector<float>(n, 0.5f), shape));
+    return path(name);
+  }
+  std::string ints(const std::string& name, const std::vector<int64_t>& shape, int64_t value) {
+    int64_t n = 1;
+    for (int64_t e : shape) n *= e;
+    cli::write_file_atomically(path(name), cli::npy_bytes(std::vector<int64_t>(n, value), shape));
+    return path(name);
+  }
+  // Runs `apply ARGS --out(-q) OUT`; expects exit 2, no output; the message.
+  std::string rejected(const std::string& args, const char* out_flag = "--out") {
+    const test::CommandResult r = test::run_command(std::string(ROPEGEN_BINARY) + " apply " + args + " " + out_flag + " " + path("out.npy"));
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(path("out.npy")));
+    return r.err;
+  }
+  std::string dir_;
+};
+
+TEST_F(ApplyErrors, RopeShapeMistakeNamesBothShapesAndTheFix) {
+  const std::string err = rejected(spec("name: r\nhead_dim: 8\n") + " --q " + floats("q.npy", {2, 5, 3, 4}), "--out-q");
+  EXPECT_THAT(err, HasSubstr("q has shape (2, 5, 3, 4) but the spec's head_dim is 8: expected (2, 5, 3, 8)"));
+  EXPECT_THAT(err, HasSubstr("cos/sin-sized data"));
+}
+
+TEST_F(ApplyErrors, LearnedPositionOutsideTheTable) {
+  const std::string s = spec("name: l\nencoding: learned\ndim: 4\n");
+  const std::string err = rejected(s + " --x " + floats("x.npy", {1, 3, 4}) + " --positions " + ints("p.npy", {1, 3}, 10) +
+                                   " --table " + floats("t.npy", {8, 4}));
+  EXPECT_THAT(err, HasSubstr("position 10 is outside the table: it has 8 rows (positions 0..7)"));
+  EXPECT_THAT(rejected(s + " --x " + floats("x.npy", {1, 3, 4}) + " --positions " + ints("p.npy", {1, 3}, 1)),
+              HasSubstr("pass it shaped (max_len, 4)"));
+}
+
+TEST_F(ApplyErrors, AlibiScoresNeedTheSpecsHeads) {
+  const std::string err = rejected(spec("name: a\nencoding: alibi\nnum_heads: 8\n") + " --x " + floats("s.npy", {1, 4, 5, 5}));
+  EXPECT_THAT(err, HasSubstr("x has shape (1, 4, 5, 5) but the spec has num_heads 8: expected (1, 8, 5, 5)"));
+}
+
+TEST_F(ApplyErrors, MultiAxisPositionsNeedTheirAxisDim) {
+  const std::string s = spec("name: m\nhead_dim: 16\npositions: explicit\naxes: {sections: [2, 3, 3]}\n");
+  const std::string err =
+      rejected(s + " --q " + floats("q.npy", {2, 5, 3, 16}) + " --positions " + ints("p.npy", {2, 5}, 1), "--out-q");
+  EXPECT_THAT(err, HasSubstr("positions have shape (2, 5) but q (2, 5, 3, 16) in layout bshd needs (2, 5, 3)"));
+  EXPECT_THAT(err, HasSubstr("one id per axis"));
+}
+
+TEST_F(ApplyErrors, FlagsThatDoNotBelongToTheEncoding) {
+  EXPECT_THAT(rejected(spec("name: r\nhead_dim: 8\n") + " --x " + floats("x.npy", {1, 2, 1, 8})),
+              HasSubstr("is a rope spec: pass --q"));
+  EXPECT_THAT(rejected(spec("name: s\nencoding: sinusoidal\ndim: 8\n") + " --q " + floats("q.npy", {1, 2, 8}), "--out-q"),
+              HasSubstr("is a sinusoidal spec: pass its tensor as --x"));
+  const std::string runtime = spec("name: f\nhead_dim: 8\nfrequency: {scheme: runtime}\n");
+  EXPECT_THAT(rejected(runtime + " --q " + floats("q.npy", {1, 2, 1, 8}), "--out-q"),
+              HasSubstr("pass inv_freq shaped (4,)"));
+  EXPECT_THAT(rejected(runtime + " --backward --q " + floats("q.npy", {1, 2, 1, 8}) + " --freqs " + floats("f.npy", {4}) +
+                           " --out-freqs " + path("df.npy"),
+                       "--out-q"),
+              HasSubstr("needs the forward input saved_q"));
+  EXPECT_FALSE(std::filesystem::exists(path("df.npy")));
+}
+
+}  // namespace
+}  // namespace ropegen
