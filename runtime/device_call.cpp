@@ -292,6 +292,7 @@ void run_on_device(const RopeSpec& spec, const lowering::KernelVariant& variant,
   whole.cu_seqlens = staged_cu_seqlens(call.cu_seqlens, device.buffer_size_multiple);
   whole.table = staged_whole(call.table, device.buffer_size_multiple);
   whole.freqs = staged_whole(call.freqs, device.buffer_size_multiple);
+  if (call.d_freqs.defined()) Halide::Buffer<float>(call.d_freqs).fill(0.0f);  // the parts add to it
   try {
     for (const Part& p : plan_parts(sizes, call.q.dim(2).extent(), call.q.dim(3).extent()))
       PartRun(spec, variant, call, p).run(pipelines, whole);

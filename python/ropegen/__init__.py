@@ -1,10 +1,11 @@
-"""rope-gen from Python: exact RoPE kernels on numpy and torch (CPU) tensors.
+"""rope-gen from Python: exact positional-encoding kernels on numpy and torch (CPU) tensors.
 
     import ropegen
     rope = ropegen.compile("examples/llama3_8b.yaml")   # a path, YAML text or a dict
     q_rot, k_rot = rope(q, k, positions=position_ids)
     rope(q, out_q=q)                                     # in place
     dq, dk = rope.backward(grad_q, grad_k, positions=position_ids)  # dL/dq, dL/dk
+    y = ropegen.compile("examples/transformer_sinusoidal.yaml")(x)  # x + PE (sinusoidal, learned: table=, alibi: scores)
     inv_freq, attention_factor = ropegen.freqs(spec, seq_len=8192)
 
 Kernels are compiled once per spec and kept in memory and on disk
@@ -39,8 +40,16 @@ def _empty_like(t):
     return numpy.empty_like(t)
 
 
+def _zeros_like_vector(t):
+    if hasattr(t, "new_zeros"):  # torch
+        return t.new_zeros(t.shape)
+    import numpy
+    return numpy.zeros_like(t)
+
+
 class Kernel:
-    """A compiled spec; call it on q (and k) in the spec's layout and dtype."""
+    """A compiled spec; call it on q (and k) in the spec's layout and dtype, or
+    on x (sinusoidal, learned) / attention scores [B, H, Sq, Sk] (alibi)."""
 
     def __init__(self, spec, target="host"):
         text, source = _spec_text(spec)
@@ -51,23 +60,39 @@ class Kernel:
         """The normalised spec (YAML)."""
         return self._kernel.spec
 
-    def __call__(self, q, k=None, positions=None, offset=0, seq_len=None, out_q=None, out_k=None, cu_seqlens=None):
-        """Rotate q (and k). Returns out_q, or (out_q, out_k) when k is given;
-        pass out_q=q (out_k=k) to rotate in place."""
-        return self._run(q, k, positions, offset, seq_len, out_q, out_k, cu_seqlens, False)
+    @property
+    def encoding(self):
+        """rope, sinusoidal, learned or alibi."""
+        return self._kernel.encoding
+
+    def __call__(self, q, k=None, positions=None, offset=0, seq_len=None, out_q=None, out_k=None, cu_seqlens=None,
+                 table=None, freqs=None, out=None):
+        """Rope: rotate q (and k); returns out_q, or (out_q, out_k) when k is
+        given; pass out_q=q (out_k=k) to rotate in place; freqs: inv_freq for
+        `scheme: runtime`. Other encodings: q is x (or the scores), table the
+        learned table; returns the result (out=x: in place)."""
+        out_q = out if out is not None else out_q
+        return self._run(q, k, positions, offset, seq_len, out_q, out_k, cu_seqlens, False, table, freqs, None, None)
 
     def backward(self, grad_q, grad_k=None, positions=None, offset=0, seq_len=None, out_q=None, out_k=None,
-                 cu_seqlens=None):
-        """The gradients dL/dq (and dL/dk) of upstream gradients dL/d(out_q)
-        (and dL/d(out_k)), with the forward call's positions / offset / seq_len."""
-        return self._run(grad_q, grad_k, positions, offset, seq_len, out_q, out_k, cu_seqlens, True)
+                 cu_seqlens=None, freqs=None, saved_q=None, saved_k=None):
+        """Rope: the gradients dL/dq (and dL/dk) of upstream gradients dL/d(out_q)
+        (and dL/d(out_k)), with the forward call's positions / offset / seq_len.
+        With `scheme: runtime` pass the forward's freqs and inputs (saved_q,
+        saved_k): dL/d(freqs) is returned last."""
+        return self._run(grad_q, grad_k, positions, offset, seq_len, out_q, out_k, cu_seqlens, True, None, freqs,
+                         saved_q, saved_k)
 
-    def _run(self, q, k, positions, offset, seq_len, out_q, out_k, cu_seqlens, backward):
+    def _run(self, q, k, positions, offset, seq_len, out_q, out_k, cu_seqlens, backward, table, freqs, saved_q,
+             saved_k):
         out_q = _empty_like(q) if out_q is None else out_q
         if k is not None and out_k is None:
             out_k = _empty_like(k)
-        self._kernel(q, k, positions, offset, seq_len, out_q, out_k, cu_seqlens, backward)
-        return out_q if k is None else (out_q, out_k)
+        d_freqs = _zeros_like_vector(freqs) if backward and freqs is not None else None
+        self._kernel(q, k, positions, offset, seq_len, out_q, out_k, cu_seqlens, backward, table, freqs, saved_q,
+                     saved_k, d_freqs)
+        results = (out_q,) + ((out_k,) if k is not None else ()) + ((d_freqs,) if d_freqs is not None else ())
+        return results[0] if len(results) == 1 else results
 
 
 def compile(spec, target="host"):

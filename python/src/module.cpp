@@ -48,7 +48,7 @@ void check_dtype(const RopeSpec& spec, const Tensor& t, const char* name) {
     throw nb::value_error((std::string(name) + ": the spec's dtype is " + to_string(spec.dtype) +
                            "; pass a tensor of that dtype (float32, float16 or bfloat16)").c_str());
   if (t.ndim() > 0 && t.stride(t.ndim() - 1) != 1)
-    throw nb::value_error((std::string(name) + ": the head dim (last) must be contiguous (stride 1)").c_str());
+    throw nb::value_error((std::string(name) + ": the last dim must be contiguous (stride 1)").c_str());
 }
 
 std::vector<int64_t> ids_of(const Tensor& t, bool* is_int64) {
@@ -66,24 +66,42 @@ std::vector<int64_t> ids_of(const Tensor& t, bool* is_int64) {
   return out;
 }
 
+// A host buffer over a dense 1-D float32 tensor (run-time frequencies and their gradient).
+Halide::Buffer<float> float_vector(const Tensor& t, const char* name) {
+  if (t.dtype() != nb::dtype<float>() || t.ndim() != 1 || t.stride(0) != 1)
+    throw nb::value_error((std::string(name) + " must be a contiguous 1-D float32 tensor").c_str());
+  return Halide::Buffer<float>(static_cast<float*>(t.data()), static_cast<int>(t.shape(0)));
+}
+
 class Kernel {
  public:
   Kernel(RopeSpec spec, std::string target) : spec_(std::move(spec)), target_(std::move(target)) {}
 
+  // Rope: q (, k) -> out_q (, out_k), forward or backward. Other encodings:
+  // their tensor x as q -> out_q.
   void call(Tensor q, std::optional<Tensor> k, std::optional<Tensor> positions, int64_t offset,
             std::optional<int64_t> seq_len, Tensor out_q, std::optional<Tensor> out_k, std::optional<Tensor> cu_seqlens,
-            bool backward) {
-    check_dtype(spec_, q, "q");
-    check_dtype(spec_, out_q, "out_q");
+            bool backward, std::optional<Tensor> table, std::optional<Tensor> freqs, std::optional<Tensor> saved_q,
+            std::optional<Tensor> saved_k, std::optional<Tensor> d_freqs) {
+    const bool rope = spec_.encoding == Encoding::Rope;
+    const char* q_name = rope ? "q" : "x";
+    check_dtype(spec_, q, q_name);
+    check_dtype(spec_, out_q, "out");
     if (k.has_value() != out_k.has_value()) throw nb::value_error("k and out_k go together");
     if (k) check_dtype(spec_, *k, "k"), check_dtype(spec_, *out_k, "out_k");
     if (shape_of(out_q) != shape_of(q) || strides_of(out_q) != strides_of(q) ||
         (k && (shape_of(*out_k) != shape_of(*k) || strides_of(*out_k) != strides_of(*k))))
-      throw nb::value_error("out_q / out_k must have the shape and strides of q / k");
+      throw nb::value_error("outputs must have the shape and strides of their inputs");
+    for (auto [t, name] : {std::pair{&table, "table"}, std::pair{&saved_q, "saved_q"}, std::pair{&saved_k, "saved_k"}})
+      if (*t) check_dtype(spec_, **t, name);
 
     runtime::ApplyRequest request;  // shapes and ids only: the tensors stay where they are
-    request.q = {"q", shape_of(q), {}};
+    request.q = {q_name, shape_of(q), {}};
     if (k) request.k = runtime::HostTensor{"k", shape_of(*k), {}};
+    if (table) request.table = runtime::HostTensor{"table", shape_of(*table), {}};
+    if (freqs) request.freqs = runtime::HostTensor{"freqs", shape_of(*freqs), {}};
+    if (saved_q) request.saved_q = runtime::HostTensor{"saved_q", shape_of(*saved_q), {}};
+    if (saved_k) request.saved_k = runtime::HostTensor{"saved_k", shape_of(*saved_k), {}};
     std::vector<int32_t> ids32;
     std::vector<int64_t> ids64;
     lowering::KernelVariant variant;
@@ -104,27 +122,36 @@ class Kernel {
     request.seq_len = seq_len;
     if (std::vector<Diagnostic> errors = runtime::check_call(spec_, request); !errors.empty())
       throw nb::value_error(format(errors).c_str());
+    if (table && (table->stride(1) != 1 || table->stride(0) != static_cast<int64_t>(table->shape(1))))
+      throw nb::value_error("table must be a dense [max_len, dim] tensor");
 
     std::shared_ptr<runtime::Kernel> kernel = value_or_raise(Runtime::process().get(spec_, variant, target_));
     const Halide::Type type = lowering::storage_type(spec_.dtype);
+    const Layout layout = spec_.encoding == Encoding::Alibi ? Layout::BHSD : spec_.layout;  // scores [B, H, Sq, Sk]
     runtime::RopeCall call;
-    call.q = runtime::logical_tensor(q.data(), type, spec_.layout, shape_of(q), strides_of(q));
-    call.out_q = runtime::logical_tensor(out_q.data(), type, spec_.layout, shape_of(q), strides_of(q));
+    call.q = runtime::logical_tensor(q.data(), type, layout, shape_of(q), strides_of(q));
+    call.out_q = runtime::logical_tensor(out_q.data(), type, layout, shape_of(q), strides_of(q));
     if (k) {
-      call.k = runtime::logical_tensor(k->data(), type, spec_.layout, shape_of(*k), strides_of(*k));
-      call.out_k = runtime::logical_tensor(out_k->data(), type, spec_.layout, shape_of(*k), strides_of(*k));
+      call.k = runtime::logical_tensor(k->data(), type, layout, shape_of(*k), strides_of(*k));
+      call.out_k = runtime::logical_tensor(out_k->data(), type, layout, shape_of(*k), strides_of(*k));
     }
+    if (saved_q) call.saved_q = runtime::logical_tensor(saved_q->data(), type, layout, shape_of(*saved_q), strides_of(*saved_q));
+    if (saved_k) call.saved_k = runtime::logical_tensor(saved_k->data(), type, layout, shape_of(*saved_k), strides_of(*saved_k));
+    if (table) call.table = Halide::Buffer<>(type, table->data(), {static_cast<int>(table->shape(1)), static_cast<int>(table->shape(0))});
+    if (freqs) call.freqs = float_vector(*freqs, "freqs");
+    if (d_freqs) call.d_freqs = float_vector(*d_freqs, "d_freqs");
     if (request.positions) {
       void* data = nullptr;
       if (request.positions->is_int64) ids64 = request.positions->values, data = ids64.data();
       else ids32.assign(request.positions->values.begin(), request.positions->values.end()), data = ids32.data();
       const auto& qs = request.q.shape;
-      const int64_t batch = spec_.layout == Layout::THD ? 1 : spec_.layout == Layout::SBHD ? qs[1] : qs[0];
-      call.positions = runtime::logical_positions(data, variant.position_type, spec_.layout, request.positions->shape, batch,
+      const Layout heads = lowering::with_heads(layout);
+      const int64_t batch = heads == Layout::THD ? 1 : heads == Layout::SBHD ? qs[1] : qs[0];
+      call.positions = runtime::logical_positions(data, variant.position_type, layout, request.positions->shape, batch,
                                                   spec_.axes.count());
     }
-    const int64_t tokens = spec_.layout == Layout::THD ? request.q.shape[0] : 0;
-    std::vector<int64_t> cu = request.cu_seqlens.value_or(std::vector<int64_t>{0, tokens});
+    const bool packed = layout == Layout::THD || layout == Layout::TD;
+    std::vector<int64_t> cu = request.cu_seqlens.value_or(std::vector<int64_t>{0, packed ? request.q.shape[0] : 0});
     cu32.assign(cu.begin(), cu.end());
     call.cu_seqlens = Halide::Buffer<int32_t>(cu32.data(), static_cast<int>(cu32.size()));
     call.offset = offset;
@@ -134,6 +161,7 @@ class Kernel {
   }
 
   std::string spec_yaml() const { return to_yaml(spec_); }
+  std::string encoding() const { return to_string(spec_.encoding); }
 
  private:
   RopeSpec spec_;
@@ -147,18 +175,12 @@ NB_MODULE(_ropegen, m) {
   nb::class_<Kernel>(m, "Kernel")
       .def("__call__", &Kernel::call, nb::arg("q"), nb::arg("k").none(), nb::arg("positions").none(),
            nb::arg("offset"), nb::arg("seq_len").none(), nb::arg("out_q"), nb::arg("out_k").none(),
-           nb::arg("cu_seqlens").none(), nb::arg("backward"))
-      .def_prop_ro("spec", &Kernel::spec_yaml);
+           nb::arg("cu_seqlens").none(), nb::arg("backward"), nb::arg("table").none(), nb::arg("freqs").none(),
+           nb::arg("saved_q").none(), nb::arg("saved_k").none(), nb::arg("d_freqs").none())
+      .def_prop_ro("spec", &Kernel::spec_yaml)
+      .def_prop_ro("encoding", &Kernel::encoding);
   m.def("compile", [](const std::string& text, const std::string& source, const std::string& target) {
-    RopeSpec spec = parse(text, source);
-    // The binding passes q and k only; the other encodings' tensors and
-    // run-time frequencies go through `rope-gen apply` or ropegen::Runtime (C++).
-    if (spec.encoding != Encoding::Rope || spec.frequency.scheme == FrequencyScheme::Runtime)
-      throw nb::value_error((source + ": the Python binding runs rope specs with static frequencies; use `rope-gen "
-                             "apply` or ropegen::Runtime (C++) for encoding " + to_string(spec.encoding) +
-                             (spec.encoding == Encoding::Rope ? " with frequency scheme runtime" : ""))
-                                .c_str());
-    return Kernel(std::move(spec), target);
+    return Kernel(parse(text, source), target);
   });
   m.def("freqs", [](const std::string& text, const std::string& source, std::optional<int64_t> seq_len) {
     const RopeFrequencies f = compute_frequencies(parse(text, source), seq_len);

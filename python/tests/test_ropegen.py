@@ -91,35 +91,45 @@ def test_torch_matches_hf_apply_rotary_pos_emb():
 ENCODINGS = sorted(glob.glob(os.path.join(ROOT, "tests", "golden", "data", "encodings", "*.json")))
 
 
-def python_runnable(path):
-    """Rope cases with static frequencies (the binding's scope): forward and backward."""
-    case = load(path)
-    return case["command"] in ("apply", "backward") and "q" in case["inputs"] and "freqs" not in case["inputs"]
+def kernel_case(path):
+    return load(path)["command"] in ("apply", "backward")
 
 
 def array(t):
     return np.array(t["data"], dtype=np.int64 if t["dtype"] == "int64" else np.float32).reshape(t["shape"])
 
 
-@pytest.mark.parametrize("path", [p for p in ENCODINGS if python_runnable(p)], ids=lambda p: os.path.basename(p)[:-5])
-def test_golden_rope_encodings_forward_and_backward(path):
-    """Multi-axis M-RoPE and the backward kernels (torch autograd of the peers)."""
+@pytest.mark.parametrize("path", [p for p in ENCODINGS if kernel_case(p)], ids=lambda p: os.path.basename(p)[:-5])
+def test_golden_encodings_forward_and_backward(path):
+    """Every encoding's golden case (M-RoPE, vision, learned freqs, backward by
+    the peers' autograd, sinusoidal, learned, ALiBi) through the binding."""
     case = load(path)
-    rope = ropegen.compile(case["spec"])
+    kernel = ropegen.compile(case["spec"])
     inputs, outputs = case["inputs"], case["outputs"]
     kwargs = {"offset": case.get("options", {}).get("offset", 0)}
-    if "positions" in inputs:
-        kwargs["positions"] = array(inputs["positions"])
-    if "cu_seqlens" in inputs:
-        kwargs["cu_seqlens"] = array(inputs["cu_seqlens"])
-    run = rope.backward if case["command"] == "backward" else rope
-    got = run(array(inputs["q"]), array(inputs["k"]) if "k" in inputs else None, **kwargs)
+    for name in ("positions", "cu_seqlens", "table", "freqs", "saved_q", "saved_k"):
+        if name in inputs:
+            kwargs[name] = array(inputs[name])
+    if case["command"] == "backward":
+        got = kernel.backward(array(inputs["q"]), array(inputs["k"]) if "k" in inputs else None, **kwargs)
+        names = ("out_q", "out_k", "out_freqs")
+    elif kernel.encoding == "rope":
+        got = kernel(array(inputs["q"]), array(inputs["k"]) if "k" in inputs else None, **kwargs)
+        names = ("out_q", "out_k")
+    else:
+        got = kernel(array(inputs["x"]), **kwargs)
+        names = ("out",)
     got = got if isinstance(got, tuple) else (got,)
-    for name, value in zip(("out_q", "out_k"), got):
+    assert len(got) == len(outputs)
+    for name, value in zip(names, got):
         want = array(outputs[name])
         assert np.abs(value - want).max() <= 1e-5 * max(1.0, float(np.abs(want).max())), name
 
 
-def test_other_encodings_are_refused_with_the_way_to_run_them():
-    with pytest.raises(ValueError, match="rope-gen apply"):
-        ropegen.compile({"name": "s", "encoding": "sinusoidal", "dim": 8})
+def test_alibi_in_place_and_errors():
+    alibi = ropegen.compile({"name": "a", "encoding": "alibi", "num_heads": 4, "form": "causal"})
+    scores = np.zeros((1, 4, 3, 3), dtype=np.float32)
+    alibi(scores, out=scores, offset=0)
+    assert scores[0, 0, 2, 0] == -2 * 0.25 and scores[0, 0, 0, 2] == 0  # slope 2^-2 for head 0 of 4; j > i untouched
+    with pytest.raises(ValueError, match="num_heads 4"):
+        alibi(np.zeros((1, 2, 3, 3), dtype=np.float32))
