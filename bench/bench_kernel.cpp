@@ -1,7 +1,6 @@
 #include "bench_kernel.h"
 
 #include <algorithm>
-#include <cmath>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -10,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "ropegen/rope_math.h"
 #include "ropegen/runtime.h"
 #include "runtime/device_call.h"
 #include "runtime/device_probe.h"
@@ -98,7 +98,7 @@ Result<BenchResult> bench_rope(const RopeSpec& spec, const BenchOptions& o) {
     return Diagnostic{{"--k-heads", -1, -1}, "k and backward kernels are for rope specs", {}};
   if (rope && spec.frequency.scheme == FrequencyScheme::Runtime && o.backward)
     return Diagnostic{{"--backward", -1, -1}, "bench times the backward of static frequencies only", {}};
-  const Layout layout = spec.encoding == Encoding::Alibi ? Layout::BHSD : spec.layout;  // scores [B, H, Sq, Sk]
+  const Layout layout = lowering::tensor_layout(spec);
   Result<std::shared_ptr<runtime::Kernel>> acquired = Runtime::process().get(spec, variant, o.target);
   if (!acquired) return acquired.errors();
   runtime::Kernel& kernel = *acquired.value();
@@ -136,14 +136,17 @@ Result<BenchResult> bench_rope(const RopeSpec& spec, const BenchOptions& o) {
                                                                  : std::vector<int64_t>{o.batch, o.seq};
   if (spec.axes.enabled()) id_shape.push_back(axes);
   call.positions = runtime::logical_positions(ids.data(), Halide::Int(32), spec.layout, id_shape, o.batch, spec.axes.count());
-  // learned: a table row per position; runtime frequencies: the lang ones.
+  // learned: a table row per position; run-time frequencies: the lang ones (rope_math's).
   std::vector<float> table_values(spec.encoding == Encoding::Learned ? o.seq * spec.dim : 0, 0.5f);
   runtime::HostStorage table = runtime::to_storage(table_values, spec.dtype);
   if (spec.encoding == Encoding::Learned)
     call.table = Halide::Buffer<>(table.type(), table.data(), {spec.dim, static_cast<int>(o.seq)});
   std::vector<float> freqs;
-  for (int i = 0; rope && spec.frequency.scheme == FrequencyScheme::Runtime && i < spec.num_pairs(); ++i)
-    freqs.push_back(static_cast<float>(std::pow(10000.0, -2.0 * i / spec.rotary_dim)));
+  if (rope && spec.frequency.scheme == FrequencyScheme::Runtime) {
+    RopeSpec lang = spec;
+    lang.frequency = Frequency{};
+    for (double f : compute_frequencies(lang).inv_freq) freqs.push_back(static_cast<float>(f));
+  }
   if (!freqs.empty()) call.freqs = Halide::Buffer<float>(freqs.data(), static_cast<int>(freqs.size()));
   std::vector<int32_t> cu;
   for (int64_t b = 0; b <= o.batch; ++b) cu.push_back(static_cast<int32_t>(b * o.seq));

@@ -27,9 +27,9 @@ Layout with_heads(Layout layout) {
   }
 }
 
-Layout kernel_layout(const RopeSpec& spec) {
-  return spec.encoding == Encoding::Alibi ? Layout::BHSD : with_heads(spec.layout);
-}
+Layout tensor_layout(const RopeSpec& spec) { return spec.encoding == Encoding::Alibi ? Layout::BHSD : spec.layout; }
+
+Layout kernel_layout(const RopeSpec& spec) { return with_heads(tensor_layout(spec)); }
 
 namespace detail {
 

@@ -11,7 +11,7 @@ namespace {
 // the dims before and after the rotary range, where there are any.
 void add_pass_through(const RopeSpec& spec, const Halide::Buffer<>& in, const Halide::Buffer<>& out,
                       std::vector<PassThroughArguments>& copies) {
-  if (spec.encoding != Encoding::Rope || spec.rotary_dim == spec.head_dim || in.data() == out.data()) return;  // in place: nothing to copy
+  if (!spec.has_pass_through() || in.data() == out.data()) return;  // in place: nothing to copy
   const int first_after = spec.rotary_offset + spec.rotary_dim;
   for (auto [first, count] : {std::pair{0, spec.rotary_offset}, std::pair{first_after, spec.head_dim - first_after}})
     if (count > 0) copies.push_back({dim_range_view(in, first, count), dim_range_view(out, first, count)});

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "lowering/rope_algorithm.h"
 #include "ropegen/runtime.h"
 #include "runtime/device_call.h"
 #include "runtime/device_probe.h"
@@ -22,9 +23,6 @@ std::string shape_str(const std::vector<int64_t>& s) {
 Diagnostic error(const std::string& what, std::string message) { return Diagnostic{{what, -1, -1}, std::move(message), {}}; }
 
 bool is_rope(const RopeSpec& spec) { return spec.encoding == Encoding::Rope; }
-
-// The layout the call's tensors are in (ALiBi scores: bhsd).
-Layout layout_of(const RopeSpec& spec) { return spec.encoding == Encoding::Alibi ? Layout::BHSD : spec.layout; }
 
 // Where the heads are in a shape of the layout (-1: no heads).
 int heads_dim(Layout l) {
@@ -66,7 +64,7 @@ std::pair<int64_t, const char*> row_dim(const RopeSpec& spec) {
 }
 
 void check_tensor(const RopeSpec& spec, const HostTensor& t, std::vector<Diagnostic>& errors) {
-  const Layout layout = layout_of(spec);
+  const Layout layout = lowering::tensor_layout(spec);
   const size_t rank = layout == Layout::THD || layout == Layout::BSD || layout == Layout::SBD ? 3
                       : layout == Layout::TD                                                  ? 2
                                                                                               : 4;
@@ -120,7 +118,7 @@ void check_k(const RopeSpec& spec, const ApplyRequest& r, std::vector<Diagnostic
 
 void check_positions(const RopeSpec& spec, const ApplyRequest& r, const std::vector<int64_t>& tokens,
                      std::vector<Diagnostic>& errors) {
-  const Layout layout = layout_of(spec);
+  const Layout layout = lowering::tensor_layout(spec);
   const int64_t seq = sequence_tokens(layout, tokens);
   // Multi-axis ids carry a trailing axis dim.
   std::vector<int64_t> want = tokens, shared = {seq};
@@ -152,7 +150,7 @@ void check_positions(const RopeSpec& spec, const ApplyRequest& r, const std::vec
 
 // The largest position the call reads (learned: it must have a table row).
 int64_t max_position(const RopeSpec& spec, const ApplyRequest& r) {
-  const Layout layout = layout_of(spec);
+  const Layout layout = lowering::tensor_layout(spec);
   const std::vector<int64_t> tokens = token_dims(layout, r.q.shape);
   int64_t max_position = 0;
   if (r.positions) {
@@ -242,7 +240,7 @@ std::vector<Diagnostic> check_call(const RopeSpec& spec, const ApplyRequest& r) 
     else check_k(spec, r, errors);
   }
   if (!errors.empty()) return errors;
-  const Layout layout = layout_of(spec);
+  const Layout layout = lowering::tensor_layout(spec);
   const std::vector<int64_t> tokens = token_dims(layout, r.q.shape);
 
   if (spec.positions == PositionsMode::Explicit && spec.encoding != Encoding::Alibi) {
@@ -271,15 +269,7 @@ std::vector<Diagnostic> check_call(const RopeSpec& spec, const ApplyRequest& r) 
   return errors;
 }
 
-int64_t default_seq_len(const RopeSpec& spec, const ApplyRequest& r) {
-  if (spec.axes.enabled()) {
-    // HF's M-RoPE has no seq_len-dependent scaling; the largest id of any axis.
-    int64_t m = 0;
-    for (int64_t v : r.positions->values) m = std::max(m, v);
-    return m + 1;
-  }
-  return max_position(spec, r) + 1;
-}
+int64_t default_seq_len(const RopeSpec& spec, const ApplyRequest& r) { return max_position(spec, r) + 1; }
 
 namespace {
 
@@ -291,13 +281,13 @@ struct Staged {
 
 Staged stage(const RopeSpec& spec, const HostTensor& t) {
   HostStorage s = to_storage(t.data, spec.dtype);
-  Halide::Buffer<> view = logical_tensor(s.data(), s.type(), layout_of(spec), t.shape, dense_strides(t.shape));
+  Halide::Buffer<> view = logical_tensor(s.data(), s.type(), lowering::tensor_layout(spec), t.shape, dense_strides(t.shape));
   return {std::move(s), view};
 }
 
 Staged stage_output(const RopeSpec& spec, const Staged& like, const HostTensor& t) {
   HostStorage s = like.storage.empty_like();
-  Halide::Buffer<> view = logical_tensor(s.data(), s.type(), layout_of(spec), t.shape, dense_strides(t.shape));
+  Halide::Buffer<> view = logical_tensor(s.data(), s.type(), lowering::tensor_layout(spec), t.shape, dense_strides(t.shape));
   return {std::move(s), view};
 }
 
@@ -309,7 +299,7 @@ Result<ApplyResult> apply_on_host(const RopeSpec& spec, const ApplyRequest& r) {
   Result<Halide::Target> target = runnable_target(r.target);
   if (!target) return target.errors();
 
-  const Layout layout = layout_of(spec);
+  const Layout layout = lowering::tensor_layout(spec);
   const std::vector<int64_t> tokens = token_dims(layout, r.q.shape);
   std::vector<int64_t> cu = r.cu_seqlens.value_or(std::vector<int64_t>{0, tokens[0]});
   ApplyResult result;

@@ -18,7 +18,7 @@ JitKernel::JitKernel(const RopeSpec& spec, const lowering::KernelVariant& varian
   pipeline_ = Halide::Pipeline(algorithm_->outputs());
   quiet_runtime_prints(pipeline_);
   pipeline_.compile_jit(target_);
-  if (spec.encoding == Encoding::Rope && spec.rotary_dim < spec.head_dim) {
+  if (spec.has_pass_through()) {
     pass_through_ = std::make_unique<lowering::PassThroughCopy>(lowering::build_pass_through_copy(spec));
     targets::schedule_pass_through(*pass_through_, spec, target_);
     pass_through_pipeline_ = Halide::Pipeline(pass_through_->output);

@@ -79,7 +79,7 @@ KernelSymbols kernel_symbols(const RopeSpec& spec, const CacheKey& key) {
   KernelSymbols s;
   s.prefix = "ropegen_" + key.hex + "_";
   s.rope = s.prefix + "rope";
-  if (spec.encoding == Encoding::Rope && spec.rotary_dim < spec.head_dim) s.pass_through = s.prefix + "pass_through";
+  if (spec.has_pass_through()) s.pass_through = s.prefix + "pass_through";
   return s;
 }
 

@@ -100,6 +100,8 @@ struct RopeSpec {
   AlibiForm alibi_form = AlibiForm::Symmetric;
 
   int num_pairs() const { return rotary_dim / 2; }
+  // Partial rotary RoPE: dims outside the rotary range are copied out of place.
+  bool has_pass_through() const { return encoding == Encoding::Rope && rotary_dim < head_dim; }
   // Whether the frequencies depend on the run-time sequence length.
   bool needs_seq_len() const {
     return scaling.type == ScalingType::Dynamic || xpos.enabled ||

@@ -127,7 +127,7 @@ class Kernel {
 
     std::shared_ptr<runtime::Kernel> kernel = value_or_raise(Runtime::process().get(spec_, variant, target_));
     const Halide::Type type = lowering::storage_type(spec_.dtype);
-    const Layout layout = spec_.encoding == Encoding::Alibi ? Layout::BHSD : spec_.layout;  // scores [B, H, Sq, Sk]
+    const Layout layout = lowering::tensor_layout(spec_);
     runtime::RopeCall call;
     call.q = runtime::logical_tensor(q.data(), type, layout, shape_of(q), strides_of(q));
     call.out_q = runtime::logical_tensor(out_q.data(), type, layout, shape_of(q), strides_of(q));

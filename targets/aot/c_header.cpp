@@ -401,7 +401,7 @@ std::string prepare_arguments(const LibraryDescription& lib) {
 // Partial rotary, out of place: the dims outside [offset, offset + R) are copied.
 std::string pass_through(const LibraryDescription& lib) {
   const RopeSpec& spec = lib.spec;
-  if (spec.rotary_dim == spec.head_dim) return "";
+  if (!spec.has_pass_through()) return "";
   const CompiledEntry* copy = nullptr;
   for (const auto& e : lib.entries)
     if (e.entry.kind == EntryPoint::Kind::PassThrough) copy = &e;
@@ -482,20 +482,27 @@ const char* kRawHeader = R"C(/* @N@.h: the @ENCODING@ library of spec `@N@` (spe
 #endif /* ROPEGEN_@P@_H */
 )C";
 
-// Why a spec has no convenience call; empty when it has one.
-std::string no_convenience_call(const RopeSpec& spec) {
-  if (spec.encoding != Encoding::Rope) return fmt::format("encoding {}", to_string(spec.encoding));
-  if (spec.axes.enabled()) return "multi-axis positions";
-  if (spec.frequency.scheme == FrequencyScheme::Runtime) return "run-time frequencies";
-  return "";
-}
-
-std::string raw_header(const LibraryDescription& lib, const std::string& why) {
-  std::string includes, entry_headers, docs;
-  std::vector<std::string> documented;
+// The placeholders both kinds of header share; last, since the others
+// insert text holding @P@ and @N@.
+void fill_library_placeholders(std::string& text, const LibraryDescription& lib) {
+  std::string includes, entry_headers;
   for (const auto& e : lib.entries) {
     includes += fmt::format("#include \"{}\"\n", entry_header_file(e.entry));
     entry_headers += (entry_headers.empty() ? "" : ", ") + entry_header_file(e.entry);
+  }
+  replace_all(text, "@INCLUDES@", includes);
+  replace_all(text, "@ENTRY_HEADERS@", entry_headers);
+  replace_all(text, "@TARGET_COUNT@", std::to_string(lib.targets.size()));
+  replace_all(text, "@HALIDE@", fmt::format("{}.{}.{}", HALIDE_VERSION_MAJOR, HALIDE_VERSION_MINOR, HALIDE_VERSION_PATCH));
+  replace_all(text, "@HASH@", spec_hash(lib.spec));
+  replace_all(text, "@P@", upper(lib.spec.name));
+  replace_all(text, "@N@", lib.spec.name);
+}
+
+std::string raw_header(const LibraryDescription& lib, const std::string& why) {
+  std::string docs;
+  std::vector<std::string> documented;
+  for (const auto& e : lib.entries) {
     for (const auto& a : e.arguments) {
       const std::string name = a.name.substr(0, a.name.find('$'));
       if (std::find(documented.begin(), documented.end(), name) != documented.end()) continue;
@@ -507,17 +514,18 @@ std::string raw_header(const LibraryDescription& lib, const std::string& why) {
   replace_all(text, "@ENCODING@", to_string(lib.spec.encoding));
   replace_all(text, "@WHY@", why);
   replace_all(text, "@ARGUMENT_DOCS@", docs);
-  replace_all(text, "@INCLUDES@", includes);
-  replace_all(text, "@ENTRY_HEADERS@", entry_headers);
-  replace_all(text, "@TARGET_COUNT@", std::to_string(lib.targets.size()));
-  replace_all(text, "@HALIDE@", fmt::format("{}.{}.{}", HALIDE_VERSION_MAJOR, HALIDE_VERSION_MINOR, HALIDE_VERSION_PATCH));
-  replace_all(text, "@HASH@", spec_hash(lib.spec));
-  replace_all(text, "@P@", upper(lib.spec.name));
-  replace_all(text, "@N@", lib.spec.name);
+  fill_library_placeholders(text, lib);
   return text;
 }
 
 }  // namespace
+
+std::string no_convenience_call(const RopeSpec& spec) {
+  if (spec.encoding != Encoding::Rope) return fmt::format("encoding {}", to_string(spec.encoding));
+  if (spec.axes.enabled()) return "multi-axis positions";
+  if (spec.frequency.scheme == FrequencyScheme::Runtime) return "run-time frequencies";
+  return "";
+}
 
 std::string rope_function_declaration(const RopeSpec& spec, bool backward) {
   return fmt::format(
@@ -532,11 +540,6 @@ std::string c_header(const LibraryDescription& lib) {
   const RopeSpec& spec = lib.spec;
   if (const std::string why = no_convenience_call(spec); !why.empty()) return raw_header(lib, why);
   const Halide::Type type = lib.entries.front().arguments.front().type;  // q
-  std::string includes, entry_headers;
-  for (const auto& e : lib.entries) {
-    includes += fmt::format("#include \"{}\"\n", entry_header_file(e.entry));
-    entry_headers += (entry_headers.empty() ? "" : ", ") + entry_header_file(e.entry);
-  }
   const bool explicit_positions = spec.positions == PositionsMode::Explicit;
 
   std::string text = std::string(kPrologue) + rope_function(lib, false) + rope_function(lib, true) + kEpilogue;
@@ -549,8 +552,6 @@ std::string c_header(const LibraryDescription& lib) {
               spec.output_pairing == spec.pairing ? ""
                                                   : "  if (out_q == q || (k && out_k == k)) return @P@_ROPE_ERR_IN_PLACE;\n");
   replace_all(text, "@PASS_THROUGH@", pass_through(lib));
-  replace_all(text, "@INCLUDES@", includes);
-  replace_all(text, "@ENTRY_HEADERS@", entry_headers);
   replace_all(text, "@POSITIONS_DOC@", positions_doc(spec));
   replace_all(text, "@POSITIONS_ARG_DOC@",
               explicit_positions ? "the position ids (this spec has `positions: explicit`): the token dims of q,\n"
@@ -558,15 +559,11 @@ std::string c_header(const LibraryDescription& lib) {
                                  : "must be NULL (this spec has `positions: implicit`: offset + index).");
   replace_all(text, "@SEQ_LEN_DOC@",
               spec.needs_seq_len() ? "This spec reads it." : "This spec does not read it (pass 0).");
-  replace_all(text, "@TARGET_COUNT@", std::to_string(lib.targets.size()));
-  replace_all(text, "@HALIDE@",
-              fmt::format("{}.{}.{}", HALIDE_VERSION_MAJOR, HALIDE_VERSION_MINOR, HALIDE_VERSION_PATCH));
-  replace_all(text, "@HASH@", spec_hash(spec));
   replace_all(text, "@SHAPE@", layout_dims(spec.layout));
   replace_all(text, "@LAYOUT@", to_string(spec.layout));
   replace_all(text, "@ELEMENT@", element_doc(spec.dtype));
   replace_all(text, "@OTHER_DIMS@",
-              spec.rotary_dim == spec.head_dim ? ""
+              !spec.has_pass_through() ? ""
                                                : "; the other dims\n *             are copied unchanged (out of place) or "
                                                  "left alone (in place)");
   replace_all(text, "@PAIRING@",
@@ -583,8 +580,7 @@ std::string c_header(const LibraryDescription& lib) {
   replace_all(text, "@TYPE_CODE@", halide_type_code(type));
   replace_all(text, "@TYPE_BITS@", std::to_string(type.bits()));
   replace_all(text, "@ELEMENT_BYTES@", std::to_string(type.bytes()));
-  replace_all(text, "@P@", upper(spec.name));
-  replace_all(text, "@N@", spec.name);
+  fill_library_placeholders(text, lib);
   return text;
 }
 

@@ -20,4 +20,8 @@ std::string c_header(const LibraryDescription& library);
 // header (also in manifest.json).
 std::string rope_function_declaration(const RopeSpec& spec, bool backward = false);
 
+// Why a spec's header has no convenience call (the other encodings,
+// multi-axis, run-time frequencies); empty when it has one.
+std::string no_convenience_call(const RopeSpec& spec);
+
 }  // namespace ropegen::targets::aot

@@ -23,7 +23,7 @@ std::vector<EntryPoint> entry_points(const RopeSpec& spec) {
   }
   for (bool backward : {false, true})
     for (bool with_k : {false, true}) add(spec.name + (with_k ? "_qk" : "_q") + (backward ? "_backward" : ""), with_k, backward);
-  if (spec.rotary_dim < spec.head_dim) out.push_back({spec.name + "_pass_through", EntryPoint::Kind::PassThrough, {}, false});
+  if (spec.has_pass_through()) out.push_back({spec.name + "_pass_through", EntryPoint::Kind::PassThrough, {}, false});
   return out;
 }
 

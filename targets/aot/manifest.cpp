@@ -144,7 +144,7 @@ std::string manifest_json(const LibraryDescription& lib) {
                  {"output_pairing", to_string(spec.output_pairing)},
                  {"in_place", spec.output_pairing == spec.pairing},
                  {"positions", to_string(spec.positions)}};
-  if (spec.encoding == Encoding::Rope && !spec.axes.enabled() && spec.frequency.scheme != FrequencyScheme::Runtime)
+  if (no_convenience_call(spec).empty())
     j["c_api"] = {{"function", spec.name + "_rope"},
                   {"declaration", rope_function_declaration(spec) + ";"},
                   {"backward", rope_function_declaration(spec, true) + ";"}};
