@@ -13,19 +13,12 @@ using namespace Halide;
 
 namespace {
 
-// The sinusoidal column d of the table: interleaved (sin, cos) per pair,
-// or RoFormer's [sin of every pair | cos of every pair].
-Expr sinusoidal_column(const RopeSpec& spec, const RopeAlgorithm& a) {
-  Expr pair, is_cos;
-  if (spec.table_form == TableForm::Interleaved) {
-    pair = a.d / 2;
-    is_cos = a.d % 2 == 1;
-  } else {
-    const int first_cos = (spec.dim + 1) / 2;
-    is_cos = a.d >= first_cos;
-    // Clamped so that bounds inference sees the table's range, not a select's union.
-    pair = clamp(select(is_cos, a.d - first_cos, a.d), 0, first_cos - 1);
-  }
+// The value of sinusoidal column d (rope_math's sinusoidal_column).
+Expr sinusoidal_value(const RopeSpec& spec, const RopeAlgorithm& a) {
+  const auto [column_pair, cos_flag] = sinusoidal_column(spec, Expr(a.d));
+  // Clamped so that bounds inference sees the table's range, not a select's union.
+  const Expr pair = clamp(column_pair, 0, (spec.dim + 1) / 2 - 1);
+  const Expr is_cos = cos_flag == 1;
   // Implicit positions are the same in every batch: one table row serves all.
   const Expr b = spec.positions == PositionsMode::Explicit ? Expr(a.b) : Expr(0);
   const Tuple cs = a.cos_sin(pair, a.s, b);
@@ -51,7 +44,7 @@ RopeAlgorithm build_sinusoidal_or_learned(const RopeSpec& spec, const KernelVari
     a.inv_freq = Func("inv_freq");
     a.inv_freq(a.r) = constant_table(sinusoidal_frequencies(spec), "sinusoidal_inv_freq_table")(a.r);
     define_cos_sin(a, 1.0f);
-    added = sinusoidal_column(spec, a);
+    added = sinusoidal_value(spec, a);
   } else {
     a.uses_table = true;
     a.table = ImageParam(type, 2, "table");

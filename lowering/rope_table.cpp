@@ -41,15 +41,13 @@ RopeTable sinusoidal_table(const RopeSpec& spec, const std::vector<int64_t>& pos
   RopeTable t;
   t.rows = static_cast<int64_t>(positions.size());
   t.columns = spec.dim;
-  const bool interleaved = spec.table_form == TableForm::Interleaved;
-  t.layout = interleaved ? "PE[pos, 2i] = sin, PE[pos, 2i+1] = cos" : "[sin of the pairs | cos of the pairs] (RoFormer)";
+  t.layout = spec.table_form == TableForm::Interleaved ? "PE[pos, 2i] = sin, PE[pos, 2i+1] = cos"
+                                                       : "[sin of the pairs | cos of the pairs] (RoFormer)";
   const std::vector<double> f = sinusoidal_frequencies(spec);
-  const int first_cos = static_cast<int>(f.size());
   t.values.resize(static_cast<size_t>(t.rows) * t.columns);
   for (int64_t row = 0; row < t.rows; ++row)
     for (int c = 0; c < spec.dim; ++c) {
-      const bool is_cos = interleaved ? c % 2 == 1 : c >= first_cos;
-      const int pair = interleaved ? c / 2 : (is_cos ? c - first_cos : c);
+      const auto [pair, is_cos] = sinusoidal_column(spec, c);
       const double angle = static_cast<double>(positions[row]) * f[pair];
       t.values[static_cast<size_t>(row) * t.columns + c] = static_cast<float>(is_cos ? std::cos(angle) : std::sin(angle));
     }

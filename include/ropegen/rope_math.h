@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "ropegen/spec.h"
@@ -36,6 +37,21 @@ std::vector<int> pair_axes(const RopeSpec& spec);
 
 // Sinusoidal encoding: base^(-2i/dim) for i in [0, ceil(dim / 2)).
 std::vector<double> sinusoidal_frequencies(const RopeSpec& spec);
+
+// The int counterpart of Halide::select, for the templates below (T = int).
+inline int select(bool condition, int if_true, int if_false) { return condition ? if_true : if_false; }
+
+// Column c of the sinusoidal table in the spec's table_form: {the pair whose
+// frequency it uses, 1 for cos / 0 for sin}. interleaved: (sin, cos) per
+// pair; roformer: [sin of every pair | cos of every pair]. A template so the
+// kernels evaluate this very mapping on a column expression (T = Halide::Expr).
+template <typename T>
+std::pair<T, T> sinusoidal_column(const RopeSpec& spec, const T& c) {
+  if (spec.table_form == TableForm::Interleaved) return {c / 2, c % 2};
+  const int first_cos = (spec.dim + 1) / 2;
+  const T is_cos = select(c >= first_cos, T(1), T(0));
+  return {c - is_cos * first_cos, is_cos};
+}
 
 // ALiBi head slopes as the ALiBi paper's code (and BLOOM) derive them:
 // a geometric sequence for powers of two, interleaved from the next power
