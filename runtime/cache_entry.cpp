@@ -4,7 +4,6 @@
 #include <cstdint>
 #include <cstring>
 #include <sstream>
-#include <utility>
 #include <vector>
 
 #include <fcntl.h>
@@ -14,6 +13,8 @@
 #include <fmt/format.h>
 
 #include "runtime/cache_key.h"
+#include "runtime/fd_io.h"
+#include "runtime/unique_fd.h"
 
 namespace ropegen::runtime {
 namespace {
@@ -35,43 +36,6 @@ uint64_t get_u64(const unsigned char* in) {
   uint64_t v = 0;
   for (int i = 7; i >= 0; --i) v = (v << 8) | in[i];
   return v;
-}
-
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-
- private:
-  int fd_;
-};
-
-bool read_at(int fd, void* out, size_t bytes, off_t offset) {
-  auto* p = static_cast<char*>(out);
-  while (bytes > 0) {
-    const ssize_t n = ::pread(fd, p, bytes, offset);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    p += n, bytes -= static_cast<size_t>(n), offset += n;
-  }
-  return true;
-}
-
-bool write_all(int fd, const void* data, size_t bytes) {
-  const auto* p = static_cast<const char*>(data);
-  while (bytes > 0) {
-    const ssize_t n = ::write(fd, p, bytes);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    p += n, bytes -= static_cast<size_t>(n);
-  }
-  return true;
 }
 
 // The trailer of a file of `size` bytes, if it is well formed.
@@ -111,9 +75,10 @@ std::optional<Diagnostic> seal_entry(const std::string& path, const std::string&
   auto fail = [&](const std::string& what) {
     return Diagnostic{{path, -1, -1}, fmt::format("cannot seal cache entry {}: {}: {}", path, what, std::strerror(errno)), {}};
   };
-  Fd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC));
   struct stat st;
-  if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0) return fail("open");
+  if (!fd.valid() || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return fail("open");
+  if (::fchmod(fd.get(), 0600) != 0) return fail("chmod");
   std::vector<unsigned char> bytes(static_cast<size_t>(st.st_size) + tag.size());
   if (!read_at(fd.get(), bytes.data(), static_cast<size_t>(st.st_size), 0)) return fail("read");
   std::memcpy(bytes.data() + st.st_size, tag.data(), tag.size());
@@ -130,17 +95,15 @@ std::optional<Diagnostic> seal_entry(const std::string& path, const std::string&
   return std::nullopt;
 }
 
-EntryCheck check_entry(const std::string& path, const std::string& expected_tag, std::string* payload) {
+EntryCheck check_entry(int fd, const std::string& expected_tag, std::string* payload) {
   using Status = EntryCheck::Status;
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) return {Status::Absent, {}};
   struct stat st;
-  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return {Status::Damaged, "not a regular file"};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return {Status::Damaged, "not a regular file"};
   EntryCheck check{Status::Damaged, {}};
-  const std::optional<Trailer> t = read_trailer(fd.get(), static_cast<uint64_t>(st.st_size), &check.why);
+  const std::optional<Trailer> t = read_trailer(fd, static_cast<uint64_t>(st.st_size), &check.why);
   if (!t) return check;
   std::vector<unsigned char> bytes(t->payload_bytes + t->tag_bytes);
-  if (!read_at(fd.get(), bytes.data(), bytes.size(), 0)) return {Status::Damaged, "unreadable"};
+  if (!read_at(fd, bytes.data(), bytes.size(), 0)) return {Status::Damaged, "unreadable"};
   if (checksum64(bytes.data(), bytes.size()) != t->checksum) return {Status::Damaged, "checksum mismatch"};
   const std::string tag(reinterpret_cast<const char*>(bytes.data() + t->payload_bytes), t->tag_bytes);
   if (tag != expected_tag) return {Status::Foreign, "sealed for another key (" + first_difference(tag, expected_tag) + ")"};
@@ -149,9 +112,9 @@ EntryCheck check_entry(const std::string& path, const std::string& expected_tag,
 }
 
 std::optional<std::string> read_entry_tag(const std::string& path) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC));
   struct stat st;
-  if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0) return std::nullopt;
+  if (!fd.valid() || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
   std::string why;
   const std::optional<Trailer> t = read_trailer(fd.get(), static_cast<uint64_t>(st.st_size), &why);
   if (!t) return std::nullopt;

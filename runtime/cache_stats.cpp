@@ -1,10 +1,13 @@
 #include "cache_stats.h"
 
+#include <cerrno>
 #include <cstdio>
-#include <fstream>
+#include <cstring>
 #include <sstream>
 
 #include <fmt/format.h>
+
+#include "runtime/fd_io.h"
 
 namespace ropegen::runtime {
 namespace {
@@ -20,23 +23,38 @@ void for_each_counter(CacheCounters& c, Visit visit) {
   visit("damaged_evicted", c.damaged_evicted);
   visit("lru_evicted", c.lru_evicted);
   visit("jit_fallbacks", c.jit_fallbacks);
+  visit("refused", c.refused);
   visit("compile_seconds", c.compile_seconds);
   visit("disk_load_seconds", c.disk_load_seconds);
 }
+// The one text field: the rest of its line.
+constexpr const char* kLastFallback = "last_fallback";
+// The file is a few hundred bytes; more is not ours to read.
+constexpr size_t kMaxStatsBytes = 1 << 16;
 
-std::string stats_path(const DiskCache& cache) { return cache.dir() + "/stats"; }
+constexpr const char* kStatsName = "stats";
 
 }  // namespace
 
 CacheCounters read_stats(const DiskCache& cache) {
   CacheCounters c;
-  std::ifstream in(stats_path(cache));
+  // Opened like every file of the cache: a FIFO there must not block us.
+  const TrustedOpen file = cache.open_file(kStatsName);
+  if (file.status != TrustedOpen::Status::Ok || static_cast<size_t>(file.st.st_size) > kMaxStatsBytes) return c;
+  std::string text(static_cast<size_t>(file.st.st_size), '\0');
+  if (!read_at(file.fd.get(), text.data(), text.size(), 0)) return c;
+  std::istringstream lines(text);
   std::string line;
-  while (std::getline(in, line)) {
+  while (std::getline(lines, line)) {
     std::istringstream fields(line);
     std::string name;
+    fields >> name;
+    if (name == kLastFallback) {
+      std::getline(fields >> std::ws, c.last_fallback);
+      continue;
+    }
     double value = 0;
-    if (!(fields >> name >> value) || value < 0) continue;
+    if (!(fields >> value) || value < 0) continue;
     for_each_counter(c, [&](const char* n, auto& field) {
       if (name == n) field = static_cast<std::decay_t<decltype(field)>>(value);
     });
@@ -45,16 +63,17 @@ CacheCounters read_stats(const DiskCache& cache) {
 }
 
 std::optional<Diagnostic> add_to_stats(const DiskCache& cache, const CacheCounters& delta) {
-  Result<FileLock> held = cache.lock("stats");
+  Result<FileLock> held = cache.lock("stats", std::chrono::seconds(2));  // advisory: never worth a long wait
   if (!held) return held.errors().front();
   CacheCounters total = read_stats(cache);
   total += delta;
   std::string text;
   for_each_counter(total, [&](const char* name, auto value) { text += fmt::format("{} {}\n", name, value); });
-  const std::string path = stats_path(cache), tmp = path + ".tmp";  // only ever written under the lock
-  std::ofstream(tmp, std::ios::trunc) << text;
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    return Diagnostic{{path, -1, -1}, fmt::format("cannot update {}", path), {}};
+  if (!total.last_fallback.empty()) text += fmt::format("{} {}\n", kLastFallback, total.last_fallback);
+  const std::string path = cache.path(kStatsName), tmp = path + ".tmp";  // only ever written under the lock
+  cache.remove(std::string(kStatsName) + ".tmp");  // left by a process that died while writing
+  if (!write_new_file(tmp, text) || std::rename(tmp.c_str(), path.c_str()) != 0)
+    return Diagnostic{{path, -1, -1}, fmt::format("cannot update {}: {}", path, std::strerror(errno)), {}};
   return std::nullopt;
 }
 

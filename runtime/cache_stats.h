@@ -12,7 +12,8 @@
 
 namespace ropegen::runtime {
 
-// Missing or unreadable counters read as zero: the stats file is advisory.
+// Missing, unreadable or untrusted counters read as zero: the stats file
+// is advisory.
 CacheCounters read_stats(const DiskCache& cache);
 std::optional<Diagnostic> add_to_stats(const DiskCache& cache, const CacheCounters& delta);
 

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
 #include <fcntl.h>
 #include <pwd.h>
@@ -16,23 +17,40 @@
 #include <fmt/format.h>
 
 #include "runtime/cache_entry.h"
+#include "runtime/cache_marker.h"
 
 namespace ropegen::runtime {
 namespace {
 
 namespace fs = std::filesystem;
+using std::chrono::milliseconds;
 
 // A compile takes seconds; a work directory this old was left by a process
 // that died.
 constexpr auto kAbandoned = std::chrono::hours(1);
+// Eviction and the stats file are housekeeping: skipped rather than waited
+// for when another process holds them long.
+constexpr milliseconds kHousekeepingWait(2000);
+constexpr const char* kWorkPrefix = "build-";
 
 Diagnostic error(const std::string& path, std::string message) { return Diagnostic{{path, -1, -1}, std::move(message), {}}; }
 
 std::string errno_text() { return std::strerror(errno); }
 
-bool is_entry_name(const std::string& name) {
-  if (name.size() != 19 || name.compare(16, 3, ".so") != 0) return false;
+// <16 hex digits><suffix>: the names of entries and runtime objects.
+bool is_key_name(const std::string& name, const std::string& suffix) {
+  if (name.size() != 16 + suffix.size() || name.compare(16, suffix.size(), suffix) != 0) return false;
   return std::all_of(name.begin(), name.begin() + 16, [](char c) { return std::isdigit(c) || (c >= 'a' && c <= 'f'); });
+}
+
+// build-XXXXXX, as make_work_dir names them.
+bool is_work_dir_name(const std::string& name) {
+  return name.size() == std::strlen(kWorkPrefix) + 6 && name.compare(0, std::strlen(kWorkPrefix), kWorkPrefix) == 0;
+}
+
+// A regular file (not a link) this user owns: one rope-gen may remove.
+bool removable_file(const std::string& path, struct stat* st) {
+  return ::lstat(path.c_str(), st) == 0 && S_ISREG(st->st_mode) && owned_by_me(*st);
 }
 
 std::chrono::system_clock::time_point modified(const struct stat& st) {
@@ -40,23 +58,15 @@ std::chrono::system_clock::time_point modified(const struct stat& st) {
   return system_clock::time_point(duration_cast<system_clock::duration>(seconds(st.st_mtim.tv_sec) + nanoseconds(st.st_mtim.tv_nsec)));
 }
 
-std::optional<Diagnostic> make_private_dir(const std::string& path) {
-  if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST)
-    return error(path, fmt::format("cannot create the kernel cache directory {}: {}", path, errno_text()));
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    return error(path, fmt::format("kernel cache: {} is not a directory", path));
-  return std::nullopt;
-}
-
-// Entries (files named <key>.so) with size and last use, oldest first.
-std::vector<CacheEntryInfo> list_entries(const std::string& kernels, bool with_tags) {
+// Files named <key><suffix> in `sub` that rope-gen may remove, with size
+// and last use, oldest first.
+std::vector<CacheEntryInfo> list_files(const std::string& sub, const std::string& suffix, bool with_tags) {
   std::vector<CacheEntryInfo> out;
   std::error_code ec;
-  for (const auto& f : fs::directory_iterator(kernels, ec)) {
+  for (const auto& f : fs::directory_iterator(sub, ec)) {
     const std::string name = f.path().filename().string();
     struct stat st;
-    if (!is_entry_name(name) || ::stat(f.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (!is_key_name(name, suffix) || !removable_file(f.path(), &st)) continue;
     CacheEntryInfo e{name.substr(0, 16), f.path().string(), static_cast<uint64_t>(st.st_size), modified(st), {}};
     if (with_tags) e.tag = read_entry_tag(e.path);
     out.push_back(std::move(e));
@@ -65,11 +75,30 @@ std::vector<CacheEntryInfo> list_entries(const std::string& kernels, bool with_t
   return out;
 }
 
-}  // namespace
-
-FileLock::~FileLock() {
-  if (fd_ >= 0) ::close(fd_);  // closing releases the flock
+// Work directories (build-XXXXXX, this user's) last changed before `before`.
+void remove_work_dirs(const std::string& tmp, fs::file_time_type before) {
+  std::error_code ec;
+  for (const auto& w : fs::directory_iterator(tmp, ec)) {
+    struct stat st;
+    if (!is_work_dir_name(w.path().filename().string()) || ::lstat(w.path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode) ||
+        !owned_by_me(st) || fs::last_write_time(w.path(), ec) >= before)
+      continue;
+    fs::remove_all(w.path(), ec);  // does not follow links: only what the compile wrote
+  }
 }
+
+// Kernels are loaded by descriptor, through /proc/self/fd.
+std::optional<Diagnostic> check_proc_fd(const TrustedOpen& dir, const std::string& path) {
+  struct stat via_proc;
+  const std::string link = fmt::format("/proc/self/fd/{}", dir.fd.get());
+  if (::stat(link.c_str(), &via_proc) != 0 || via_proc.st_ino != dir.st.st_ino || via_proc.st_dev != dir.st.st_dev)
+    return error(path, fmt::format("kernel cache {}: /proc is not mounted; rope-gen loads cached kernels through "
+                                   "/proc/self/fd so that the file checked is the file loaded",
+                                   path));
+  return std::nullopt;
+}
+
+}  // namespace
 
 std::string default_cache_dir() {
   if (const char* d = std::getenv("ROPEGEN_CACHE_DIR"); d && *d) return d;
@@ -82,69 +111,93 @@ std::string default_cache_dir() {
   return home && *home ? std::string(home) + "/.cache/rope-gen" : std::string();
 }
 
-Result<DiskCache> DiskCache::open(const std::string& dir, uint64_t max_bytes) {
+Result<DiskCache> DiskCache::open(const std::string& dir, uint64_t max_bytes, milliseconds lock_wait) {
   if (dir.empty()) return error("ROPEGEN_CACHE_DIR", "no kernel cache directory: set ROPEGEN_CACHE_DIR or HOME");
   std::error_code ec;
-  const fs::path path(dir);
-  if (path.has_parent_path()) fs::create_directories(path.parent_path(), ec);
-  if (auto e = make_private_dir(dir)) return *e;
-  struct stat st;
-  if (::stat(dir.c_str(), &st) != 0) return error(dir, fmt::format("kernel cache {}: {}", dir, errno_text()));
+  const fs::path given(dir);
+  if (given.has_parent_path()) fs::create_directories(given.parent_path(), ec);
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+    return error(dir, fmt::format("cannot create the kernel cache directory {}: {}", dir, errno_text()));
+  char* real = ::realpath(dir.c_str(), nullptr);
+  if (!real) return error(dir, fmt::format("kernel cache {}: {}", dir, errno_text()));
+  const std::string root(real);
+  std::free(real);
   // Kernels are loaded as code from here: nobody else may be able to put files in it.
-  if (st.st_uid != ::geteuid())
-    return error(dir, fmt::format("kernel cache {} belongs to another user; rope-gen loads code from it, so it must be "
-                                  "yours (set ROPEGEN_CACHE_DIR)",
-                                  dir));
-  if (st.st_mode & (S_IWGRP | S_IWOTH))
-    return error(dir, fmt::format("kernel cache {} is writable by others; rope-gen loads code from it: chmod go-w {}", dir, dir));
-  for (const char* sub : {"kernels", "runtime", "locks", "tmp"})
-    if (auto e = make_private_dir(dir + "/" + sub)) return *e;
-  return DiskCache(dir, max_bytes);
+  const TrustedOpen top = open_trusted(root, "", Expect::Directory);
+  if (top.status != TrustedOpen::Status::Ok)
+    return error(dir, fmt::format("kernel cache {}: {}; rope-gen loads code from it, so it must be yours, writable by "
+                                  "nobody else, on a path only you or root can change (set ROPEGEN_CACHE_DIR)",
+                                  dir, top.status == TrustedOpen::Status::Absent ? "does not exist" : top.why));
+  if (auto e = claim_cache_dir(root)) return *e;
+  for (const char* sub : {"kernels", "runtime", "locks", "tmp"}) {
+    const std::string path = root + "/" + sub;
+    if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST)
+      return error(path, fmt::format("cannot create {}: {}", path, errno_text()));
+    const TrustedOpen checked = open_trusted(root, sub, Expect::Directory);
+    if (checked.status != TrustedOpen::Status::Ok)
+      return error(path, fmt::format("kernel cache {}: {}; rope-gen loads code from it", dir, checked.why));
+  }
+  if (auto e = check_proc_fd(top, dir)) return *e;
+  return DiskCache(root, max_bytes, lock_wait);
 }
 
-std::string DiskCache::entry_path(const CacheKey& key) const { return dir_ + "/kernels/" + key.hex + ".so"; }
-std::string DiskCache::runtime_object_path(const CacheKey& key) const { return dir_ + "/runtime/" + key.hex + ".o"; }
+std::string DiskCache::entry_name(const CacheKey& key) { return "kernels/" + key.hex + ".so"; }
+std::string DiskCache::runtime_object_name(const CacheKey& key) { return "runtime/" + key.hex + ".o"; }
 
-Result<FileLock> DiskCache::lock(const std::string& name) const {
+TrustedOpen DiskCache::open_file(const std::string& name) const { return open_trusted(dir_, name, Expect::RegularFile); }
+
+Result<FileLock> DiskCache::lock(const std::string& name, milliseconds wait) const {
   const std::string path = dir_ + "/locks/" + name + ".lock";
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) return error(path, fmt::format("cannot open lock {}: {}", path, errno_text()));
-  FileLock held(fd);
-  while (::flock(fd, LOCK_EX) != 0)
-    if (errno != EINTR) return error(path, fmt::format("cannot lock {}: {}", path, errno_text()));
-  return Result<FileLock>(std::move(held));
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600));
+  if (!fd.valid()) return error(path, fmt::format("cannot open lock {}: {}", path, errno_text()));
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return error(path, fmt::format("lock {} is not a regular file", path));
+  // flock has no timeout: poll, backing off, until the deadline.
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  milliseconds pause(1);
+  while (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EINTR) continue;
+    if (errno != EWOULDBLOCK) return error(path, fmt::format("cannot lock {}: {}", path, errno_text()));
+    if (std::chrono::steady_clock::now() >= deadline)
+      return error(path, fmt::format("another process has held the lock {} for over {:.1f} s (stopped or hung?)", path,
+                                     wait.count() / 1e3));
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, milliseconds(50));
+  }
+  return FileLock(std::move(fd));
 }
 
-Result<FileLock> DiskCache::lock_key(const CacheKey& key) const { return lock("key-" + key.hex.substr(0, 2)); }
+Result<FileLock> DiskCache::lock_key(const CacheKey& key) const { return lock("key-" + key.hex.substr(0, 2), lock_wait_); }
 
 Result<std::string> DiskCache::make_work_dir() const {
-  std::string tmpl = dir_ + "/tmp/build-XXXXXX";
+  std::string tmpl = path(std::string("tmp/") + kWorkPrefix + "XXXXXX");
   if (!::mkdtemp(tmpl.data())) return error(dir_, fmt::format("cannot create a work directory in {}/tmp: {}", dir_, errno_text()));
-  return tmpl;
+  return tmpl.substr(dir_.size() + 1);
 }
 
-std::optional<Diagnostic> DiskCache::publish(const std::string& sealed_file, const std::string& path) const {
-  if (::rename(sealed_file.c_str(), path.c_str()) != 0)
-    return error(path, fmt::format("cannot move a new file into {}: {}", path, errno_text()));
+std::optional<Diagnostic> DiskCache::publish(const std::string& sealed_file, const std::string& name) const {
+  const std::string target = path(name);
+  if (::rename(sealed_file.c_str(), target.c_str()) != 0)
+    return error(target, fmt::format("cannot move a new file into {}: {}", target, errno_text()));
   // The rename is durable once the directory is synced.
-  const int fd = ::open(fs::path(path).parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
+  UniqueFd dir(::open(fs::path(target).parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir.valid()) ::fsync(dir.get());
   return std::nullopt;
 }
 
-void DiskCache::touch(const CacheKey& key) const { ::utimensat(AT_FDCWD, entry_path(key).c_str(), nullptr, 0); }
+void DiskCache::touch(const CacheKey& key) const { ::utimensat(AT_FDCWD, path(entry_name(key)).c_str(), nullptr, AT_SYMLINK_NOFOLLOW); }
 
-void DiskCache::remove(const std::string& path) const { ::unlink(path.c_str()); }
+void DiskCache::remove(const std::string& name) const {
+  struct stat st;
+  if (removable_file(path(name), &st)) ::unlink(path(name).c_str());
+}
 
-std::vector<CacheEntryInfo> DiskCache::entries() const { return list_entries(dir_ + "/kernels", true); }
+std::vector<CacheEntryInfo> DiskCache::entries() const { return list_files(dir_ + "/kernels", ".so", true); }
 
 int DiskCache::evict_to_fit(const std::string& keep) const {
-  Result<FileLock> held = lock("evict");
+  Result<FileLock> held = lock("evict", kHousekeepingWait);
   if (!held) return 0;
-  std::vector<CacheEntryInfo> all = list_entries(dir_ + "/kernels", false);
+  std::vector<CacheEntryInfo> all = list_files(dir_ + "/kernels", ".so", false);
   uint64_t total = 0;
   for (const auto& e : all) total += e.bytes;
   int evicted = 0;
@@ -154,22 +207,18 @@ int DiskCache::evict_to_fit(const std::string& keep) const {
     if (::unlink(e.path.c_str()) == 0) ++evicted;
     total -= e.bytes;
   }
-  std::error_code ec;
-  const auto now = fs::file_time_type::clock::now();
-  for (const auto& w : fs::directory_iterator(dir_ + "/tmp", ec))
-    if (now - fs::last_write_time(w.path(), ec) > kAbandoned) fs::remove_all(w.path(), ec);
+  remove_work_dirs(dir_ + "/tmp", fs::file_time_type::clock::now() - kAbandoned);
   return evicted;
 }
 
 DiskCache::Cleared DiskCache::clear() const {
   Cleared cleared;
-  Result<FileLock> held = lock("evict");
-  for (const auto& e : list_entries(dir_ + "/kernels", false))
+  Result<FileLock> held = lock("evict", lock_wait_);  // cleared even if not: removing is safe without it
+  for (const auto& e : list_files(dir_ + "/kernels", ".so", false))
     if (::unlink(e.path.c_str()) == 0) ++cleared.entries, cleared.bytes += e.bytes;
-  std::error_code ec;
-  for (const char* sub : {"/runtime", "/tmp"})
-    for (const auto& f : fs::directory_iterator(dir_ + sub, ec)) fs::remove_all(f.path(), ec);
-  ::unlink((dir_ + "/stats").c_str());
+  for (const auto& e : list_files(dir_ + "/runtime", ".o", false)) ::unlink(e.path.c_str());
+  remove_work_dirs(dir_ + "/tmp", fs::file_time_type::max());
+  remove("stats");
   return cleared;
 }
 

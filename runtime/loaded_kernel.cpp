@@ -1,14 +1,18 @@
 #include "loaded_kernel.h"
 
+#include <cerrno>
+#include <cstring>
 #include <mutex>
 #include <stdexcept>
 #include <vector>
 
 #include <dlfcn.h>
+#include <fcntl.h>
 
 #include <fmt/format.h>
 
 #include "runtime/call_binding.h"
+#include "runtime/unique_fd.h"
 
 namespace ropegen::runtime {
 namespace {
@@ -95,14 +99,21 @@ class LoadedKernel : public Kernel {
 
 }  // namespace
 
-Result<std::shared_ptr<Kernel>> load_kernel(const std::string& path, const RopeSpec& spec,
+Result<std::shared_ptr<Kernel>> load_kernel(int fd, const std::string& path, const RopeSpec& spec,
                                             const lowering::KernelVariant& variant, const KernelSymbols& symbols) {
+  // dlopen takes a name, and returns an object already loaded under the
+  // same name without opening anything: a descriptor's /proc name must never
+  // be reused. So a descriptor of its own is kept open as long as the object
+  // is loaded (for the life of the process).
+  UniqueFd own(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+  if (!own.valid()) return error(path, fmt::format("cannot load {}: {}", path, std::strerror(errno)));
   // RTLD_LOCAL: nothing in the object joins the process's global scope.
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  void* handle = dlopen(fmt::format("/proc/self/fd/{}", own.get()).c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
     const char* why = dlerror();
     return error(path, fmt::format("cannot load {}: {}", path, why ? why : "unknown error"));
   }
+  (void)own.release();
   if (auto set_handler = reinterpret_cast<SetErrorHandler>(dlsym(handle, "halide_set_error_handler")))
     set_handler(capture_error);
   Result<Function> rope = resolve(handle, path, symbols.rope, rope_argument);

@@ -16,11 +16,14 @@
 
 namespace ropegen::runtime {
 
-// `path` must be an entry check_entry accepted (or one just sealed). The
-// object stays loaded until the process exits: its Halide runtime owns a
-// thread pool, and dlopen hands the same mapping to any later load of the path.
-// A diagnostic means the object is not a kernel of this spec and variant.
-Result<std::shared_ptr<Kernel>> load_kernel(const std::string& path, const RopeSpec& spec,
+// `fd` is an open entry that check_entry accepted, from trusted_path; it is
+// loaded through /proc/self/fd (a duplicate of it, kept open), so the file
+// loaded is the file checked (`path` only names it in messages). The
+// object stays loaded until the
+// process exits: its Halide runtime owns a thread pool, and dlopen hands
+// the same mapping to any later load of the file. A diagnostic means the
+// object is not a kernel of this spec and variant.
+Result<std::shared_ptr<Kernel>> load_kernel(int fd, const std::string& path, const RopeSpec& spec,
                                             const lowering::KernelVariant& variant, const KernelSymbols& symbols);
 
 }  // namespace ropegen::runtime

@@ -6,10 +6,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
+#include <cstring>
 #include <future>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -19,6 +20,7 @@
 #include "runtime/cache_key.h"
 #include "runtime/cache_stats.h"
 #include "runtime/disk_cache.h"
+#include "runtime/fd_io.h"
 #include "runtime/jit_kernel.h"
 #include "runtime/loaded_kernel.h"
 #include "runtime/shared_object.h"
@@ -37,6 +39,14 @@ double seconds_since(Clock::time_point start) { return std::chrono::duration<dou
 // (the kernel is still correct, only slower to obtain).
 void note(const std::string& message) {
   if (std::getenv("ROPEGEN_VERBOSE")) std::fprintf(stderr, "rope-gen: kernel cache: %s\n", message.c_str());
+}
+
+// One line (no diagnostics inside span lines).
+std::string one_line(std::string text) {
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  for (char& c : text)
+    if (c == '\n') c = ' ';
+  return text;
 }
 
 // A JIT kernel binds its parameters on every run; the lock lets it be
@@ -81,7 +91,8 @@ CacheCounters& CacheCounters::operator+=(const CacheCounters& o) {
   memory_hits += o.memory_hits, memory_misses += o.memory_misses;
   disk_hits += o.disk_hits, disk_misses += o.disk_misses;
   compiles += o.compiles, damaged_evicted += o.damaged_evicted, lru_evicted += o.lru_evicted;
-  jit_fallbacks += o.jit_fallbacks;
+  jit_fallbacks += o.jit_fallbacks, refused += o.refused;
+  if (!o.last_fallback.empty()) last_fallback = o.last_fallback;
   compile_seconds += o.compile_seconds, disk_load_seconds += o.disk_load_seconds;
   return *this;
 }
@@ -109,6 +120,10 @@ struct Runtime::State {
   std::once_flag disk_once;
   std::optional<runtime::DiskCache> disk;  // nullopt: no disk level (disk_problem says why)
   std::string disk_problem;
+  bool disk_refused = false;  // a directory was configured but cannot be used
+
+  std::mutex warned_mutex;
+  std::set<std::string> warned;  // each warning once per Runtime
 
   mutable std::mutex mutex;  // guards memory and the counters
   std::unordered_map<std::string, std::shared_future<KernelResult>> memory;
@@ -127,9 +142,10 @@ struct Runtime::State {
         disk_problem = "no cache directory configured";
         return;
       }
-      Result<runtime::DiskCache> opened = runtime::DiskCache::open(options.cache_dir, options.max_bytes);
+      Result<runtime::DiskCache> opened =
+          runtime::DiskCache::open(options.cache_dir, options.max_bytes, options.lock_wait);
       if (opened) disk.emplace(std::move(opened).value());
-      else disk_problem = format(opened.errors());
+      else disk_problem = opened.errors().front().message, disk_refused = true;
     });
     return disk ? &*disk : nullptr;
   }
@@ -144,7 +160,7 @@ struct Runtime::State {
     }
     const CacheCounters& d = delta;
     if (d.memory_hits + d.memory_misses + d.disk_hits + d.disk_misses + d.compiles + d.damaged_evicted +
-            d.lru_evicted + d.jit_fallbacks ==
+            d.lru_evicted + d.jit_fallbacks + d.refused ==
         0)
       return;  // nothing happened (the seconds only grow with hits and compiles)
     if (runtime::DiskCache* cache = disk_level()) (void)runtime::add_to_stats(*cache, delta);
@@ -153,7 +169,7 @@ struct Runtime::State {
   KernelResult jit(const RopeSpec& spec, const lowering::KernelVariant& variant, const Halide::Target& target,
                    const std::string& why) {
     note(fmt::format("JIT-compiling {} in memory only: {}", spec.name, why));
-    count([](CacheCounters& c) { ++c.jit_fallbacks; });
+    count([&](CacheCounters& c) { ++c.jit_fallbacks, c.last_fallback = one_line(why); });
     try {
       return std::shared_ptr<Kernel>(
           std::make_shared<SerializedKernel>(std::make_unique<runtime::JitKernel>(spec, variant, target)));
@@ -163,31 +179,48 @@ struct Runtime::State {
     }
   }
 
-  // The key's entry if it is on disk and sound. With `evict_bad` (under the
-  // key's lock) a damaged or foreign file is removed.
-  std::optional<std::shared_ptr<Kernel>> load_entry(runtime::DiskCache& cache, const runtime::CacheKey& key,
-                                                    const RopeSpec& spec, const lowering::KernelVariant& variant,
-                                                    bool evict_bad) {
+  // A file or directory of the cache that others could have written, or a
+  // lock held too long: said once on stderr, counted, and the kernel is
+  // JIT-compiled instead (nothing of the cache is used or removed).
+  void refuse(const std::string& why) {
+    count([](CacheCounters& c) { ++c.refused; });
+    std::lock_guard<std::mutex> lock(warned_mutex);
+    if (warned.insert(why).second)
+      std::fprintf(stderr, "rope-gen: kernel cache: warning: %s; compiling in memory instead\n", why.c_str());
+  }
+
+  struct Lookup {
+    std::shared_ptr<Kernel> kernel;  // the entry, loaded
+    std::string refused;             // or why the file there must not be used
+  };
+  // The key's entry if it is on disk, trusted and sound. With `evict_bad`
+  // (under the key's lock) a damaged or foreign file is removed.
+  Lookup load_entry(runtime::DiskCache& cache, const runtime::CacheKey& key, const RopeSpec& spec,
+                    const lowering::KernelVariant& variant, bool evict_bad) {
     const auto start = Clock::now();
-    const std::string path = cache.entry_path(key);
-    runtime::EntryCheck check = runtime::check_entry(path, key.text);
+    const std::string name = runtime::DiskCache::entry_name(key);
+    const runtime::TrustedOpen file = cache.open_file(name);
+    if (file.status == runtime::TrustedOpen::Status::Refused) return {nullptr, file.why};
+    if (file.status == runtime::TrustedOpen::Status::Absent) return {};
+    runtime::EntryCheck check = runtime::check_entry(file.fd.get(), key.text);
     if (check.status == runtime::EntryCheck::Status::Ok) {
-      KernelResult kernel = runtime::load_kernel(path, spec, variant, runtime::kernel_symbols(spec, key));
+      KernelResult kernel =
+          runtime::load_kernel(file.fd.get(), cache.path(name), spec, variant, runtime::kernel_symbols(spec, key));
       if (kernel) {
         cache.touch(key);
         const double took = seconds_since(start);
         count([&](CacheCounters& c) { ++c.disk_hits, c.disk_load_seconds += took; });
-        return kernel.value();
+        return {kernel.value(), {}};
       }
       check = {runtime::EntryCheck::Status::Damaged, format(kernel.errors())};
     }
-    if (check.status != runtime::EntryCheck::Status::Absent && evict_bad) evict_damaged(cache, path, check.why);
-    return std::nullopt;
+    if (evict_bad) evict_damaged(cache, name, check.why);
+    return {};
   }
 
-  void evict_damaged(runtime::DiskCache& cache, const std::string& path, const std::string& why) {
-    note(fmt::format("removing {}: {}", path, why));
-    cache.remove(path);
+  void evict_damaged(runtime::DiskCache& cache, const std::string& name, const std::string& why) {
+    note(fmt::format("removing {}: {}", cache.path(name), why));
+    cache.remove(name);
     count([](CacheCounters& c) { ++c.damaged_evicted; });
   }
 
@@ -196,25 +229,38 @@ struct Runtime::State {
   // (it is most of a cold compile).
   Result<std::string> runtime_object(runtime::DiskCache& cache, const Halide::Target& target, const std::string& work) {
     const runtime::CacheKey key = runtime::runtime_object_key(target);
-    const std::string path = cache.runtime_object_path(key), object = work + "/halide_runtime.o";
-    auto from_cache = [&](bool evict_bad) {
+    const std::string name = runtime::DiskCache::runtime_object_name(key), object = work + "/halide_runtime.o";
+    // Whether the cached object is now in `object`; a refused file is an error.
+    auto from_cache = [&](bool evict_bad) -> Result<bool> {
+      const runtime::TrustedOpen file = cache.open_file(name);
+      if (file.status == runtime::TrustedOpen::Status::Refused) {
+        refuse(file.why);
+        return Diagnostic{{cache.path(name), -1, -1}, file.why, {}};
+      }
+      if (file.status == runtime::TrustedOpen::Status::Absent) return false;
       std::string payload;
-      const runtime::EntryCheck check = runtime::check_entry(path, key.text, &payload);
-      if (check.status == runtime::EntryCheck::Status::Ok) return static_cast<bool>(std::ofstream(object, std::ios::binary) << payload);
-      if (check.status != runtime::EntryCheck::Status::Absent && evict_bad) evict_damaged(cache, path, check.why);
+      const runtime::EntryCheck check = runtime::check_entry(file.fd.get(), key.text, &payload);
+      if (check.status == runtime::EntryCheck::Status::Ok) {
+        if (runtime::write_new_file(object, payload)) return true;
+        return Diagnostic{{object, -1, -1}, fmt::format("cannot write {}: {}", object, std::strerror(errno)), {}};
+      }
+      if (evict_bad) evict_damaged(cache, name, check.why);
       return false;
     };
-    if (from_cache(false)) return object;
-    Result<runtime::FileLock> held = cache.lock("runtime-" + key.hex.substr(0, 2));  // after the kernel's lock, never before
+    Result<bool> found = from_cache(false);
+    if (!found || *found) return found ? Result<std::string>(object) : found.errors();
+    // After the kernel's lock, never before.
+    Result<runtime::FileLock> held = cache.lock("runtime-" + key.hex.substr(0, 2), options.lock_wait);
     if (!held) return held.errors();
-    if (from_cache(true)) return object;
+    found = from_cache(true);
+    if (!found || *found) return found ? Result<std::string>(object) : found.errors();
     if (auto e = runtime::compile_runtime_object(target, object)) return *e;
     const std::string sealed = work + "/halide_runtime.sealed";
     std::error_code ec;
     std::filesystem::copy_file(object, sealed, ec);
     if (ec) note(fmt::format("cannot keep Halide's runtime object: {}", ec.message()));
     else if (auto e = runtime::seal_entry(sealed, key.text)) note(format(*e));
-    else if (auto e = cache.publish(sealed, path)) note(format(*e));
+    else if (auto e = cache.publish(sealed, name)) note(format(*e));
     return object;
   }
 
@@ -223,24 +269,29 @@ struct Runtime::State {
   KernelResult build(runtime::DiskCache& cache, const runtime::CacheKey& key, const RopeSpec& spec,
                      const lowering::KernelVariant& variant, const Halide::Target& target) {
     const auto start = Clock::now();
-    Result<std::string> work = cache.make_work_dir();
-    if (!work) return work.errors();
+    Result<std::string> work_name = cache.make_work_dir();
+    if (!work_name) return work_name.errors();
     struct RemoveWhenDone {
       std::string dir;
       ~RemoveWhenDone() {
         std::error_code ec;
         std::filesystem::remove_all(dir, ec);
       }
-    } remove_work{*work};
+    } remove_work{cache.path(*work_name)};
+    const std::string& work = remove_work.dir;
     const runtime::KernelSymbols symbols = runtime::kernel_symbols(spec, key);
-    Result<std::string> halide_runtime = runtime_object(cache, target, *work);
+    Result<std::string> halide_runtime = runtime_object(cache, target, work);
     if (!halide_runtime) return halide_runtime.errors();
-    Result<std::string> object = runtime::compile_shared_object(spec, variant, target, symbols, *halide_runtime, *work);
+    Result<std::string> object = runtime::compile_shared_object(spec, variant, target, symbols, *halide_runtime, work);
     if (!object) return object.errors();
     if (auto e = runtime::seal_entry(*object, key.text)) return *e;
-    KernelResult kernel = runtime::load_kernel(*object, spec, variant, symbols);
+    // Loaded like any entry: the descriptor of the file checked.
+    const runtime::TrustedOpen built = cache.open_file(*work_name + "/kernel.so");
+    if (built.status != runtime::TrustedOpen::Status::Ok)
+      return Diagnostic{{*object, -1, -1}, built.why.empty() ? *object + " vanished" : built.why, {}};
+    KernelResult kernel = runtime::load_kernel(built.fd.get(), *object, spec, variant, symbols);
     if (!kernel) return kernel.errors();
-    if (auto e = cache.publish(*object, cache.entry_path(key))) note(format(*e));  // still a good kernel for this process
+    if (auto e = cache.publish(*object, runtime::DiskCache::entry_name(key))) note(format(*e));  // still a good kernel for this process
     const double took = seconds_since(start);
     const int evicted = cache.evict_to_fit(key.hex);
     count([&](CacheCounters& c) { ++c.compiles, c.compile_seconds += took, c.lru_evicted += evicted; });
@@ -251,14 +302,25 @@ struct Runtime::State {
     Result<Halide::Target> target = targets::parse_target(target_name);
     if (!target) return target.errors();
     runtime::DiskCache* cache = disk_level();
-    if (!cache) return jit(spec, variant, *target, disk_problem);
+    if (!cache) {
+      if (disk_refused) refuse(disk_problem);
+      return jit(spec, variant, *target, disk_problem);
+    }
     if (!loadable_here(*target)) return jit(spec, variant, *target, "target " + target->to_string() + " cannot be loaded here");
     const runtime::CacheKey key = runtime::cache_key(spec, variant, *target);
-    if (auto kernel = load_entry(*cache, key, spec, variant, false)) return *kernel;
+    Lookup found = load_entry(*cache, key, spec, variant, false);
+    if (found.kernel) return found.kernel;
+    auto refused_jit = [&](const std::string& why) {
+      refuse(why);
+      return jit(spec, variant, *target, why);
+    };
+    if (!found.refused.empty()) return refused_jit(found.refused);
     // Whoever holds the lock builds; the others then find its entry.
     Result<runtime::FileLock> held = cache->lock_key(key);
-    if (!held) return jit(spec, variant, *target, format(held.errors()));
-    if (auto kernel = load_entry(*cache, key, spec, variant, true)) return *kernel;
+    if (!held) return refused_jit(one_line(format(held.errors())));
+    found = load_entry(*cache, key, spec, variant, true);
+    if (found.kernel) return found.kernel;
+    if (!found.refused.empty()) return refused_jit(found.refused);
     count([](CacheCounters& c) { ++c.disk_misses; });
     KernelResult built = build(*cache, key, spec, variant, *target);
     if (!built) return jit(spec, variant, *target, format(built.errors()));

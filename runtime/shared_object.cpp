@@ -13,7 +13,9 @@
 
 #include <fmt/format.h>
 
+#include "runtime/fd_io.h"
 #include "runtime/halide_messages.h"
+#include "runtime/memory_output.h"
 #include "targets/aot/entry_points.h"
 
 extern char** environ;
@@ -46,14 +48,15 @@ std::vector<std::pair<targets::aot::EntryPoint, std::string>> entries_for(const 
   return out;
 }
 
-// Runs argv[0] from PATH with stdout and stderr going to `log` and its
-// temporary files in `tmp_dir` (the compiler driver makes some; they stay
-// inside the cache); the exit status.
-int run_program(const std::vector<std::string>& args, const std::string& log, const std::string& tmp_dir) {
+// Runs argv[0] from PATH with stdout and stderr going to `log`, in
+// `work_dir` (private to this compile: a relative path the driver or linker
+// looks up cannot find another user's file) with its temporary files there
+// too; the exit status.
+int run_program(const std::vector<std::string>& args, const std::string& log, const std::string& work_dir) {
   std::vector<char*> argv;
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
-  const std::string tmpdir = "TMPDIR=" + tmp_dir;
+  const std::string tmpdir = "TMPDIR=" + work_dir;
   std::vector<char*> env;
   for (char** e = environ; *e; ++e)
     if (std::strncmp(*e, "TMPDIR=", 7) != 0) env.push_back(*e);
@@ -61,7 +64,8 @@ int run_program(const std::vector<std::string>& args, const std::string& log, co
   env.push_back(nullptr);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addchdir_np(&actions, work_dir.c_str());
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0600);
   posix_spawn_file_actions_adddup2(&actions, 1, 2);
   pid_t pid;
   const int spawned = posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), env.data());
@@ -86,11 +90,12 @@ KernelSymbols kernel_symbols(const RopeSpec& spec, const CacheKey& key) {
 std::optional<Diagnostic> compile_runtime_object(const Halide::Target& target, const std::string& path) {
   install_halide_message_filter();
   try {
-    Halide::compile_standalone_runtime(path, target.without_feature(Halide::Target::NoRuntime));
+    return write_through_memory(path, [&](const std::string& memory) {
+      Halide::compile_standalone_runtime(memory, target.without_feature(Halide::Target::NoRuntime));
+    });
   } catch (const Halide::Error& e) {
     return error(fmt::format("Halide cannot compile its runtime for {}: {}", target.to_string(), e.what()));
   }
-  return std::nullopt;
 }
 
 Result<std::string> compile_shared_object(const RopeSpec& spec, const lowering::KernelVariant& variant,
@@ -102,8 +107,12 @@ Result<std::string> compile_shared_object(const RopeSpec& spec, const lowering::
     // Every entry without a runtime; the runtime comes in once (as in rope-gen build).
     for (const auto& [entry, symbol] : entries_for(spec, variant, symbols)) {
       const std::string object = work_dir + "/" + symbol + ".o";
-      targets::aot::compile_entry(spec, entry, symbol, target.with_feature(Halide::Target::NoRuntime))
-          .compile({{Halide::OutputFileType::object, object}});
+      const Halide::Module module =
+          targets::aot::compile_entry(spec, entry, symbol, target.with_feature(Halide::Target::NoRuntime));
+      if (auto e = write_through_memory(object, [&](const std::string& memory) {
+            module.compile({{Halide::OutputFileType::object, memory}});
+          }))
+        return *e;
       objects.push_back(object);
     }
   } catch (const Halide::Error& e) {
@@ -113,7 +122,8 @@ Result<std::string> compile_shared_object(const RopeSpec& spec, const lowering::
 
   // Only the kernel is exported; the Halide runtime inside stays local.
   const std::string exports = work_dir + "/exports.map";
-  std::ofstream(exports) << "{\n  global: " << symbols.prefix << "*; halide_set_error_handler;\n  local: *;\n};\n";
+  if (!write_new_file(exports, "{\n  global: " + symbols.prefix + "*; halide_set_error_handler;\n  local: *;\n};\n"))
+    return error(fmt::format("cannot write {}: {}", exports, std::strerror(errno)));
   const std::string output = work_dir + "/kernel.so", log = work_dir + "/link.log";
   const char* cxx = std::getenv("ROPEGEN_CXX");
   std::vector<std::string> args = {cxx && *cxx ? cxx : "c++", "-shared", "-o", output};

@@ -11,9 +11,13 @@
 // or foreign file is removed and rebuilt. Threads and processes asking for
 // the same kernel at once compile it once. Targets that cannot be loaded
 // into this process as a shared object, or a cache directory that cannot
-// be used, fall back to a JIT kernel held in memory only.
+// be used, fall back to a JIT kernel held in memory only. Nothing another
+// user could have written is loaded, and a lock another process holds too
+// long is not waited for: both are refused with a one-line warning on
+// stderr, and the kernel is JIT-compiled.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -34,8 +38,10 @@ struct CacheCounters {
   uint64_t damaged_evicted = 0;   // truncated, corrupt or foreign entries removed
   uint64_t lru_evicted = 0;       // entries removed to stay under the size cap
   uint64_t jit_fallbacks = 0;     // kernels JIT-compiled in memory instead
+  uint64_t refused = 0;           // untrusted files or directories, locks held too long (each also a JIT fallback)
   double compile_seconds = 0;     // total over `compiles` (Halide + link + first load)
   double disk_load_seconds = 0;   // total over `disk_hits` (check + dlopen)
+  std::string last_fallback;      // why the latest JIT fallback happened (one line); += keeps the newer
 
   CacheCounters& operator+=(const CacheCounters& other);
 };
@@ -43,6 +49,9 @@ struct CacheCounters {
 struct RuntimeOptions {
   std::string cache_dir;              // empty: no disk level
   uint64_t max_bytes = uint64_t{1} << 30;
+  // The longest wait for a lock another process holds (it builds the same
+  // kernel, normally for about a second) before compiling in memory instead.
+  std::chrono::milliseconds lock_wait = std::chrono::seconds(30);
 
   // ROPEGEN_CACHE_DIR (default $XDG_CACHE_HOME/rope-gen or ~/.cache/rope-gen)
   // and ROPEGEN_CACHE_MAX_BYTES (bytes, or with a K/M/G suffix).

@@ -20,7 +20,8 @@ namespace {
 using nlohmann::ordered_json;
 
 // The configured cache, or nullopt when its directory does not exist yet
-// (listing must not create it).
+// (listing must not create it). A directory that is not a trusted rope-gen
+// cache is exit 2 with why (clear deletes nothing there).
 std::optional<runtime::DiskCache> open_cache(std::string* dir) {
   const RuntimeOptions options = unwrap(RuntimeOptions::from_environment());
   *dir = options.cache_dir;
@@ -95,6 +96,8 @@ void run_stats(bool json) {
   j["compile"] = {{"count", c.compiles}, {"mean_ms", mean_ms(c.compile_seconds, c.compiles)}};
   j["evicted"] = {{"lru", c.lru_evicted}, {"damaged", c.damaged_evicted}};
   j["jit_fallbacks"] = c.jit_fallbacks;
+  j["refused"] = c.refused;
+  j["last_fallback"] = c.last_fallback;
   if (json) {
     std::cout << j.dump() << "\n";
     return;
@@ -105,7 +108,9 @@ void run_stats(bool json) {
                            mean_ms(c.disk_load_seconds, c.disk_hits))
             << fmt::format("  compile  {} kernels, {:.0f} ms each\n", c.compiles, mean_ms(c.compile_seconds, c.compiles))
             << fmt::format("  evicted  {} least recently used, {} damaged\n", c.lru_evicted, c.damaged_evicted)
-            << fmt::format("  JIT in memory only (cache unusable or target not loadable): {}\n", c.jit_fallbacks);
+            << fmt::format("  JIT in memory only (cache unusable or target not loadable): {}\n", c.jit_fallbacks)
+            << fmt::format("  refused  {} (a file or directory others could write, a lock held too long)\n", c.refused);
+  if (!c.last_fallback.empty()) std::cout << fmt::format("  last JIT fallback: {}\n", c.last_fallback);
 }
 
 }  // namespace
@@ -119,7 +124,8 @@ void add_cache_command(CLI::App& app) {
   auto* list = cmd->add_subcommand("list", "One line per cached kernel, most recently used first");
   list->add_flag("--json", *json, "a JSON array instead of a table");
   list->callback([json] { run_list(*json); });
-  cmd->add_subcommand("clear", "Remove every cached kernel and the counters")->callback(run_clear);
+  cmd->add_subcommand("clear", "Remove every cached kernel and the counters (only files of the cache's own format)")
+      ->callback(run_clear);
   auto* stats = cmd->add_subcommand("stats", "Hits and misses per level (memory, disk, compile), over every process");
   stats->add_flag("--json", *json, "one JSON object");
   stats->callback([json] { run_stats(*json); });
