@@ -177,6 +177,7 @@ Result<std::string> DiskCache::make_work_dir() const {
 
 std::optional<Diagnostic> DiskCache::publish(const std::string& sealed_file, const std::string& name) const {
   const std::string target = path(name);
+  if (!replaceable(name)) return error(target, fmt::format("{} is not rope-gen's: left as it is", target));
   if (::rename(sealed_file.c_str(), target.c_str()) != 0)
     return error(target, fmt::format("cannot move a new file into {}: {}", target, errno_text()));
   // The rename is durable once the directory is synced.
@@ -186,6 +187,12 @@ std::optional<Diagnostic> DiskCache::publish(const std::string& sealed_file, con
 }
 
 void DiskCache::touch(const CacheKey& key) const { ::utimensat(AT_FDCWD, path(entry_name(key)).c_str(), nullptr, AT_SYMLINK_NOFOLLOW); }
+
+bool DiskCache::replaceable(const std::string& name) const {
+  struct stat st;
+  if (::lstat(path(name).c_str(), &st) != 0) return errno == ENOENT;
+  return S_ISREG(st.st_mode) && owned_by_me(st);
+}
 
 void DiskCache::remove(const std::string& name) const {
   struct stat st;

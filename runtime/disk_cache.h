@@ -78,8 +78,11 @@ class DiskCache {
   // publish() is a rename): its name, "tmp/build-XXXXXX".
   Result<std::string> make_work_dir() const;
   // Moves a sealed file into place (a name from entry_name or
-  // runtime_object_name), atomically, and makes the rename durable.
+  // runtime_object_name), atomically, and makes the rename durable. Never
+  // over a file that replaceable() refuses.
   std::optional<Diagnostic> publish(const std::string& sealed_file, const std::string& name) const;
+  // Whether `name` may be renamed over: absent, or a regular file this user owns.
+  bool replaceable(const std::string& name) const;
   // Marks an entry used now (LRU order).
   void touch(const CacheKey& key) const;
   // Removes a file of the cache (a damaged entry, a stale temporary): only

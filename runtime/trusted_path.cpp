@@ -64,6 +64,7 @@ TrustedOpen open_trusted(const std::string& root, const std::string& relative, E
         struct stat pre;
         if (::fstatat(t.fd.get(), name.c_str(), &pre, AT_SYMLINK_NOFOLLOW) != 0)
           return errno == ENOENT ? TrustedOpen{} : refused(fmt::format("{}: {}", path, std::strerror(errno)));
+        if (S_ISLNK(pre.st_mode)) return refused(fmt::format("{} is a symbolic link", path));
         if (!S_ISREG(pre.st_mode)) return refused(fmt::format("{} is not a regular file", path));
       }
       const int flags = O_CLOEXEC | O_NOFOLLOW | (is_file ? O_RDONLY | O_NONBLOCK : O_PATH | O_DIRECTORY);
