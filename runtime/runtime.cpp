@@ -317,7 +317,7 @@ struct Runtime::State {
     if (!found.refused.empty()) return refused_jit(found.refused);
     // Whoever holds the lock builds; the others then find its entry.
     Result<runtime::FileLock> held = cache->lock_key(key);
-    if (!held) return refused_jit(one_line(format(held.errors())));
+    if (!held) return refused_jit(held.errors().front().message);
     found = load_entry(*cache, key, spec, variant, true);
     if (found.kernel) return found.kernel;
     if (!found.refused.empty()) return refused_jit(found.refused);

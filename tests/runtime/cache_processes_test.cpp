@@ -7,12 +7,10 @@
 
 #include <chrono>
 #include <filesystem>
-#include <random>
 
 #include <nlohmann/json.hpp>
 
-#include "atomic_file.h"
-#include "npy.h"
+#include "runtime/cache_cli.h"
 #include "support/run_command.h"
 
 namespace ropegen {
@@ -21,47 +19,7 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-class CacheProcesses : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = test::make_temp_dir();
-    spec_ = dir_ + "/spec.yaml";
-    // Partial rotary with k: both of a kernel's pipelines are in play.
-    test::write_text(spec_, "name: neox_like\nhead_dim: 32\nrotary_dim: 8\npairing: half\ndtype: bf16\n");
-    std::mt19937 rng(3);
-    std::normal_distribution<float> dist;
-    std::vector<float> q(2 * 7 * 4 * 32), k(2 * 7 * 2 * 32);
-    for (float& v : q) v = dist(rng);
-    for (float& v : k) v = dist(rng);
-    cli::write_file_atomically(dir_ + "/q.npy", cli::npy_bytes(q, {2, 7, 4, 32}));
-    cli::write_file_atomically(dir_ + "/k.npy", cli::npy_bytes(k, {2, 7, 2, 32}));
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string env(const std::string& cache) const { return "ROPEGEN_CACHE_DIR=" + cache + " "; }
-  std::string cache() const { return dir_ + "/cache"; }
-  // `rope-gen apply` writing o<tag>q.npy and o<tag>k.npy; the shell command only.
-  std::string apply(const std::string& tag, const std::string& cache_dir) const {
-    return env(cache_dir) + ROPEGEN_BINARY + " apply " + spec_ + " --q " + dir_ + "/q.npy --k " + dir_ +
-           "/k.npy --out-q " + dir_ + "/o" + tag + "q.npy --out-k " + dir_ + "/o" + tag + "k.npy";
-  }
-  std::string outputs(const std::string& tag) const {
-    return test::read_text(dir_ + "/o" + tag + "q.npy") + test::read_text(dir_ + "/o" + tag + "k.npy");
-  }
-  nlohmann::json stats() const {
-    const test::CommandResult r = test::run_command(env(cache()) + ROPEGEN_BINARY + " cache stats --json");
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    return nlohmann::json::parse(r.out);
-  }
-  // What a JIT kernel (no usable cache: the directory is a file) writes.
-  std::string jit_outputs() {
-    test::write_text(dir_ + "/not-a-dir", "");
-    const test::CommandResult r = test::run_command(apply("jit", dir_ + "/not-a-dir"));
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    return outputs("jit");
-  }
-  std::string dir_, spec_;
-};
+using CacheProcesses = test::CacheCli;
 
 double run_timed(const std::string& command) {
   const auto start = std::chrono::steady_clock::now();
