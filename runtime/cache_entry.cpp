@@ -21,8 +21,10 @@ namespace {
 
 constexpr char kMagic[8] = {'R', 'G', 'K', 'E', 'R', 'N', '0', '1'};
 constexpr size_t kTrailerBytes = 32;
-// Entries are a few MB; anything claiming more is not ours.
+// Entries are a few MB; anything claiming more is not ours (and is not
+// read into memory).
 constexpr uint64_t kMaxTagBytes = 1 << 16;
+constexpr uint64_t kMaxEntryBytes = uint64_t{256} << 20;
 
 struct Trailer {
   uint64_t payload_bytes = 0, tag_bytes = 0, checksum = 0;
@@ -41,6 +43,10 @@ uint64_t get_u64(const unsigned char* in) {
 // The trailer of a file of `size` bytes, if it is well formed.
 std::optional<Trailer> read_trailer(int fd, uint64_t size, std::string* why) {
   unsigned char raw[kTrailerBytes];
+  if (size > kMaxEntryBytes) {
+    *why = fmt::format("{} bytes: too large for an entry", size);
+    return std::nullopt;
+  }
   if (size < kTrailerBytes || !read_at(fd, raw, kTrailerBytes, static_cast<off_t>(size - kTrailerBytes))) {
     *why = fmt::format("{} bytes: too short for an entry", size);
     return std::nullopt;
