@@ -5,8 +5,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <cstring>
+#include <filesystem>
 #include <future>
 #include <mutex>
 #include <optional>
@@ -41,7 +41,7 @@ void note(const std::string& message) {
   if (std::getenv("ROPEGEN_VERBOSE")) std::fprintf(stderr, "rope-gen: kernel cache: %s\n", message.c_str());
 }
 
-// One line (no diagnostics inside span lines).
+// A reason as one line, for the stats file and its one-line report.
 std::string one_line(std::string text) {
   while (!text.empty() && text.back() == '\n') text.pop_back();
   for (char& c : text)

@@ -70,10 +70,13 @@ TrustedOpen open_trusted(const std::string& root, const std::string& relative, E
       const int flags = O_CLOEXEC | O_NOFOLLOW | (is_file ? O_RDONLY | O_NONBLOCK : O_PATH | O_DIRECTORY);
       UniqueFd next(::openat(t.fd.get(), name.c_str(), flags));
       if (!next.valid()) {
-        if (errno == ENOENT) return TrustedOpen{};
-        if (errno == ELOOP) return refused(fmt::format("{} is a symbolic link", path));
-        if (errno == ENOTDIR) return refused(fmt::format("{} is not a directory", path));
-        return refused(fmt::format("{}: {}", path, std::strerror(errno)));
+        const int error = errno;
+        if (error == ENOENT) return TrustedOpen{};
+        struct stat link;  // O_NOFOLLOW | O_DIRECTORY on a link says ENOTDIR
+        if (error == ELOOP || (::fstatat(t.fd.get(), name.c_str(), &link, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(link.st_mode)))
+          return refused(fmt::format("{} is a symbolic link", path));
+        if (error == ENOTDIR) return refused(fmt::format("{} is not a directory", path));
+        return refused(fmt::format("{}: {}", path, std::strerror(error)));
       }
       t.fd = std::move(next);
     }
