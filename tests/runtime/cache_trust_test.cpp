@@ -187,10 +187,19 @@ TEST_F(CacheTrust, AnEntryOthersCouldHaveWrittenOrALinkIsNotLoaded) {
   fs::remove(entry);
   ASSERT_TRUE(runtime::write_new_file(base_ + "/elsewhere.so", plant(tag)));
   fs::create_symlink(base_ + "/elsewhere.so", entry);
-  const CacheCounters c = get(cache, spec);
+  CacheCounters c = get(cache, spec);
   EXPECT_FALSE(fs::exists(marker_));
   EXPECT_EQ(c.refused, 1u);
   EXPECT_NE(c.last_fallback.find("is a symbolic link"), std::string::npos) << c.last_fallback;
+  // kernels/ itself a link to a directory holding the plant.
+  fs::create_directory(base_ + "/linked");
+  fs::rename(base_ + "/elsewhere.so", base_ + "/" + key_name(spec).replace(0, 7, "linked"));
+  fs::remove_all(cache + "/kernels");
+  fs::create_directory_symlink(base_ + "/linked", cache + "/kernels");
+  c = get(cache, spec);
+  EXPECT_FALSE(fs::exists(marker_));
+  EXPECT_EQ(c.refused, 1u);
+  EXPECT_NE(c.last_fallback.find("kernels is a symbolic link"), std::string::npos) << c.last_fallback;
 }
 
 TEST_F(CacheTrust, ACacheDirectoryOfAnotherUserIsRefused) {
