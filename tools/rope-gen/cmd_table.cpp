@@ -9,6 +9,7 @@
 #include "cli_error.h"
 #include "commands.h"
 #include "npy.h"
+#include "output_files.h"
 #include "ropegen/rope_table.h"
 #include "ropegen/spec_io.h"
 
@@ -22,6 +23,7 @@ struct TableOptions {
 
 void run_table(const TableOptions& o) {
   const RopeSpec spec = unwrap(load_spec(o.spec));
+  check_outputs({{"--out", o.out}});
   const int axes = spec.axes.count();
   std::vector<int64_t> positions;
   if (o.max_pos) {
