@@ -84,6 +84,10 @@ fuzz: $(STAMP)/venv
 	mkdir -p $(BUILD)-fuzz/corpus
 	$(BUILD)-fuzz/tests/fuzz/fuzz_spec_parser -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
 	  $(BUILD)-fuzz/corpus examples
+	$(CMAKE) --build $(BUILD)-fuzz -j $(JOBS) --target fuzz_npy_reader
+	mkdir -p $(BUILD)-fuzz/npy-corpus
+	$(BUILD)-fuzz/tests/fuzz/fuzz_npy_reader -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
+	  $(BUILD)-fuzz/npy-corpus tests/fuzz/npy_corpus
 
 clean:
 	rm -rf $(BUILD) $(BUILD)-fuzz

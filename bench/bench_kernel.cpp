@@ -8,11 +8,13 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "ropegen/rope_math.h"
 #include "ropegen/runtime.h"
 #include "runtime/device_call.h"
 #include "runtime/device_probe.h"
+#include "runtime/host_memory.h"
 #include "runtime/host_tensor.h"
 #include "runtime/tensor_view.h"
 #include "targets/target_names.h"
@@ -99,23 +101,45 @@ Result<BenchResult> bench_rope(const RopeSpec& spec, const BenchOptions& o) {
   if (rope && spec.frequency.scheme == FrequencyScheme::Runtime && o.backward)
     return Diagnostic{{"--backward", -1, -1}, "bench times the backward of static frequencies only", {}};
   const Layout layout = lowering::tensor_layout(spec);
+  const std::vector<int64_t> q_shape = tensor_shape(spec, o, o.heads);
+  const std::vector<int64_t> k_shape = tensor_shape(spec, o, o.k_heads);
+  const int axes = std::max(1, spec.axes.count());
+  const int64_t elem_bytes = spec.dtype == DType::F32 ? 4 : 2;
+  // Sizes checked before anything is allocated: float32 values, the spec's
+  // dtype in and out, the ids, a learned table.
+  struct Buffer {
+    const char* name;
+    std::vector<int64_t> dims;
+    int64_t item_bytes;
+  };
+  const int64_t tensor_bytes = 4 + 2 * elem_bytes;
+  const std::vector<Buffer> buffers = {
+      {"q", q_shape, tensor_bytes},
+      {"k", variant.with_k ? k_shape : std::vector<int64_t>{0}, tensor_bytes},
+      {"position ids", {o.batch, o.seq, axes}, 4},
+      {"table", {spec.encoding == Encoding::Learned ? o.seq : 0, spec.dim}, 4 + elem_bytes}};
+  std::vector<std::pair<int64_t, int64_t>> parts;
+  for (const Buffer& b : buffers) {
+    Result<int64_t> count = runtime::element_count(b.dims, fmt::format("the benchmark's {}", b.name));
+    if (!count) return count.errors();
+    parts.emplace_back(*count, b.item_bytes);
+  }
+  // Buffer dims, and the packed token count (thd / td), are int32 for Halide.
+  if (o.batch * o.seq > INT32_MAX || std::any_of(q_shape.begin(), q_shape.end(), [](int64_t d) { return d > INT32_MAX; }))
+    return Diagnostic{{"--shape", -1, -1}, "every dim, and batch x tokens, must be at most 2^31 - 1", {}};
+  Result<uint64_t> bytes = runtime::host_bytes_for(parts, fmt::format("a benchmark with q shaped ({})", fmt::join(q_shape, ", ")));
+  if (!bytes) return bytes.errors();
+  const int64_t q_elems = parts[0].first, k_elems = parts[1].first;
   Result<std::shared_ptr<runtime::Kernel>> acquired = Runtime::process().get(spec, variant, o.target);
   if (!acquired) return acquired.errors();
   runtime::Kernel& kernel = *acquired.value();
 
-  const std::vector<int64_t> q_shape = tensor_shape(spec, o, o.heads);
-  const std::vector<int64_t> k_shape = tensor_shape(spec, o, o.k_heads);
-  int64_t q_elems = 1, k_elems = variant.with_k ? 1 : 0;
-  for (auto d : q_shape) q_elems *= d;
-  if (variant.with_k)
-    for (auto d : k_shape) k_elems *= d;
   std::mt19937 rng(7);
   std::normal_distribution<float> dist;
   std::vector<float> values(q_elems + k_elems);
   for (float& v : values) v = dist(rng);
   // q and k live in one allocation so the copy moves exactly the same bytes.
   runtime::HostStorage in = runtime::to_storage(values, spec.dtype), out = in.empty_like();
-  const int64_t elem_bytes = spec.dtype == DType::F32 ? 4 : 2;
 
   runtime::RopeCall call;
   call.q = runtime::logical_tensor(in.data(), in.type(), layout, q_shape, runtime::dense_strides(q_shape));
@@ -127,7 +151,6 @@ Result<BenchResult> bench_rope(const RopeSpec& spec, const BenchOptions& o) {
     call.out_k = runtime::logical_tensor(k_out, in.type(), spec.layout, k_shape, runtime::dense_strides(k_shape));
   }
   // Explicit ids 0 .. S-1 per sequence (multi-axis: the same on every axis).
-  const int axes = std::max(1, spec.axes.count());
   std::vector<int32_t> ids(o.batch * o.seq * axes);
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i / axes % o.seq);
   const Layout heads_layout = lowering::with_heads(spec.layout);
@@ -165,6 +188,8 @@ Result<BenchResult> bench_rope(const RopeSpec& spec, const BenchOptions& o) {
     kernel_s = median_seconds([&] { kernel.run(call); }, o.min_seconds, &r.runs);
   } catch (const runtime::DeviceError& e) {
     return Diagnostic{{"--target", -1, -1}, fmt::format("running on {} failed: {}", o.target, e.what()), {}};
+  } catch (const Halide::RuntimeError& e) {
+    return Diagnostic{{"--target", -1, -1}, fmt::format("running the kernel on {} failed: {}", o.target, e.what()), {}};
   }
   r.kernel_us = kernel_s * 1e6;
   r.copy_us = copy_s * 1e6;

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "ropegen/position_limits.h"
 #include "ropegen/rope_math.h"
 
 namespace ropegen {
@@ -77,7 +78,8 @@ Result<RopeTable> rope_table(const RopeSpec& spec, const std::vector<int64_t>& p
     return Diagnostic{{"positions", -1, -1}, fmt::format("multi-axis positions need {} ids per row", per_row), {}};
   int64_t max_position = 0;
   for (int64_t p : positions) {
-    if (p < 0) return Diagnostic{{"positions", -1, -1}, fmt::format("position {} is negative", p), {}};
+    if (!is_valid_position(p))
+      return Diagnostic{{"positions", -1, -1}, fmt::format("position {} is out of range: positions must be in 0..2^53", p), {}};
     max_position = std::max(max_position, p);
   }
   if (spec.encoding == Encoding::Sinusoidal) return sinusoidal_table(spec, positions);

@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include "lowering/rope_algorithm.h"
+#include "ropegen/position_limits.h"
 #include "ropegen/runtime.h"
 #include "runtime/device_call.h"
 #include "runtime/device_probe.h"
@@ -140,28 +141,58 @@ void check_positions(const RopeSpec& spec, const ApplyRequest& r, const std::vec
                                                "dims{}) or {} shared by the batch",
                                                shape_str(p.shape), r.q.name, shape_str(r.q.shape), to_string(layout),
                                                shape_str(want), axes_note, shape_str(shared))));
-  const int64_t limit = p.is_int64 ? (int64_t{1} << 53) : INT32_MAX;
-  for (int64_t v : p.values)
-    if (v < 0 || v > limit) {
-      errors.push_back(error(p.name, fmt::format("position id {} is out of range: ids must be in 0..{}", v, limit)));
-      break;
-    }
+  // The kernel reads int32 ids in their own width.
+  if (!p.is_int64)
+    for (int64_t v : p.values)
+      if (v < INT32_MIN || v > INT32_MAX) {
+        errors.push_back(error(p.name, fmt::format("position id {} does not fit int32 ids; pass them as int64", v)));
+        break;
+      }
 }
 
-// The largest position the call reads (learned: it must have a table row).
-int64_t max_position(const RopeSpec& spec, const ApplyRequest& r) {
+struct PositionRange {
+  int64_t first = 0, last = 0;  // the smallest and largest position read
+};
+
+// Explicit ids, or offset + index along the longest sequence (thd / td:
+// restarting at every cu_seqlens start; alibi: the query rows). The call's
+// shapes and cu_seqlens are already valid.
+Result<PositionRange> position_range(const RopeSpec& spec, const ApplyRequest& r) {
+  if (r.positions) {
+    const std::vector<int64_t>& ids = r.positions->values;
+    if (ids.empty()) return PositionRange{};
+    const auto [lo, hi] = std::minmax_element(ids.begin(), ids.end());
+    return PositionRange{*lo, *hi};
+  }
   const Layout layout = lowering::tensor_layout(spec);
   const std::vector<int64_t> tokens = token_dims(layout, r.q.shape);
-  int64_t max_position = 0;
-  if (r.positions) {
-    for (int64_t v : r.positions->values) max_position = std::max(max_position, v);
-  } else if (layout == Layout::THD || layout == Layout::TD) {
+  int64_t longest = sequence_tokens(layout, tokens);
+  if (layout == Layout::THD || layout == Layout::TD) {
     const std::vector<int64_t> cu = r.cu_seqlens.value_or(std::vector<int64_t>{0, tokens[0]});
-    for (size_t i = 0; i + 1 < cu.size(); ++i) max_position = std::max(max_position, r.offset + cu[i + 1] - cu[i] - 1);
-  } else {
-    max_position = r.offset + sequence_tokens(layout, tokens) - 1;
+    longest = 0;
+    for (size_t i = 0; i + 1 < cu.size(); ++i) longest = std::max(longest, cu[i + 1] - cu[i]);
   }
-  return max_position;
+  int64_t last = r.offset;
+  if (longest > 0 && __builtin_add_overflow(r.offset, longest - 1, &last))
+    return error("offset", fmt::format("offset {} + {} tokens overflows int64", r.offset, longest));
+  return PositionRange{r.offset, last};
+}
+
+// One check for every encoding: ids, offset + index, ALiBi query rows.
+void check_position_range(const RopeSpec& spec, const ApplyRequest& r, std::vector<Diagnostic>& errors) {
+  const Result<PositionRange> range = position_range(spec, r);
+  if (!range) {
+    errors.insert(errors.end(), range.errors().begin(), range.errors().end());
+    return;
+  }
+  const char* what = r.positions ? "position id" : "position (offset + index)";
+  if (range->first < 0)
+    errors.push_back(error(r.positions ? r.positions->name : "offset",
+                           fmt::format("{} {} is negative: positions must be in 0..2^53", what, range->first)));
+  else if (range->last > kMaxPosition)
+    errors.push_back(error(r.positions ? r.positions->name : "offset",
+                           fmt::format("{} {} is out of range: positions must be in 0..2^53 ({}){}", what, range->last,
+                                       kMaxPosition, r.positions ? "" : fmt::format("; the offset is {}", r.offset))));
 }
 
 void check_table(const RopeSpec& spec, const ApplyRequest& r, std::vector<Diagnostic>& errors) {
@@ -181,7 +212,7 @@ void check_table(const RopeSpec& spec, const ApplyRequest& r, std::vector<Diagno
                                                shape_str(t.shape), spec.dim, spec.dim)));
     return;
   }
-  if (const int64_t p = max_position(spec, r); p >= t.shape[0])
+  if (const int64_t p = position_range(spec, r)->last; p >= t.shape[0])
     errors.push_back(error(t.name, fmt::format("position {} is outside the table: it has {} rows (positions 0..{}); "
                                                "pass a longer table or smaller positions",
                                                p, t.shape[0], t.shape[0] - 1)));
@@ -252,7 +283,6 @@ std::vector<Diagnostic> check_call(const RopeSpec& spec, const ApplyRequest& r) 
                                : "the spec has `positions: implicit` (offset + index); use --offset, or set `positions: "
                                  "explicit` in the spec to pass ids"));
   }
-  if (r.offset < 0) errors.push_back(error("offset", fmt::format("offset ({}) must be >= 0", r.offset)));
   if (r.cu_seqlens) {
     const auto& cu = *r.cu_seqlens;
     if (layout != Layout::THD && layout != Layout::TD)
@@ -263,13 +293,14 @@ std::vector<Diagnostic> check_call(const RopeSpec& spec, const ApplyRequest& r) 
                                                        shape_str(cu), tokens[0], r.q.name)));
   }
   if (r.seq_len && *r.seq_len < 1) errors.push_back(error("seq_len", fmt::format("seq_len ({}) must be >= 1", *r.seq_len)));
+  if (errors.empty()) check_position_range(spec, r, errors);
   if (errors.empty()) check_table(spec, r, errors);
   check_freqs(spec, r, errors);
   check_backward(spec, r, errors);
   return errors;
 }
 
-int64_t default_seq_len(const RopeSpec& spec, const ApplyRequest& r) { return max_position(spec, r) + 1; }
+int64_t default_seq_len(const RopeSpec& spec, const ApplyRequest& r) { return position_range(spec, r)->last + 1; }
 
 namespace {
 
@@ -354,6 +385,8 @@ Result<ApplyResult> apply_on_host(const RopeSpec& spec, const ApplyRequest& r) {
     kernel.value()->run(call);
   } catch (const DeviceError& e) {
     return Diagnostic{{"--target", -1, -1}, fmt::format("running on {} failed: {}", r.target, e.what()), {}};
+  } catch (const Halide::RuntimeError& e) {
+    return Diagnostic{{"--target", -1, -1}, fmt::format("running the kernel on {} failed: {}", r.target, e.what()), {}};
   }
 
   result.out_q = out_q.storage.to_float();

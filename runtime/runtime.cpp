@@ -21,6 +21,7 @@
 #include "runtime/cache_stats.h"
 #include "runtime/disk_cache.h"
 #include "runtime/fd_io.h"
+#include "runtime/host_cpu.h"
 #include "runtime/jit_kernel.h"
 #include "runtime/loaded_kernel.h"
 #include "runtime/shared_object.h"
@@ -301,6 +302,7 @@ struct Runtime::State {
   KernelResult acquire(const RopeSpec& spec, const lowering::KernelVariant& variant, const std::string& target_name) {
     Result<Halide::Target> target = targets::parse_target(target_name);
     if (!target) return target.errors();
+    if (auto why = runtime::host_cpu_cannot_run(*target)) return *why;  // its code would crash this process
     runtime::DiskCache* cache = disk_level();
     if (!cache) {
       if (disk_refused) refuse(disk_problem);
@@ -377,6 +379,8 @@ Result<std::shared_ptr<runtime::Kernel>> Runtime::get(const RopeSpec& spec, cons
       return s.acquire(spec, variant, target);
     } catch (const std::exception& e) {
       return Diagnostic{{"kernel cache", -1, -1}, fmt::format("internal error while getting a kernel: {}", e.what()), {}};
+    } catch (const Halide::Error& e) {  // not a std::exception
+      return Diagnostic{{"kernel cache", -1, -1}, fmt::format("Halide cannot compile this kernel: {}", e.what()), {}};
     }
   }();
   promise.set_value(result);

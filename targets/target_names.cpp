@@ -46,7 +46,14 @@ Result<Target> parse_target(const std::string& name) {
     return error(fmt::format("unknown target `{}`; use host, cuda, vulkan or a Halide target such as "
                              "x86-64-linux-avx2, arm-64-linux or host-cuda-cuda_capability_80",
                              name));
-  Target t(expanded);
+  Target t;
+  try {
+    t = Target(expanded);
+  } catch (const Halide::CompileError& e) {  // e.g. a feature of another architecture (x86-64-linux-sve2)
+    std::string why = e.what();
+    while (!why.empty() && why.back() == '\n') why.pop_back();
+    return error(fmt::format("target `{}` is not valid: {}", name, why));
+  }
   if (has_unsupported_gpu_api(t))
     return error(fmt::format("target `{}`: rope-gen has GPU schedules for cuda and vulkan only", name));
   if (t.has_feature(Target::CUDA) && t.has_feature(Target::Vulkan))

@@ -13,6 +13,7 @@
 #include "cli_error.h"
 #include "commands.h"
 #include "npy.h"
+#include "output_files.h"
 #include "ropegen/spec_io.h"
 #include "runtime/host_apply.h"
 
@@ -68,6 +69,7 @@ void check_flags(const RopeSpec& spec, const ApplyOptions& o) {
 void run_apply(const ApplyOptions& o) {
   const RopeSpec spec = unwrap(load_spec(o.spec));
   check_flags(spec, o);
+  check_outputs({{"--out-q", o.out_q}, {"--out-k", o.out_k}, {"--out", o.out}, {"--out-freqs", o.out_freqs}});
   const bool rope = spec.encoding == Encoding::Rope;
   runtime::ApplyRequest r;
   r.q = rope ? read_float_tensor(o.q, "q") : read_float_tensor(o.x, "x");

@@ -2,7 +2,8 @@
 // (default ./<name>): lib<name>.a, <name>.h, Halide's entry headers,
 // HalideRuntime.h and manifest.json; a JSON summary on stdout.
 // The files are built in a staging directory inside DIR and renamed into
-// place, so a failed build leaves DIR as it was.
+// place, so a failed build leaves DIR as it was. DIR must be new, empty or
+// an earlier build's (build_output_dir.h).
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "build_output_dir.h"
 #include "cli_error.h"
 #include "commands.h"
 #include "ropegen/spec_io.h"
@@ -62,9 +64,11 @@ void run_build(const BuildOptions& o) {
   const std::vector<targets::aot::AotTarget> targets = unwrap(targets::aot::parse_aot_targets(o.targets));
   const fs::path out = o.out.empty() ? fs::path(spec.name) : fs::path(o.out);
 
+  const BuildOutputDir out_dir(out);
   Staging staging(out);
   runtime::install_halide_message_filter();  // as for JIT kernels: warnings only with ROPEGEN_VERBOSE=1
   const std::vector<std::string> files = unwrap(targets::aot::build_aot_library(spec, targets, staging.dir()));
+  out_dir.check_replaceable(files);
   // manifest.json comes last in `files`: it appears once everything it lists is in place.
   for (const std::string& f : files) {
     std::error_code ec;
@@ -100,7 +104,7 @@ void add_build_command(CLI::App& app) {
                   "comma-separated, one architecture; the last is the baseline, always usable.\n"
                   "host (default; on x86-64: avx512_skylake, avx2, sse41, x86-64) or Halide targets,\n"
                   "e.g. x86-64-linux-avx2-fma-f16c-sse41,x86-64-linux or arm-64-linux");
-  cmd->add_option("-o,--out", o->out, "output directory (default: ./<name>); only the library's files are replaced");
+  cmd->add_option("-o,--out", o->out, "output directory (default: ./<name>): new, empty, or an earlier build's; only the library's files are replaced");
   cmd->callback([o] { run_build(*o); });
 }
 

@@ -8,6 +8,7 @@
 #include "cli_error.h"
 #include "commands.h"
 #include "npy.h"
+#include "output_files.h"
 #include "ropegen/rope_math.h"
 #include "ropegen/spec_io.h"
 
@@ -22,6 +23,7 @@ struct FreqsOptions {
 
 void run_freqs(const FreqsOptions& o) {
   const RopeSpec spec = unwrap(load_spec(o.spec));
+  check_outputs({{"--out", o.out}});
   if (o.seq_len && *o.seq_len < 1) fail("--seq-len must be >= 1");
   const RopeFrequencies f = compute_frequencies(spec, o.seq_len);
 

@@ -9,6 +9,9 @@
 #include "cli_error.h"
 #include "commands.h"
 #include "npy.h"
+#include "output_files.h"
+#include "runtime/host_memory.h"
+#include "ropegen/position_limits.h"
 #include "ropegen/rope_table.h"
 #include "ropegen/spec_io.h"
 
@@ -22,10 +25,15 @@ struct TableOptions {
 
 void run_table(const TableOptions& o) {
   const RopeSpec spec = unwrap(load_spec(o.spec));
+  check_outputs({{"--out", o.out}});
   const int axes = spec.axes.count();
   std::vector<int64_t> positions;
   if (o.max_pos) {
-    if (*o.max_pos < 1) fail("--max-pos must be >= 1");
+    if (*o.max_pos < 1 || *o.max_pos - 1 > kMaxPosition) fail("--max-pos must be in 1..2^53 + 1 (positions 0..2^53)");
+    // The ids and the float32 table, before either is allocated.
+    const int64_t columns = spec.encoding == Encoding::Rope ? spec.rotary_dim : spec.dim;
+    unwrap(runtime::host_bytes_for({{*o.max_pos, 8 * std::max(axes, 1)}, {*o.max_pos, 4 * int64_t{columns}}},
+                                   fmt::format("--max-pos {}", *o.max_pos)));
     // Multi-axis: every axis at the same position.
     for (int64_t p = 0; p < *o.max_pos; ++p) positions.insert(positions.end(), std::max(axes, 1), p);
   } else if (!o.positions.empty()) {

@@ -1,10 +1,13 @@
-// rope-gen: parsing and dispatch. User errors (CliError) exit with 2 and a
+// rope-gen: parsing and dispatch. User errors (CliError, running out of
+// memory, Halide refusing a target or failing a run) exit with 2 and a
 // message; anything else escaping is a bug in rope-gen and says so.
 #include <cstdio>
 #include <exception>
+#include <new>
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <Halide.h>
 
 #include "cli_error.h"
 #include "commands.h"
@@ -33,6 +36,19 @@ int main(int argc, char** argv) {
   } catch (const ropegen::cli::CliError& e) {
     std::fputs(e.what(), stderr);
     return 2;
+  } catch (const std::bad_alloc&) {
+    // Sizes users ask for are checked first (runtime/host_memory.h); this is what is left.
+    std::fputs("error: out of memory: the tensors or sizes given need more memory than this machine has\n", stderr);
+    return 2;
+  } catch (const Halide::CompileError& e) {
+    std::fprintf(stderr, "error: Halide cannot compile this spec for the target: %s\n", e.what());
+    return 2;
+  } catch (const Halide::RuntimeError& e) {
+    std::fprintf(stderr, "error: running the kernel failed: %s\n", e.what());
+    return 2;
+  } catch (const Halide::InternalError& e) {
+    std::fprintf(stderr, "rope-gen: internal error in Halide: %s\nplease report this with the spec that caused it\n", e.what());
+    return 3;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rope-gen: internal error: %s\nplease report this with the spec that caused it\n", e.what());
     return 3;

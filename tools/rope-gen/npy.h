@@ -1,9 +1,12 @@
-// NumPy .npy files (format 1.0, little-endian, C order), enough for the CLI's
-// tensors: float32 / float64 / int32 / int64.
+// NumPy .npy files (format 1.0-3.0, little-endian, C order), enough for the
+// CLI's tensors: float32 / float64 / int32 / int64. Reading is bounded: the
+// header is checked (npy_header.h) and the data size compared with the file
+// before anything is allocated for it.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ropegen::cli {
@@ -20,6 +23,8 @@ std::string npy_bytes(const std::vector<float>& values, const std::vector<int64_
 std::string npy_bytes(const std::vector<int64_t>& values, const std::vector<int64_t>& shape);
 // Throws CliError naming the file for anything it cannot read.
 NpyArray read_npy(const std::string& path);
+// The same for a whole file already in memory; `name` is used in errors.
+NpyArray parse_npy(std::string_view bytes, const std::string& name);
 
 // Integer ids (positions, cu_seqlens): int32 or int64, widened; `role`
 // names them in errors.
@@ -28,6 +33,7 @@ struct NpyInts {
   std::vector<int64_t> values;
   bool is_int64 = false;
 };
+NpyInts npy_ints(const NpyArray& a, const std::string& path, const char* role);
 NpyInts read_npy_ints(const std::string& path, const char* role);
 
 }  // namespace ropegen::cli
