@@ -145,16 +145,19 @@ def apply_function(mod, cfg):
     return None
 
 
-def tiny(cfg):
-    """The config with small heads and few of them; every RoPE key stays."""
+def tiny(cfg, shrink=True):
+    """The config with few heads, small ones unless `shrink` is false; every RoPE key stays."""
     c = copy.deepcopy(cfg)
     heads = 2
+    if not shrink:  # the real head, 2 of them
+        head = rope_dim_of(c)
+        c.num_attention_heads, c.hidden_size = heads, heads * head
+        return c
     if getattr(c, "rotary_dim", None):  # GPT-J, CodeGen: a partial rotary size of its own
         c.rotary_dim = TINY_HEAD // 2
     if getattr(c, "qk_rope_head_dim", None):
         c.qk_rope_head_dim, c.qk_nope_head_dim = TINY_HEAD, 8
-    # M-RoPE sections are sized for the real head: keep it
-    head = rope_dim_of(c) if mrope(c) else TINY_HEAD
+    head = TINY_HEAD
     with contextlib.suppress(AttributeError):  # Falcon's head_dim is a property of hidden_size / heads
         if getattr(c, "head_dim", None):
             c.head_dim = head
@@ -221,12 +224,15 @@ def run_rotary(hf, mod, rot_cls, apply_name, cfg, q, pos, layer_type):
     fn = getattr(mod, apply_name)
     if isinstance(emb, tuple):
         cos, sin = emb[0], emb[1]
-        rd = cos.shape[-1]
-        # Partial rotary models (Phi, StableLM, Persimmon) hand the apply function q[..., :rd] and pass the rest.
-        rot_q = q[..., :rd]
         single = list(inspect.signature(fn).parameters)[1] == "cos"
-        out = (fn(rot_q, cos, sin),) if single else fn(rot_q, rot_q, cos, sin)
-        out = (torch.cat([out[0], q[..., rd:]], dim=-1),)
+
+        def call(x):
+            return fn(x, cos, sin) if single else fn(x, x, cos, sin)[0]
+        try:
+            out = (call(q),)
+        except RuntimeError:  # partial rotary (Phi, StableLM, Persimmon): the attention hands over q[..., :rd]
+            rd = cos.shape[-1]
+            out = (torch.cat([call(q[..., :rd]), q[..., rd:]], dim=-1),)
     else:  # complex freqs_cis [B,S,D/2], apply on [B,S,H,D]
         out = fn(q.transpose(1, 2), q.transpose(1, 2), emb)
         out = tuple(o.transpose(1, 2) for o in out)
@@ -284,6 +290,14 @@ def legacy_feeds(hf, cfg_cls, default_rp):
     return out
 
 
+def head_dim_follows_hidden_size(cls, cfg):
+    """Whether the class derives head_dim from hidden_size (then a config without head_dim must derive it too)."""
+    try:
+        return cls(hidden_size=cfg.hidden_size * 2).head_dim != cfg.head_dim
+    except Exception:
+        return True
+
+
 def nope_layers(cfg):
     """NoPE layers: HF's attention reads `use_rope = config.no_rope_layers[layer_idx]` (1 = RoPE)."""
     layers = getattr(cfg, "no_rope_layers", None)
@@ -308,6 +322,8 @@ def probe(hf, model_type):
         return None, None
     entry = {"text_model_type": getattr(cfg, "model_type", model_type)} if cfg is not full else {}
     entry["defaults"] = {k: jsonable(getattr(cfg, k)) for k in DEFAULT_KEYS if getattr(cfg, k, None) is not None}
+    if "head_dim" in entry["defaults"] and head_dim_follows_hidden_size(type(cfg), cfg):
+        del entry["defaults"]["head_dim"]  # derived (hidden_size // heads), not a default of its own
     rp = getattr(cfg, "rope_parameters", None) or {}
     feeds = legacy_feeds(hf, cfg_cls, rp)
     if feeds:
@@ -317,17 +333,16 @@ def probe(hf, model_type):
         entry["nope_key"] = nope
     apply_name = apply_function(mod, cfg)
     entry["rotary_class"], entry["apply_function"] = rot_cls.__name__, apply_name
+    layer_types = sorted(rp) if rp and all(isinstance(v, dict) for v in rp.values()) else [None]
     try:
         if apply_name is None:
             raise Refuse("no apply_rotary_pos_emb / apply_rotary_emb function in the modeling file")
-        small = tiny(cfg)
-        layer_types = sorted(rp) if rp and all(isinstance(v, dict) for v in rp.values()) else [None]
-        pairing = None
-        for lt in layer_types:
-            p, rd = classify(hf, mod, rot_cls, apply_name, small, lt)
-            if pairing not in (None, p):
-                raise Refuse("the pairing differs between layer types")
-            pairing = p
+        try:
+            shrink = True
+            pairing = pairing_of(hf, mod, rot_cls, apply_name, tiny(cfg), layer_types)
+        except RuntimeError:  # sizes fixed in the code (M-RoPE sections): the real head, few heads
+            shrink = False
+            pairing = pairing_of(hf, mod, rot_cls, apply_name, tiny(cfg, shrink), layer_types)
         entry.update(pairing)
     except Refuse as e:
         entry["refused"] = str(e)
@@ -335,15 +350,25 @@ def probe(hf, model_type):
     except Exception as e:  # HF code that does not run on a standalone probe
         entry["refused"] = f"HF's {rot_cls.__name__} / {apply_name} did not run standalone: {type(e).__name__}: {e}"[:300]
         return entry, None
-    return entry, (mod, rot_cls, apply_name, full, layer_types)
+    return entry, (mod, rot_cls, apply_name, full, layer_types, shrink)
+
+
+def pairing_of(hf, mod, rot_cls, apply_name, small, layer_types):
+    pairing = None
+    for lt in layer_types:
+        p, _ = classify(hf, mod, rot_cls, apply_name, small, lt)
+        if pairing not in (None, p):
+            raise Refuse("the pairing differs between layer types")
+        pairing = p
+    return pairing
 
 
 def golden_case(hf, model_type, built):
     """HF float32 and float64 outputs on random q at explicit positions, per layer type."""
     torch = hf.torch
-    mod, rot_cls, apply_name, full, layer_types = built
+    mod, rot_cls, apply_name, full, layer_types, shrink = built
     small_full = copy.deepcopy(full)
-    small = tiny(text_config(small_full))
+    small = tiny(text_config(small_full), shrink)
     if text_config(small_full) is not small_full:
         small_full.text_config = small
     else:

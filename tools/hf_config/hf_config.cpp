@@ -1,0 +1,430 @@
+#include "hf_config.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "hf_json.h"
+#include "hf_models.h"
+#include "ropegen/spec_io.h"
+
+namespace ropegen::cli {
+namespace {
+
+using json = nlohmann::json;
+
+const json kEmpty = json::object();
+
+bool nested(const json& rp) {
+  return rp.is_object() && !rp.empty() &&
+         std::all_of(rp.begin(), rp.end(), [](const json& v) { return v.is_object(); });
+}
+
+// The layers of no_rope_layers that apply no RoPE (HF: use_rope = no_rope_layers[layer_idx]).
+std::vector<int> nope_layer_indices(const std::vector<int>& no_rope_layers) {
+  std::vector<int> out;
+  for (size_t i = 0; i < no_rope_layers.size(); ++i)
+    if (no_rope_layers[i] == 0) out.push_back(static_cast<int>(i));
+  return out;
+}
+
+class Importer {
+ public:
+  Importer(const json& config, std::string file, const HfImportOptions& options)
+      : outer_(config), file_(std::move(file)), options_(options), r_(file_, &errors_) {}
+
+  Result<HfImport> run() {
+    if (!outer_.is_object()) return Diagnostic{{file_, -1, -1}, "a Hugging Face config must be a JSON object", {}};
+    select_text_config();
+    find_model();
+    if (!errors_.empty()) return errors_;
+    select_rope_parameters();
+    if (!errors_.empty()) return errors_;
+    set_name();
+    set_dims();
+    set_pairing();
+    set_dtype();
+    set_frequency_and_scaling();
+    set_axes();
+    if (!errors_.empty()) return errors_;
+    // The spec text we produce must pass rope-gen's own validation.
+    Result<RopeSpec> checked = parse_spec(to_yaml(out_.spec), file_ + " (converted)");
+    if (!checked) return checked.errors();
+    out_.spec = *checked;
+    return out_;
+  }
+
+ private:
+  // Multimodal models keep the language model's settings in `text_config`;
+  // the model_type that names the model stays outside.
+  void select_text_config() {
+    model_type_ = r_.string(outer_, "", "model_type").value_or("");
+    if (const json* text = r_.object(outer_, "", "text_config")) {
+      c_ = text;
+      where_ = "text_config.";
+      text_type_ = r_.string(*text, where_, "model_type").value_or("");
+    }
+  }
+
+  // The table's entry: the text model's own when it has one.
+  void find_model() {
+    const std::string version = hf_models().at("transformers").get<std::string>();
+    const json* outer_entry = hf_model(model_type_);
+    if (text_type_.empty() && outer_entry && outer_entry->contains("text_model_type"))
+      text_type_ = outer_entry->at("text_model_type").get<std::string>();
+    entry_ = text_type_.empty() ? nullptr : hf_model(text_type_);
+    if (!entry_) entry_ = outer_entry;
+    const std::string named = text_type_.empty() ? model_type_ : text_type_;
+    if (!entry_) {
+      if (options_.pairing) {
+        out_.notes.push_back(fmt::format("model_type `{}` is not in rope-gen's table (transformers {}): pairing {} "
+                                         "as --pairing says; defaults are HF's generic ones",
+                                         named, version, to_string(*options_.pairing)));
+        return;
+      }
+      r_.error(fmt::format("model_type `{}` is not in rope-gen's model table (generated from transformers {}); "
+                           "if its attention applies RoPE, say how its apply function pairs dims: --pairing half "
+                           "(rotate_half: (i, i + d/2)) or --pairing interleaved ((2i, 2i+1))",
+                           model_type_.empty() ? "(none)" : named, version));
+      return;
+    }
+    defaults_ = &entry_->at("defaults");
+    if (auto refused = entry_->find("refused"); refused != entry_->end() && !options_.pairing) {
+      r_.error(fmt::format("model_type `{}`: rope-gen cannot tell its RoPE from transformers {}: {}; if the text "
+                           "attention is plain RoPE, say how it pairs dims: --pairing half or --pairing interleaved",
+                           named, version, refused->get<std::string>()));
+    }
+    table_type_ = named;
+  }
+
+  // A key of the (text) config, else the config class's default.
+  const json& merged(const char* key) const {
+    if (auto it = c_->find(key); it != c_->end() && !it->is_null()) return *c_;
+    return defaults_->contains(key) ? *defaults_ : *c_;
+  }
+  std::optional<double> number(const char* key) { return r_.number(merged(key), where_, key); }
+  std::optional<int> positive_int(const char* key) { return r_.positive_int(merged(key), where_, key); }
+
+  // The rope parameters of each layer type (HF 5.x `rope_parameters`, possibly
+  // nested per layer type; 4.x `rope_scaling` + `rope_theta`, with the keys
+  // the config class moves to other layer types, e.g. Gemma 3's
+  // rope_local_base_freq), then the one this spec is for.
+  void select_rope_parameters() {
+    const json* given = r_.object(*c_, where_, "rope_parameters");
+    const json* scaling = given ? nullptr : r_.object(*c_, where_, "rope_scaling");
+    const json& default_rp = defaults_->contains("rope_parameters") ? defaults_->at("rope_parameters") : kEmpty;
+    const json* legacy = entry_ && entry_->contains("legacy_layer_keys") ? &entry_->at("legacy_layer_keys") : nullptr;
+    std::map<std::string, json> per_layer;
+    if (given && nested(*given)) {
+      for (auto& [lt, p] : given->items()) per_layer[lt] = p;
+    } else if (!given && legacy) {
+      for (auto& [lt, feed] : legacy->items()) {
+        json p = scaling && feed.at("rope_scaling").get<bool>() ? *scaling : json::object();
+        if (auto key = feed.find("rope_theta"); key != feed.end()) {
+          if (auto theta = r_.number(*c_, where_, key->get<std::string>().c_str())) p["rope_theta"] = *theta;
+        }
+        per_layer[lt] = p;
+      }
+    }
+    for (auto& [lt, p] : per_layer) fill_theta(p, default_rp.contains(lt) ? default_rp.at(lt) : kEmpty);
+    if (per_layer.empty()) {
+      rope_ = given ? *given : scaling ? *scaling : json::object();
+      fill_theta(rope_, nested(default_rp) ? kEmpty : default_rp);
+    }
+    std::vector<std::string> types;
+    for (auto& [lt, p] : per_layer) types.push_back(lt);
+    const std::vector<int> nope = nope_layers();
+    if (!nope.empty()) types.push_back("nope");
+    const bool differ = per_layer.size() > 1 && std::any_of(per_layer.begin(), per_layer.end(), [&](const auto& kv) {
+                          return kv.second != per_layer.begin()->second;
+                        });
+    const std::optional<std::string>& chosen = options_.layer_type;
+    if (chosen && *chosen == "nope" && !nope.empty()) {
+      r_.error(fmt::format("layer type `nope`: layers {} apply no RoPE (no_rope_layers[i] = 0); there is no spec for "
+                           "them", fmt::join(nope, ", ")));
+    } else if (chosen && per_layer.count(*chosen)) {
+      rope_ = per_layer.at(*chosen);
+      out_.notes.push_back(fmt::format("layer type {}: its own rope parameters", *chosen));
+    } else if (chosen && !config_layer_types().count(*chosen)) {
+      r_.error(fmt::format("--layer-type {}: this config has no such layer type; it has {}", *chosen,
+                           types.empty() ? std::string("one RoPE for every layer") : fmt::format("{}", fmt::join(types, ", "))));
+    } else if (!chosen && differ) {
+      r_.error(fmt::format("this config's layer types differ in RoPE ({}); choose one with --layer-type",
+                           fmt::join(types, ", ")));
+    } else if (!per_layer.empty() && !chosen) {
+      rope_ = per_layer.begin()->second;
+      out_.notes.push_back(fmt::format("layer types {}: the same rope parameters", fmt::join(types, ", ")));
+    }
+    if (!nope.empty() && !(chosen && *chosen == "nope"))
+      out_.notes.push_back(fmt::format("layers {} apply no RoPE (NoPE: no_rope_layers[i] = 0); this spec is for the "
+                                       "others", fmt::join(nope, ", ")));
+  }
+
+  // HF: a layer's rope_theta, else the config's rope_theta (old spellings too), else the class default.
+  void fill_theta(json& p, const json& default_p) {
+    if (p.contains("rope_theta")) return;
+    for (const char* key : {"rope_theta", "rotary_emb_base", "rope_embedding_base"}) {
+      if (auto theta = r_.number(*c_, where_, key)) {
+        p["rope_theta"] = *theta;
+        return;
+      }
+    }
+    if (default_p.contains("rope_theta")) {
+      p["rope_theta"] = default_p.at("rope_theta");
+      out_.notes.push_back(fmt::format("rope_theta {} is the default of transformers' {} config class",
+                                       default_p.at("rope_theta").dump(), table_type_));
+    }
+  }
+
+  std::vector<int> nope_layers() {
+    if (!entry_ || !entry_->contains("nope_key")) return {};
+    const std::string key = entry_->at("nope_key").get<std::string>();
+    return nope_layer_indices(r_.ints(merged(key.c_str()), where_, key.c_str()).value_or(std::vector<int>{}));
+  }
+
+  std::set<std::string> config_layer_types() {
+    auto types = r_.strings(merged("layer_types"), where_, "layer_types").value_or(std::vector<std::string>{});
+    return {types.begin(), types.end()};
+  }
+
+  void set_name() {
+    std::string name = options_.name.value_or(model_type_.empty() ? "model" : model_type_);
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) {
+      return std::isalnum(ch) ? static_cast<char>(std::tolower(ch)) : '_';
+    });
+    if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) name = "m_" + name;
+    out_.spec.name = name.substr(0, 64);
+  }
+
+  void set_dims() {
+    RopeSpec& s = out_.spec;
+    // DeepSeek MLA: only the qk_rope_head_dim trailing dims of each head rotate.
+    if (auto rope_dim = positive_int("qk_rope_head_dim")) {
+      const double nope_dims = number("qk_nope_head_dim").value_or(0);
+      if (nope_dims < 0 || nope_dims > (1 << 24) || nope_dims != std::floor(nope_dims)) {
+        r_.error(fmt::format("`{}qk_nope_head_dim` must be a non-negative integer, not {}", where_, nope_dims));
+        return;
+      }
+      const int nope = static_cast<int>(nope_dims);
+      s.rotary_dim = *rope_dim;
+      s.rotary_offset = nope;
+      s.head_dim = nope + s.rotary_dim;
+      out_.notes.push_back(fmt::format("MLA head: {} no-rope dims, then {} rope dims (qk_nope_head_dim, "
+                                       "qk_rope_head_dim); apply to the full q head, or set head_dim {} and "
+                                       "rotary_offset 0 to apply to q_pe / k_pe alone",
+                                       nope, s.rotary_dim, s.rotary_dim));
+      return;
+    }
+    std::optional<int> head = positive_int("head_dim");
+    if (!head) {
+      std::optional<int> hidden, heads;
+      for (const char* key : {"hidden_size", "n_embd", "d_model"})
+        if (!hidden) hidden = positive_int(key);
+      for (const char* key : {"num_attention_heads", "n_head"})
+        if (!heads) heads = positive_int(key);
+      if (!hidden || !heads) {
+        r_.error("cannot tell the head size: the config has neither `head_dim` nor `hidden_size` and "
+                 "`num_attention_heads` (nor does its config class have defaults for them)");
+        return;
+      }
+      head = *hidden / *heads;  // HF: hidden_size // num_attention_heads
+    }
+    s.head_dim = *head;
+    // GPT-J / CodeGen give the rotary size directly; others a fraction.
+    if (auto rotary = positive_int("rotary_dim")) {
+      s.rotary_dim = *rotary;
+    } else {
+      std::optional<double> partial = r_.number(rope_, where_ + "rope_parameters.", "partial_rotary_factor");
+      if (!partial) partial = number("partial_rotary_factor");
+      if (!partial) partial = number("rotary_pct");  // GPT-NeoX
+      if (partial && !(*partial > 0 && *partial <= 1)) {
+        r_.error(fmt::format("`partial_rotary_factor` ({}) must be in (0, 1]", *partial));
+        return;
+      }
+      s.rotary_dim = static_cast<int>(s.head_dim * partial.value_or(1.0));  // HF: int(head_dim * factor)
+    }
+    if (s.rotary_dim % 2 != 0) {
+      out_.notes.push_back(fmt::format("HF's rotary size int(head_dim * partial_rotary_factor) = {} is odd; "
+                                       "rounded down to {}", s.rotary_dim, s.rotary_dim - 1));
+      s.rotary_dim -= 1;
+    }
+  }
+
+  void set_pairing() {
+    RopeSpec& s = out_.spec;
+    if (!entry_ || entry_->contains("refused")) {
+      s.pairing = s.output_pairing = *options_.pairing;
+      return;
+    }
+    const std::string apply = entry_->at("apply_function").get<std::string>();
+    s.pairing = entry_->at("pairing") == "half" ? Pairing::Half : Pairing::Interleaved;
+    s.output_pairing = entry_->value("output_pairing", entry_->at("pairing").get<std::string>()) == "half"
+                           ? Pairing::Half
+                           : Pairing::Interleaved;
+    // DeepSeek-V3: the attention picks the interleaving apply only with rope_interleave (the table ran the default).
+    if (apply == "apply_rotary_pos_emb_interleave" &&
+        !r_.boolean(merged("rope_interleave"), where_, "rope_interleave").value_or(true)) {
+      s.pairing = s.output_pairing = Pairing::Half;
+    }
+    if (options_.pairing && *options_.pairing != s.pairing) {
+      r_.error(fmt::format("--pairing {}: transformers' {} pairs {} ({}); the flag is for model types the table "
+                           "does not know", to_string(*options_.pairing), table_type_, to_string(s.pairing), apply));
+      return;
+    }
+    out_.notes.push_back(fmt::format("pairing: {}{}, as transformers {} `{}` applies it ({}, run on unit vectors)",
+                                     to_string(s.pairing),
+                                     s.output_pairing != s.pairing ? fmt::format(" in, {} out", to_string(s.output_pairing)) : "",
+                                     hf_models().at("transformers").get<std::string>(), table_type_, apply));
+    if (s.output_pairing != s.pairing)
+      out_.notes.push_back("in-place calls need output_pairing interleaved, which gives the same attention scores");
+  }
+
+  // torch_dtype (4.x) or dtype (5.x), in the text config or the outer one.
+  void set_dtype() {
+    std::optional<std::string> dtype;
+    for (const json* j : {c_, &outer_})
+      for (const char* key : {"dtype", "torch_dtype"})
+        if (!dtype) dtype = r_.string(*j, j == c_ ? where_ : "", key);
+    const std::map<std::string, DType> known = {
+        {"float32", DType::F32}, {"float16", DType::F16}, {"bfloat16", DType::BF16}};
+    if (!dtype) {
+      out_.notes.push_back("dtype: f32 (the config names none)");
+    } else if (known.count(*dtype)) {
+      out_.spec.dtype = known.at(*dtype);
+      out_.notes.push_back(fmt::format("dtype: {}, the config's {}", to_string(out_.spec.dtype), *dtype));
+    } else {
+      r_.error(fmt::format("`dtype` {} is not one rope-gen stores (float32, float16, bfloat16)", *dtype));
+    }
+  }
+
+  void set_frequency_and_scaling() {
+    RopeSpec& s = out_.spec;
+    Scaling& sc = s.scaling;
+    const std::string rp = where_ + "rope_parameters.";
+    std::optional<double> theta = r_.number(rope_, rp, "rope_theta");
+    s.frequency.theta = theta.value_or(10000.0);
+    if (!theta) out_.notes.push_back("no rope_theta in the config or its class: 10000 (HF's default)");
+
+    std::string type = r_.string(rope_, rp, "rope_type").value_or(r_.string(rope_, rp, "type").value_or("default"));
+    if (type == "su") type = "longrope";  // old Phi-3 spelling
+    const std::optional<double> max_pos = number("max_position_embeddings");
+    // HF moves a top-level original_max_position_embeddings (Phi-3) into the
+    // rope parameters, ahead of the one already there.
+    std::optional<double> original = r_.number(*c_, where_, "original_max_position_embeddings");
+    if (!original) original = r_.number(rope_, rp, "original_max_position_embeddings");
+    if (!original && (type == "yarn" || type == "longrope" || type == "llama3")) original = max_pos;
+    const std::string where = fmt::format("rope type `{}`", type);
+    auto required = [&](const char* key) {
+      if (auto v = r_.number(rope_, rp, key)) return *v;
+      r_.error(fmt::format("{} needs a numeric `{}{}`", where, rp, key));
+      return 1.0;
+    };
+
+    if (type == "default" || type == "mrope") {  // mrope: the sections are read by set_axes
+      sc.type = ScalingType::None;
+    } else if (type == "linear") {
+      sc.type = ScalingType::Linear;
+      sc.factor = required("factor");
+    } else if (type == "dynamic") {
+      sc.type = ScalingType::Dynamic;
+      sc.factor = required("factor");
+      // HF's dynamic NTK divides by max_position_embeddings, not the original.
+      if (!max_pos) r_.error("dynamic scaling needs `max_position_embeddings`");
+      sc.original_max_position = static_cast<int64_t>(max_pos.value_or(1));
+    } else if (type == "yarn" || type == "longrope") {
+      sc.type = type == "yarn" ? ScalingType::Yarn : ScalingType::LongRope;
+      if (!original) r_.error(fmt::format("{} needs original_max_position_embeddings or max_position_embeddings", where));
+      sc.original_max_position = static_cast<int64_t>(original.value_or(1));
+      if (auto f = r_.number(rope_, rp, "factor")) {
+        sc.factor = *f;
+      } else if (max_pos && original) {
+        sc.factor = *max_pos / *original;  // HF: max_position_embeddings / original
+        out_.notes.push_back(fmt::format("factor {} = max_position_embeddings / original_max_position_embeddings",
+                                         sc.factor));
+      } else {
+        r_.error(fmt::format("{} needs `factor` or max_position_embeddings", where));
+      }
+      sc.attention_factor = r_.number(rope_, rp, "attention_factor");
+      if (sc.type == ScalingType::Yarn) {
+        // HF: `beta_fast or 32`: zero or absent means the default.
+        if (auto b = r_.number(rope_, rp, "beta_fast"); b && *b != 0) sc.beta_fast = *b;
+        if (auto b = r_.number(rope_, rp, "beta_slow"); b && *b != 0) sc.beta_slow = *b;
+        sc.mscale = r_.number(rope_, rp, "mscale");
+        sc.mscale_all_dim = r_.number(rope_, rp, "mscale_all_dim");
+        sc.truncate = r_.boolean(rope_, rp, "truncate").value_or(true);
+      } else {
+        sc.short_factor = r_.numbers(rope_, rp, "short_factor").value_or(std::vector<double>{});
+        sc.long_factor = r_.numbers(rope_, rp, "long_factor").value_or(std::vector<double>{});
+      }
+    } else if (type == "llama3") {
+      sc.type = ScalingType::Llama3;
+      sc.factor = required("factor");
+      sc.low_freq_factor = required("low_freq_factor");
+      sc.high_freq_factor = required("high_freq_factor");
+      sc.original_max_position = static_cast<int64_t>(original.value_or(0));
+    } else if (type == "proportional") {
+      // theta^(-2i/head_dim) on the first partial*head_dim/2 pairs, zero (no
+      // rotation) on the rest, half pairing over the whole head.
+      std::optional<double> partial = r_.number(rope_, rp, "partial_rotary_factor");
+      if (!partial) partial = number("partial_rotary_factor");
+      const int angles = static_cast<int>(std::clamp(partial.value_or(1.0), 0.0, 1.0) * s.head_dim / 2);
+      s.rotary_dim = s.head_dim;
+      s.rotary_offset = 0;
+      s.frequency.scheme = FrequencyScheme::Custom;
+      s.frequency.values.assign(s.head_dim / 2, 0.0);
+      for (int i = 0; i < angles; ++i) s.frequency.values[i] = std::pow(s.frequency.theta, -2.0 * i / s.head_dim);
+      out_.notes.push_back(fmt::format("proportional RoPE: {} rotating pairs over the whole head, the rest with "
+                                       "frequency 0", angles));
+    } else {
+      r_.error(fmt::format("rope type `{}` ({}rope_type) is not supported; rope-gen understands default, linear, "
+                           "dynamic, yarn, longrope (su), llama3, proportional", type, rp));
+    }
+  }
+
+  // M-RoPE (Qwen2-VL, Qwen2.5-VL): mrope_section splits the rotary pairs
+  // among the (temporal, height, width) position ids, contiguously; Qwen3-VL's
+  // mrope_interleaved deals them out round robin instead.
+  void set_axes() {
+    const std::string rp = where_ + "rope_parameters.";
+    auto sections = r_.ints(rope_, rp, "mrope_section");
+    if (!sections) return;
+    Axes& axes = out_.spec.axes;
+    axes.sections = *sections;
+    axes.interleaved = r_.boolean(rope_, rp, "mrope_interleaved").value_or(false);
+    out_.spec.positions = PositionsMode::Explicit;
+    out_.notes.push_back(fmt::format("M-RoPE: positions are explicit, [..., {}] (one id per axis of mrope_section{})",
+                                     axes.count(), axes.interleaved ? ", interleaved" : ""));
+  }
+
+  const json& outer_;
+  const json* c_ = &outer_;
+  std::string where_;
+  std::string file_;
+  const HfImportOptions& options_;
+  std::vector<Diagnostic> errors_;
+  JsonReader r_;
+  std::string model_type_, text_type_, table_type_;
+  const json* entry_ = nullptr;
+  const json* defaults_ = &kEmpty;
+  json rope_ = json::object();
+  HfImport out_;
+};
+
+}  // namespace
+
+Result<HfImport> spec_from_hf_config(const json& config, const std::string& file, const HfImportOptions& options) {
+  return Importer(config, file, options).run();
+}
+
+std::string hf_import_text(const HfImport& import, const std::string& file) {
+  std::string out = fmt::format("# rope-gen spec converted from {}\n", file);
+  for (const auto& note : import.notes) out += "# " + note + "\n";
+  return out + to_yaml(import.spec);
+}
+
+}  // namespace ropegen::cli
