@@ -30,6 +30,7 @@ import copy
 import importlib
 import inspect
 import json
+import math
 import os
 import sys
 import zlib
@@ -62,7 +63,7 @@ def jsonable(v):
     if isinstance(v, (bool, int, str)) or v is None:
         return v
     if isinstance(v, float):
-        return v
+        return v if math.isfinite(v) else None  # HF writes Infinity (not JSON) for keys from-hf never reads
     return str(v)
 
 
@@ -155,9 +156,11 @@ def tiny(cfg, shrink=True):
         return c
     if getattr(c, "rotary_dim", None):  # GPT-J, CodeGen: a partial rotary size of its own
         c.rotary_dim = TINY_HEAD // 2
-    if getattr(c, "qk_rope_head_dim", None):
-        c.qk_rope_head_dim, c.qk_nope_head_dim = TINY_HEAD, 8
     head = TINY_HEAD
+    if getattr(c, "qk_rope_head_dim", None):  # MLA: every head size scaled alike (Mistral 4 ties them)
+        scale = TINY_HEAD / c.qk_rope_head_dim
+        head = int((getattr(c, "head_dim", None) or TINY_HEAD / scale) * scale)
+        c.qk_rope_head_dim, c.qk_nope_head_dim = TINY_HEAD, int((c.qk_nope_head_dim or 0) * scale)
     with contextlib.suppress(AttributeError):  # Falcon's head_dim is a property of hidden_size / heads
         if getattr(c, "head_dim", None):
             c.head_dim = head
@@ -252,16 +255,32 @@ def classify(hf, mod, rot_cls, apply_name, cfg, layer_type):
     if rd == 0 or rotated != list(range(rd)) or rd % 2:
         raise Refuse(f"rotated dims {rotated[:8]}... are not a leading even block of the head")
     h = rd // 2
-    half = all(reach[j] == sorted({j, (j + h) % rd}) for j in range(rd))
-    inter = all(reach[j] == sorted({j, j ^ 1}) for j in range(rd))
-    in_out = all(reach[j] == sorted({j // 2, j // 2 + h}) for j in range(rd))
-    if half:
-        return {"pairing": "half"}, rd
-    if inter:
-        return {"pairing": "interleaved"}, rd
-    if in_out:
-        return {"pairing": "interleaved", "output_pairing": "half"}, rd
+    # Each pattern: where input dim j's sin term lands, and whether j is the first member of its pair.
+    patterns = [({"pairing": "half"}, lambda j: ((j + h) % rd, j < h), lambda j: {j, (j + h) % rd}),
+                ({"pairing": "interleaved"}, lambda j: (j ^ 1, j % 2 == 0), lambda j: {j, j ^ 1}),
+                ({"pairing": "interleaved", "output_pairing": "half"},
+                 lambda j: (j // 2 + h if j % 2 == 0 else j // 2, j % 2 == 0), lambda j: {j // 2, j // 2 + h})]
+    for pairing, sin_at, reaches in patterns:
+        if all(reach[j] == sorted(reaches(j)) for j in range(rd)):
+            if not sin_terms_positive(hf, mod, rot_cls, apply_name, cfg, layer_type, d,
+                                      {j: sin_at(j) for j in range(rd)}):
+                raise Refuse("it rotates by minus the angle (e.g. rotate_half as cat(x2, -x1)); the spec cannot "
+                             "express that")
+            return pairing, rd
     raise Refuse("the apply function's pairing is none of half, interleaved, interleaved-in/half-out")
+
+
+def sin_terms_positive(hf, mod, rot_cls, apply_name, cfg, layer_type, d, sin_at):
+    """At position 1 every angle is in (0, 1] rad: input dim j's sin term, at output sin_at(j), must be +sin for the
+    first member of its pair and -sin for the second (HF's rotate_half: cat(-x2, x1))."""
+    torch = hf.torch
+    q = torch.eye(d, dtype=torch.float32)[None, :, None, :]
+    m = run_rotary(hf, mod, rot_cls, apply_name, cfg, q, torch.ones(1, 1, dtype=torch.long), layer_type)[0, :, 0, :]
+    for j, (i, first) in sin_at.items():
+        v = float(m[j, i])
+        if abs(v) > 1e-9 and (v > 0) != first:
+            return False
+    return True
 
 
 class Refuse(Exception):
@@ -322,6 +341,10 @@ def probe(hf, model_type):
         return None, None
     entry = {"text_model_type": getattr(cfg, "model_type", model_type)} if cfg is not full else {}
     entry["defaults"] = {k: jsonable(getattr(cfg, k)) for k in DEFAULT_KEYS if getattr(cfg, k, None) is not None}
+    # config.json spells some keys its own way (GPT-J n_embd, DBRX d_model / n_heads): the class's attribute_map
+    names = {k: v for k, v in getattr(cfg, "attribute_map", {}).items() if k in DEFAULT_KEYS}
+    if names:
+        entry["key_names"] = names
     if "head_dim" in entry["defaults"] and head_dim_follows_hidden_size(type(cfg), cfg):
         del entry["defaults"]["head_dim"]  # derived (hidden_size // heads), not a default of its own
     rp = getattr(cfg, "rope_parameters", None) or {}
@@ -337,13 +360,16 @@ def probe(hf, model_type):
     try:
         if apply_name is None:
             raise Refuse("no apply_rotary_pos_emb / apply_rotary_emb function in the modeling file")
+        shrink = not mrope(cfg)  # M-RoPE sections are sized for the real head
         try:
-            shrink = True
-            pairing = pairing_of(hf, mod, rot_cls, apply_name, tiny(cfg), layer_types)
-        except RuntimeError:  # sizes fixed in the code (M-RoPE sections): the real head, few heads
+            pairing = pairing_of(hf, mod, rot_cls, apply_name, tiny(cfg, shrink), layer_types)
+        except RuntimeError:  # sizes fixed in the code: the real head, few heads
             shrink = False
             pairing = pairing_of(hf, mod, rot_cls, apply_name, tiny(cfg, shrink), layer_types)
         entry.update(pairing)
+        if getattr(cfg, "rotary_dim", None):  # a key of that name that HF reads (GPT-J) or not (MiniMax-M3-VL)
+            small = tiny(cfg, shrink)
+            entry["reads_rotary_dim"] = classify(hf, mod, rot_cls, apply_name, small, layer_types[0])[1] == small.rotary_dim
     except Refuse as e:
         entry["refused"] = str(e)
         return entry, None
@@ -374,8 +400,11 @@ def golden_case(hf, model_type, built):
     else:
         small_full = small
     d = rope_dim_of(small)
+    nope = getattr(small, "qk_nope_head_dim", None) if getattr(small, "qk_rope_head_dim", None) else 0
     g = torch.Generator().manual_seed(seed_of(model_type))
     q = torch.randn(1, 1, len(POSITIONS), d, generator=g, dtype=torch.float32)
+    # MLA: HF rotates q_pe, the head's last qk_rope_head_dim dims; q_nope passes through.
+    q_nope = torch.randn(1, 1, len(POSITIONS), nope or 0, generator=g, dtype=torch.float32)
     pos = torch.tensor([POSITIONS], dtype=torch.long)
     cases = []
     for lt in layer_types:
@@ -383,10 +412,12 @@ def golden_case(hf, model_type, built):
         with float64_sticks(torch):
             out64 = run_rotary(hf, mod, rot_cls, apply_name, copy.deepcopy(small), q.double(), pos, lt)
         err = float((out32.double() - out64).abs().max())
+        out64 = torch.cat([q_nope.double(), out64], dim=-1)
         cases.append({"layer_type": lt, "out_q": [float(v) for v in out64.reshape(-1).tolist()],
                       "tolerance": 2 * err + 1e-5 * float(q.abs().max()), "hf_float32_error": err})
     config = jsonable(small_full.to_dict())
-    return {"model_type": model_type, "config": config, "head_dim": d, "positions": POSITIONS,
+    q = torch.cat([q_nope, q], dim=-1)
+    return {"model_type": model_type, "config": config, "head_dim": q.shape[-1], "positions": POSITIONS,
             "q": [float(v) for v in q.reshape(-1).tolist()], "cases": cases}
 
 

@@ -93,7 +93,7 @@ class Importer {
                            model_type_.empty() ? "(none)" : named, version));
       return;
     }
-    defaults_ = &entry_->at("defaults");
+    if (entry_->contains("defaults")) defaults_ = &entry_->at("defaults");
     if (auto refused = entry_->find("refused"); refused != entry_->end() && !options_.pairing) {
       r_.error(fmt::format("model_type `{}`: rope-gen cannot tell its RoPE from transformers {}: {}; if the text "
                            "attention is plain RoPE, say how it pairs dims: --pairing half or --pairing interleaved",
@@ -102,13 +102,25 @@ class Importer {
     table_type_ = named;
   }
 
-  // A key of the (text) config, else the config class's default.
+  // How config.json spells a key of the config class (its attribute_map: GPT-J n_embd, DBRX n_heads).
+  std::string spelled(const char* key) const {
+    if (!entry_ || !entry_->contains("key_names")) return key;
+    return entry_->at("key_names").value(key, std::string(key));
+  }
+  // The (text) config, where it has the key, else the config class's defaults.
   const json& merged(const char* key) const {
-    if (auto it = c_->find(key); it != c_->end() && !it->is_null()) return *c_;
+    if (auto it = c_->find(spelled(key)); it != c_->end() && !it->is_null()) return *c_;
     return defaults_->contains(key) ? *defaults_ : *c_;
   }
-  std::optional<double> number(const char* key) { return r_.number(merged(key), where_, key); }
-  std::optional<int> positive_int(const char* key) { return r_.positive_int(merged(key), where_, key); }
+  // The key's value in the config, else its default.
+  std::optional<double> number(const char* key) {
+    const json& j = merged(key);
+    return r_.number(j, where_, &j == c_ ? spelled(key).c_str() : key);
+  }
+  std::optional<int> positive_int(const char* key) {
+    const json& j = merged(key);
+    return r_.positive_int(j, where_, &j == c_ ? spelled(key).c_str() : key);
+  }
 
   // The rope parameters of each layer type (HF 5.x `rope_parameters`, possibly
   // nested per layer type; 4.x `rope_scaling` + `rope_theta`, with the keys
@@ -235,8 +247,9 @@ class Importer {
       head = *hidden / *heads;  // HF: hidden_size // num_attention_heads
     }
     s.head_dim = *head;
-    // GPT-J / CodeGen give the rotary size directly; others a fraction.
-    if (auto rotary = positive_int("rotary_dim")) {
+    // GPT-J / CodeGen give the rotary size directly (when the table saw HF read that key); others a fraction.
+    const bool reads_rotary_dim = !entry_ || entry_->value("reads_rotary_dim", false);
+    if (auto rotary = reads_rotary_dim ? positive_int("rotary_dim") : std::nullopt) {
       s.rotary_dim = *rotary;
     } else {
       std::optional<double> partial = r_.number(rope_, where_ + "rope_parameters.", "partial_rotary_factor");
