@@ -40,6 +40,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 TABLE = ROOT / "tools" / "hf_config" / "hf_models.json"
 GOLDEN = HERE / "data" / "hf_models"
+REAL_CONFIGS = HERE / "hf_configs"  # real config.json files (reconstructed, see its README)
 sys.path.insert(0, str(HERE))
 
 # The keys from-hf reads; their defaults come from each config class.
@@ -133,6 +134,16 @@ def rotary_class(mod, cfg_cls):
     prefix = cfg_cls.__name__.replace("Config", "")
     names.sort(key=lambda n: (not n.startswith(prefix), "Text" not in n, len(n)))
     return getattr(mod, names[0])
+
+
+def rotary_of(mod, cfg):
+    """The rotary class, or a stand-in that calls the model's own table functions (GPT-J, RoFormer)."""
+    rot_cls = rotary_class(mod, type(cfg))
+    if rot_cls is None and hasattr(mod, "create_sinusoidal_positions"):
+        rot_cls = SinusoidalTable(mod)
+    if rot_cls is None and hasattr(mod, "RoFormerSinusoidalPositionalEmbedding"):
+        rot_cls = RoFormerTable(mod)
+    return rot_cls
 
 
 def apply_function(mod, cfg):
@@ -236,9 +247,10 @@ def run_rotary(hf, mod, rot_cls, apply_name, cfg, q, pos, layer_type):
         except RuntimeError:  # partial rotary (Phi, StableLM, Persimmon): the attention hands over q[..., :rd]
             rd = cos.shape[-1]
             out = (torch.cat([call(q[..., :rd]), q[..., rd:]], dim=-1),)
-    else:  # complex freqs_cis [B,S,D/2], apply on [B,S,H,D]
-        out = fn(q.transpose(1, 2), q.transpose(1, 2), emb)
-        out = tuple(o.transpose(1, 2) for o in out)
+    else:  # complex freqs_cis [B,S,D/2]: DeepSeek-V2 applies it on [B,H,S,D], Llama 4 on [B,S,H,D]
+        out = fn(q, q, emb)
+        if out[0].shape != q.shape:
+            out = tuple(o.transpose(1, 2) for o in fn(q.transpose(1, 2), q.transpose(1, 2), emb))
     return out[0]
 
 
@@ -332,11 +344,7 @@ def probe(hf, model_type):
         return None, None
     full = cfg_cls()
     cfg = text_config(full)
-    rot_cls = rotary_class(mod, type(cfg))
-    if rot_cls is None and hasattr(mod, "create_sinusoidal_positions"):
-        rot_cls = SinusoidalTable(mod)
-    if rot_cls is None and hasattr(mod, "RoFormerSinusoidalPositionalEmbedding"):
-        rot_cls = RoFormerTable(mod)
+    rot_cls = rotary_of(mod, cfg)
     if rot_cls is None:
         return None, None
     entry = {"text_model_type": getattr(cfg, "model_type", model_type)} if cfg is not full else {}
@@ -389,12 +397,12 @@ def pairing_of(hf, mod, rot_cls, apply_name, small, layer_types):
     return pairing
 
 
-def golden_case(hf, model_type, built):
-    """HF float32 and float64 outputs on random q at explicit positions, per layer type."""
+def golden_case(hf, model_type, built, heads=True):
+    """HF float32 and float64 outputs on random q at explicit positions, per layer type; `heads`: a tiny config."""
     torch = hf.torch
     mod, rot_cls, apply_name, full, layer_types, shrink = built
     small_full = copy.deepcopy(full)
-    small = tiny(text_config(small_full), shrink)
+    small = tiny(text_config(small_full), shrink) if heads else text_config(small_full)
     if text_config(small_full) is not small_full:
         small_full.text_config = small
     else:
@@ -421,6 +429,24 @@ def golden_case(hf, model_type, built):
             "q": [float(v) for v in q.reshape(-1).tolist()], "cases": cases}
 
 
+def real_config_case(hf, path):
+    """A real config.json loaded by its HF config class (4.x keys and all), HF's rotary code on one full-size head."""
+    torch = hf.torch
+    raw = json.loads(path.read_text())
+    full = hf.config_class(raw["model_type"]).from_dict(raw)
+    cfg = text_config(full)
+    mt = getattr(cfg, "model_type", raw["model_type"])
+    mod = hf.modeling(mt)
+    rot_cls = rotary_of(mod, cfg)
+    rp = getattr(cfg, "rope_parameters", None) or {}
+    layer_types = sorted(rp) if rp and all(isinstance(v, dict) for v in rp.values()) else [None]
+    built = (mod, rot_cls, apply_function(mod, cfg), full, layer_types, False)
+    case = golden_case(hf, path.stem, built, heads=False)
+    del case["config"]
+    case["config_file"] = str(path.relative_to(ROOT))
+    return case
+
+
 def generate():
     import logging
     import warnings
@@ -443,6 +469,8 @@ def generate():
             except Exception as e:
                 entry["refused"] = f"HF's rotary code on a tiny config failed: {type(e).__name__}: {e}"[:300]
         models[mt] = entry
+    for path in sorted(REAL_CONFIGS.glob("*.json")) + sorted((ROOT / "examples" / "hf_configs").glob("*.json")):
+        golden[f"real/{path.stem}"] = real_config_case(hf, path)
     table = {"transformers": hf.tf.__version__, "torch": hf.torch.__version__,
              "generated_by": "tests/golden/hf_model_table.py", "models": models}
     files = {TABLE: json.dumps(table, indent=1, sort_keys=True) + "\n"}
@@ -463,13 +491,13 @@ def main():
     files = generate()
     if args.check:
         bad = [p for p, text in files.items() if not p.exists() or p.read_text() != text]
-        stale = sorted(set(GOLDEN.glob("*.json")) - set(files))
+        stale = sorted(set(GOLDEN.glob("**/*.json")) - set(files))
         for p in bad + stale:
             print(f"DIFFERS {p.relative_to(ROOT)}", file=sys.stderr)
         print("check: " + ("OK" if not bad and not stale else f"{len(bad) + len(stale)} difference(s)"))
         return 1 if bad or stale else 0
     GOLDEN.mkdir(parents=True, exist_ok=True)
-    for p in set(GOLDEN.glob("*.json")) - set(files):
+    for p in set(GOLDEN.glob("**/*.json")) - set(files):
         p.unlink()
     for p, text in files.items():
         p.parent.mkdir(parents=True, exist_ok=True)

@@ -380,6 +380,7 @@ class Importer {
       sc.low_freq_factor = required("low_freq_factor");
       sc.high_freq_factor = required("high_freq_factor");
       sc.original_max_position = static_cast<int64_t>(original.value_or(0));
+      if (sc.low_freq_factor == sc.high_freq_factor) llama3_as_two_bands();
     } else if (type == "proportional") {
       // theta^(-2i/head_dim) on the first partial*head_dim/2 pairs, zero (no
       // rotation) on the rest, half pairing over the whole head.
@@ -397,6 +398,26 @@ class Importer {
       r_.error(fmt::format("rope type `{}` ({}rope_type) is not supported; rope-gen understands default, linear, "
                            "dynamic, yarn, longrope (su), llama3, proportional", type, rp));
     }
+  }
+
+  // HF's llama3 with low_freq_factor == high_freq_factor (Llama 4): no medium
+  // band, so wavelengths above original / low are divided by factor and the
+  // rest kept. The spec's llama3 needs high > low: the same frequencies as
+  // custom values.
+  void llama3_as_two_bands() {
+    RopeSpec& s = out_.spec;
+    const Scaling sc = s.scaling;
+    const double cutoff = static_cast<double>(sc.original_max_position) / sc.low_freq_factor;
+    s.frequency.scheme = FrequencyScheme::Custom;
+    s.frequency.values.clear();
+    for (int i = 0; i < s.rotary_dim / 2; ++i) {
+      const double inv = std::pow(s.frequency.theta, -2.0 * i / s.rotary_dim);
+      s.frequency.values.push_back(2 * M_PI / inv > cutoff ? inv / sc.factor : inv);
+    }
+    s.scaling = Scaling{};
+    out_.notes.push_back(fmt::format("llama3 scaling with low_freq_factor = high_freq_factor = {}: two bands (HF's "
+                                     "medium band is empty), written as custom frequencies: theta^(-2i/d), divided "
+                                     "by {} where the wavelength exceeds {}", sc.low_freq_factor, sc.factor, cutoff));
   }
 
   // M-RoPE (Qwen2-VL, Qwen2.5-VL): mrope_section splits the rotary pairs
