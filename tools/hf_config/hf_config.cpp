@@ -129,6 +129,7 @@ class Importer {
   void select_rope_parameters() {
     const json* given = r_.object(*c_, where_, "rope_parameters");
     const json* scaling = given ? nullptr : r_.object(*c_, where_, "rope_scaling");
+    rope_where_ = where_ + (scaling ? "rope_scaling." : "rope_parameters.");
     const json& default_rp = defaults_->contains("rope_parameters") ? defaults_->at("rope_parameters") : kEmpty;
     const json* legacy = entry_ && entry_->contains("legacy_layer_keys") ? &entry_->at("legacy_layer_keys") : nullptr;
     std::map<std::string, json> per_layer;
@@ -155,14 +156,16 @@ class Importer {
     const bool differ = per_layer.size() > 1 && std::any_of(per_layer.begin(), per_layer.end(), [&](const auto& kv) {
                           return kv.second != per_layer.begin()->second;
                         });
+    const std::set<std::string> config_types = config_layer_types();
     const std::optional<std::string>& chosen = options_.layer_type;
     if (chosen && *chosen == "nope" && !nope.empty()) {
       r_.error(fmt::format("layer type `nope`: layers {} apply no RoPE (no_rope_layers[i] = 0); there is no spec for "
                            "them", fmt::join(nope, ", ")));
     } else if (chosen && per_layer.count(*chosen)) {
       rope_ = per_layer.at(*chosen);
+      if (given) rope_where_ += *chosen + ".";
       out_.notes.push_back(fmt::format("layer type {}: its own rope parameters", *chosen));
-    } else if (chosen && !config_layer_types().count(*chosen)) {
+    } else if (chosen && !config_types.count(*chosen)) {
       r_.error(fmt::format("--layer-type {}: this config has no such layer type; it has {}", *chosen,
                            types.empty() ? std::string("one RoPE for every layer") : fmt::format("{}", fmt::join(types, ", "))));
     } else if (!chosen && differ) {
@@ -252,7 +255,7 @@ class Importer {
     if (auto rotary = reads_rotary_dim ? positive_int("rotary_dim") : std::nullopt) {
       s.rotary_dim = *rotary;
     } else {
-      std::optional<double> partial = r_.number(rope_, where_ + "rope_parameters.", "partial_rotary_factor");
+      std::optional<double> partial = r_.number(rope_, rope_where_, "partial_rotary_factor");
       if (!partial) partial = number("partial_rotary_factor");
       if (!partial) partial = number("rotary_pct");  // GPT-NeoX
       if (partial && !(*partial > 0 && *partial <= 1)) {
@@ -318,7 +321,7 @@ class Importer {
   void set_frequency_and_scaling() {
     RopeSpec& s = out_.spec;
     Scaling& sc = s.scaling;
-    const std::string rp = where_ + "rope_parameters.";
+    const std::string& rp = rope_where_;
     std::optional<double> theta = r_.number(rope_, rp, "rope_theta");
     s.frequency.theta = theta.value_or(10000.0);
     if (!theta) out_.notes.push_back("no rope_theta in the config or its class: 10000 (HF's default)");
@@ -424,7 +427,7 @@ class Importer {
   // among the (temporal, height, width) position ids, contiguously; Qwen3-VL's
   // mrope_interleaved deals them out round robin instead.
   void set_axes() {
-    const std::string rp = where_ + "rope_parameters.";
+    const std::string& rp = rope_where_;
     auto sections = r_.ints(rope_, rp, "mrope_section");
     if (!sections) return;
     Axes& axes = out_.spec.axes;
@@ -446,6 +449,7 @@ class Importer {
   const json* entry_ = nullptr;
   const json* defaults_ = &kEmpty;
   json rope_ = json::object();
+  std::string rope_where_;  // how messages name rope_'s keys: "rope_scaling.", "rope_parameters.full_attention."
   HfImport out_;
 };
 
