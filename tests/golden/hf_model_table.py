@@ -475,7 +475,7 @@ def generate():
              "generated_by": "tests/golden/hf_model_table.py", "models": models}
     files = {TABLE: json.dumps(table, indent=1, sort_keys=True) + "\n"}
     for mt, case in golden.items():
-        files[GOLDEN / f"{mt}.json"] = json.dumps(case, separators=(",", ":")) + "\n"
+        files[GOLDEN / f"{mt}.json"] = json.dumps(case, separators=(",", ":"), sort_keys=True) + "\n"
     return files
 
 
