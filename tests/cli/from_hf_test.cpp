@@ -108,8 +108,23 @@ TEST_F(FromHf, Gemma3LayerTypesFromTheShortConfig) {
   EXPECT_THAT(r.out, HasSubstr("# rope_theta 1000000.0 is the default of transformers' gemma3_text config class"));
   r = run_command(kTool + " from-hf " + config + " --layer-type chunked_attention");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.err, HasSubstr("--layer-type chunked_attention: this config has no such layer type; it has "
-                               "full_attention, sliding_attention"));
+  EXPECT_THAT(r.err, HasSubstr("--layer-type chunked_attention: this config has no such layer type with RoPE "
+                               "parameters; it has full_attention, sliding_attention"));
+}
+
+// Gemma 2's sliding and full layers share one RoPE: no flag needed, any of its layer types accepted.
+TEST_F(FromHf, LayerTypesThatShareTheirRope) {
+  const std::string config = kReal + "gemma2_9b.json";
+  auto r = run_command(kTool + " from-hf " + config);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run_command(kTool + " from-hf " + kReal + "gpt_oss_20b.json --layer-type sliding_attention");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("# layer type sliding_attention: the same RoPE as every layer\n"));
+  EXPECT_THAT(r.out, HasSubstr("  type: yarn\n  factor: 32\n  original_max_position: 4096\n"));
+  EXPECT_THAT(r.out, HasSubstr("  truncate: false\n"));
+  r = run_command(kTool + " from-hf " + kReal + "gpt_oss_20b.json --layer-type chunked_attention");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("it has full_attention, sliding_attention"));
 }
 
 TEST_F(FromHf, Gemma3FiveXPerLayerParameters) {

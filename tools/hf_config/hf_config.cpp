@@ -157,6 +157,7 @@ class Importer {
                           return kv.second != per_layer.begin()->second;
                         });
     const std::set<std::string> config_types = config_layer_types();
+    if (per_layer.empty()) types.insert(types.begin(), config_types.begin(), config_types.end());
     const std::optional<std::string>& chosen = options_.layer_type;
     if (chosen && *chosen == "nope" && !nope.empty()) {
       r_.error(fmt::format("layer type `nope`: layers {} apply no RoPE (no_rope_layers[i] = 0); there is no spec for "
@@ -165,15 +166,18 @@ class Importer {
       rope_ = per_layer.at(*chosen);
       if (given) rope_where_ += *chosen + ".";
       out_.notes.push_back(fmt::format("layer type {}: its own rope parameters", *chosen));
-    } else if (chosen && !config_types.count(*chosen)) {
-      r_.error(fmt::format("--layer-type {}: this config has no such layer type; it has {}", *chosen,
-                           types.empty() ? std::string("one RoPE for every layer") : fmt::format("{}", fmt::join(types, ", "))));
+    } else if (chosen && (!per_layer.empty() || !config_types.count(*chosen))) {
+      r_.error(fmt::format("--layer-type {}: this config has no such layer type with RoPE parameters; it has {}",
+                           *chosen, types.empty() ? std::string("one RoPE for every layer")
+                                                  : fmt::format("{}", fmt::join(types, ", "))));
     } else if (!chosen && differ) {
       r_.error(fmt::format("this config's layer types differ in RoPE ({}); choose one with --layer-type",
                            fmt::join(types, ", ")));
-    } else if (!per_layer.empty() && !chosen) {
+    } else if (!per_layer.empty()) {
       rope_ = per_layer.begin()->second;
       out_.notes.push_back(fmt::format("layer types {}: the same rope parameters", fmt::join(types, ", ")));
+    } else if (chosen) {
+      out_.notes.push_back(fmt::format("layer type {}: the same RoPE as every layer", *chosen));
     }
     if (!nope.empty() && !(chosen && *chosen == "nope"))
       out_.notes.push_back(fmt::format("layers {} apply no RoPE (NoPE: no_rope_layers[i] = 0); this spec is for the "
