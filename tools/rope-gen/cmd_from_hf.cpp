@@ -1,7 +1,6 @@
 // rope-gen from-hf CONFIG [--name N] [--layer-type T] [--pairing P]: a spec
 // from a Hugging Face config.json (or a directory holding one), on stdout.
 #include <iostream>
-#include <map>
 
 #include <fmt/format.h>
 
@@ -23,11 +22,14 @@ void add_from_hf_command(CLI::App& app) {
   cmd->add_option("--name", options->name, "spec name (default: model_type)");
   cmd->add_option("--layer-type", options->layer_type,
                   "the layer type whose RoPE to write, for models whose layer types differ (e.g. sliding_attention)");
-  cmd->add_option("--pairing", options->pairing,
-                  "half | interleaved: for a model_type rope-gen's table does not know or cannot read")
-      ->transform(CLI::CheckedTransformer(std::map<std::string, Pairing>{{"half", Pairing::Half},
-                                                                         {"interleaved", Pairing::Interleaved}}));
-  cmd->callback([path, options] {
+  auto pairing = std::make_shared<std::string>();
+  cmd->add_option("--pairing", *pairing,
+                  "how the model's apply function pairs dims, for a model_type rope-gen's table does not know or "
+                  "cannot read:\nhalf (rotate_half: (i, i + d/2)) or interleaved ((2i, 2i+1))")
+      ->check(CLI::IsMember({"half", "interleaved"}))
+      ->option_text("half|interleaved");
+  cmd->callback([path, options, pairing] {
+    if (!pairing->empty()) options->pairing = *pairing == "half" ? Pairing::Half : Pairing::Interleaved;
     const HfConfigFile file = unwrap(read_hf_config(*path));
     const HfImport import = unwrap(spec_from_hf_config(file.config, file.path, *options));
     std::cout << hf_import_text(import, file.path);
