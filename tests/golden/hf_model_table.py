@@ -382,7 +382,10 @@ def probe(hf, model_type):
         entry["refused"] = str(e)
         return entry, None
     except Exception as e:  # HF code that does not run on a standalone probe
-        entry["refused"] = f"HF's {rot_cls.__name__} / {apply_name} did not run standalone: {type(e).__name__}: {e}"[:300]
+        tower = [w for w in ("Vision", "Audio", "VQ", "Sam") if w in type(cfg).__name__]
+        entry["refused"] = (f"{type(cfg).__name__} is a {tower[0].lower()} tower's config whose RoPE (if any) the "
+                            f"text rotary class does not run; from-hf reads text models" if tower else
+                            f"HF's {rot_cls.__name__} / {apply_name} did not run standalone: {type(e).__name__}: {e}")[:300]
         return entry, None
     return entry, (mod, rot_cls, apply_name, full, layer_types, shrink)
 
