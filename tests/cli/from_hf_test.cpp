@@ -127,6 +127,22 @@ TEST_F(FromHf, LayerTypesThatShareTheirRope) {
   EXPECT_THAT(r.err, HasSubstr("it has full_attention, sliding_attention"));
 }
 
+// HF: sliding layers take rope_local_base_freq or the class's local default, never the global rope_theta.
+TEST_F(FromHf, Gemma3SlidingLayersNeverTakeTheGlobalTheta) {
+  const std::string config = R"({"model_type": "gemma3_text", "rope_theta": 500000,
+    "rope_scaling": {"rope_type": "linear", "factor": 4}})";
+  auto r = from_hf(config, " --layer-type sliding_attention");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("theta: 10000\nscaling:\n  type: none\n"));
+  EXPECT_THAT(r.out, HasSubstr("# rope_theta 10000.0 is the default of transformers' gemma3_text config class\n"));
+  r = from_hf(config, " --layer-type full_attention");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("theta: 500000\nscaling:\n  type: linear\n  factor: 4\n"));
+  EXPECT_THAT(r.out, Not(HasSubstr("is the default")));
+  r = from_hf(R"({"model_type": "gemma3_text", "rope_local_base_freq": 20000})", " --layer-type sliding_attention");
+  EXPECT_THAT(r.out, HasSubstr("theta: 20000\n"));
+}
+
 TEST_F(FromHf, Gemma3FiveXPerLayerParameters) {
   const auto r = from_hf(R"({"model_type": "gemma3_text", "rope_parameters": {
     "full_attention": {"rope_type": "linear", "factor": 8, "rope_theta": 1000000},

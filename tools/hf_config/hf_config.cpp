@@ -136,6 +136,7 @@ class Importer {
     if (given && nested(*given)) {
       for (auto& [lt, p] : given->items()) per_layer[lt] = p;
     } else if (!given && legacy) {
+      // Each layer type's theta comes from its own key (rope_theta, rope_local_base_freq) or the class default.
       for (auto& [lt, feed] : legacy->items()) {
         json p = scaling && feed.at("rope_scaling").get<bool>() ? *scaling : json::object();
         if (auto key = feed.find("rope_theta"); key != feed.end()) {
@@ -144,10 +145,12 @@ class Importer {
         per_layer[lt] = p;
       }
     }
-    for (auto& [lt, p] : per_layer) fill_theta(p, default_rp.contains(lt) ? default_rp.at(lt) : kEmpty);
+    std::map<std::string, std::string> theta_notes;  // per layer type ("" for all): where a default filled theta
+    for (auto& [lt, p] : per_layer)
+      theta_notes[lt] = fill_theta(p, default_rp.contains(lt) ? default_rp.at(lt) : kEmpty, !legacy || given);
     if (per_layer.empty()) {
       rope_ = given ? *given : scaling ? *scaling : json::object();
-      fill_theta(rope_, nested(default_rp) ? kEmpty : default_rp);
+      theta_notes[""] = fill_theta(rope_, nested(default_rp) ? kEmpty : default_rp, true);
     }
     std::vector<std::string> types;
     for (auto& [lt, p] : per_layer) types.push_back(lt);
@@ -179,25 +182,28 @@ class Importer {
     } else if (chosen) {
       out_.notes.push_back(fmt::format("layer type {}: the same RoPE as every layer", *chosen));
     }
+    const std::string& note = theta_notes[per_layer.empty() ? "" : chosen.value_or(per_layer.begin()->first)];
+    if (!note.empty()) out_.notes.push_back(note);
     if (!nope.empty() && !(chosen && *chosen == "nope"))
       out_.notes.push_back(fmt::format("layers {} apply no RoPE (NoPE: no_rope_layers[i] = 0); this spec is for the "
                                        "others", fmt::join(nope, ", ")));
   }
 
-  // HF: a layer's rope_theta, else the config's rope_theta (old spellings too), else the class default.
-  void fill_theta(json& p, const json& default_p) {
-    if (p.contains("rope_theta")) return;
+  // HF: a layer's rope_theta, else (`from_config`) the config's rope_theta
+  // (old spellings too), else the class default; the note says when the
+  // default filled it.
+  std::string fill_theta(json& p, const json& default_p, bool from_config) {
+    if (p.contains("rope_theta")) return "";
     for (const char* key : {"rope_theta", "rotary_emb_base", "rope_embedding_base"}) {
-      if (auto theta = r_.number(*c_, where_, key)) {
+      if (auto theta = from_config ? r_.number(*c_, where_, key) : std::nullopt) {
         p["rope_theta"] = *theta;
-        return;
+        return "";
       }
     }
-    if (default_p.contains("rope_theta")) {
-      p["rope_theta"] = default_p.at("rope_theta");
-      out_.notes.push_back(fmt::format("rope_theta {} is the default of transformers' {} config class",
-                                       default_p.at("rope_theta").dump(), table_type_));
-    }
+    if (!default_p.contains("rope_theta")) return "";
+    p["rope_theta"] = default_p.at("rope_theta");
+    return fmt::format("rope_theta {} is the default of transformers' {} config class",
+                       default_p.at("rope_theta").dump(), table_type_);
   }
 
   std::vector<int> nope_layers() {
