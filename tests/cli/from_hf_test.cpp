@@ -277,6 +277,17 @@ INSTANTIATE_TEST_SUITE_P(
         Hostile{R"({"model_type": "gemma3_text", "layer_types": "full_attention"})",
                 "`layer_types` must be a list of strings"},
         Hostile{R"([1, 2, 3])", "a Hugging Face config must be a JSON object"},
+        Hostile{R"({"model_type": "llama", "head_dim": 64, "max_position_embeddings": 1e300, "rope_scaling":
+                    {"rope_type": "dynamic", "factor": 2}})",
+                "`max_position_embeddings` must be a whole number of positions in 1..2^40, not 1e+300"},
+        Hostile{R"({"model_type": "gemma3_text", "rope_parameters": {"full_attention": 5, "sliding_attention": {}}})",
+                "`rope_parameters` mixes per-layer-type objects (`sliding_attention`) with other keys"},
+        Hostile{R"({"model_type": "llama4_text", "head_dim": 64, "no_rope_layers": [0, 0, 0]})",
+                "`no_rope_layers`: every layer applies no RoPE; there is no spec to write"},
+        Hostile{R"({"model_type": "llama", "text_config": {"model_type": "nothing"}, "head_dim": 64})",
+                "model_type `nothing` is not in rope-gen's model table"},
+        Hostile{R"({"model_type": "llama", "head_dim": 64, "torch_dtype": 16})",
+                "error: `torch_dtype` must be a string, not 16\n"},
         Hostile{R"({"model_type": "llama", "head_dim": 64, "rope_scaling": {"type": "yarn", "factor": 4,
                     "original_max_position_embeddings": "4096"}})",
                 "`rope_scaling.original_max_position_embeddings` must be a number, not \"4096\""}));

@@ -75,10 +75,16 @@ class Importer {
   void find_model() {
     const std::string version = hf_models().at("transformers").get<std::string>();
     const json* outer_entry = hf_model(model_type_);
-    if (text_type_.empty() && outer_entry && outer_entry->contains("text_model_type"))
+    // A text model_type the config names must be known; one only the table names (the config class's default
+    // text model) falls back to the outer entry.
+    const bool named_by_config = !text_type_.empty();
+    if (!named_by_config && outer_entry && outer_entry->contains("text_model_type"))
       text_type_ = outer_entry->at("text_model_type").get<std::string>();
-    entry_ = text_type_.empty() ? nullptr : hf_model(text_type_);
-    if (!entry_) entry_ = outer_entry;
+    entry_ = text_type_.empty() ? outer_entry : hf_model(text_type_);
+    if (!entry_ && !named_by_config) {
+      entry_ = outer_entry;
+      text_type_.clear();
+    }
     const std::string named = text_type_.empty() ? model_type_ : text_type_;
     if (!entry_) {
       if (options_.pairing) {
@@ -133,6 +139,14 @@ class Importer {
     const json& default_rp = defaults_->contains("rope_parameters") ? defaults_->at("rope_parameters") : kEmpty;
     const json* legacy = entry_ && entry_->contains("legacy_layer_keys") ? &entry_->at("legacy_layer_keys") : nullptr;
     std::map<std::string, json> per_layer;
+    if (given && !nested(*given)) {
+      for (auto& [key, v] : given->items())
+        if (v.is_object()) {  // one layer type's parameters beside flat keys: HF's nesting is all or nothing
+          r_.error(fmt::format("`{}rope_parameters` mixes per-layer-type objects (`{}`) with other keys; nest every "
+                               "layer type's parameters or none", where_, key));
+          return;
+        }
+    }
     if (given && nested(*given)) {
       for (auto& [lt, p] : given->items()) per_layer[lt] = p;
     } else if (!given && legacy) {
@@ -156,6 +170,10 @@ class Importer {
     for (auto& [lt, p] : per_layer) types.push_back(lt);
     const std::vector<int> nope = nope_layers();
     if (!nope.empty()) types.push_back("nope");
+    if (!nope.empty() && nope.size() == nope_layer_count_) {
+      r_.error(fmt::format("`{}no_rope_layers`: every layer applies no RoPE; there is no spec to write", where_));
+      return;
+    }
     const bool differ = per_layer.size() > 1 && std::any_of(per_layer.begin(), per_layer.end(), [&](const auto& kv) {
                           return kv.second != per_layer.begin()->second;
                         });
@@ -209,7 +227,9 @@ class Importer {
   std::vector<int> nope_layers() {
     if (!entry_ || !entry_->contains("nope_key")) return {};
     const std::string key = entry_->at("nope_key").get<std::string>();
-    return nope_layer_indices(r_.ints(merged(key.c_str()), where_, key.c_str()).value_or(std::vector<int>{}));
+    const std::vector<int> layers = r_.ints(merged(key.c_str()), where_, key.c_str()).value_or(std::vector<int>{});
+    nope_layer_count_ = layers.size();
+    return nope_layer_indices(layers);
   }
 
   std::set<std::string> config_layer_types() {
@@ -310,10 +330,22 @@ class Importer {
       out_.notes.push_back("in-place calls need output_pairing interleaved, which gives the same attention scores");
   }
 
+  // A position count: an integer in 1..2^40 (HF reads them as ints).
+  std::optional<double> position(const json& j, const std::string& where, const char* key) {
+    std::optional<double> v = r_.number(j, where, key);
+    if (v && !(*v >= 1 && *v <= 1099511627776.0 && *v == std::floor(*v))) {
+      r_.error(fmt::format("`{}{}` must be a whole number of positions in 1..2^40, not {}", where, key, *v));
+      return std::nullopt;
+    }
+    return v;
+  }
+
   // torch_dtype (4.x) or dtype (5.x), in the text config or the outer one.
   void set_dtype() {
     std::optional<std::string> dtype;
-    for (const json* j : {c_, &outer_})
+    std::vector<const json*> configs = {c_};
+    if (c_ != &outer_) configs.push_back(&outer_);
+    for (const json* j : configs)
       for (const char* key : {"dtype", "torch_dtype"})
         if (!dtype) dtype = r_.string(*j, j == c_ ? where_ : "", key);
     const std::map<std::string, DType> known = {
@@ -338,11 +370,11 @@ class Importer {
 
     std::string type = r_.string(rope_, rp, "rope_type").value_or(r_.string(rope_, rp, "type").value_or("default"));
     if (type == "su") type = "longrope";  // old Phi-3 spelling
-    const std::optional<double> max_pos = number("max_position_embeddings");
+    const std::optional<double> max_pos = position(merged("max_position_embeddings"), where_, "max_position_embeddings");
     // HF moves a top-level original_max_position_embeddings (Phi-3) into the
     // rope parameters, ahead of the one already there.
-    std::optional<double> original = r_.number(*c_, where_, "original_max_position_embeddings");
-    if (!original) original = r_.number(rope_, rp, "original_max_position_embeddings");
+    std::optional<double> original = position(*c_, where_, "original_max_position_embeddings");
+    if (!original) original = position(rope_, rp, "original_max_position_embeddings");
     if (!original && (type == "yarn" || type == "longrope" || type == "llama3")) original = max_pos;
     const std::string where = fmt::format("rope type `{}`", type);
     auto required = [&](const char* key) {
@@ -459,6 +491,7 @@ class Importer {
   const json* entry_ = nullptr;
   const json* defaults_ = &kEmpty;
   json rope_ = json::object();
+  size_t nope_layer_count_ = 0;  // entries of no_rope_layers
   std::string rope_where_;  // how messages name rope_'s keys: "rope_scaling.", "rope_parameters.full_attention."
   HfImport out_;
 };
