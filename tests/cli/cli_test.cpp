@@ -1,4 +1,4 @@
-// rope-gen check / freqs / from-hf, called exactly as users and outside tests do.
+// rope-gen check / freqs, called exactly as users and outside tests do (from-hf: from_hf_test.cpp).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -127,85 +127,6 @@ TEST_F(Cli, UsageErrorsExitTwo) {
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_THAT(help.out, HasSubstr("from-hf"));
   EXPECT_THAT(run_command(kTool + " freqs --help").out, HasSubstr("--seq-len"));
-}
-
-// from-hf on the real configs of the example models gives the example spec
-// (everything but the name, which defaults to the model_type).
-class FromHf : public Cli, public ::testing::WithParamInterface<std::string> {};
-
-TEST_P(FromHf, ConfigGivesTheExampleSpec) {
-  const std::string model = GetParam();
-  const auto converted = run_command(kTool + " from-hf " + kExamples + "/hf_configs/" + model + ".json --name " + model);
-  ASSERT_EQ(converted.exit_code, 0) << converted.err;
-  const std::string spec = spec_file(converted.out);
-  const auto ours = run_command(kTool + " check " + spec);
-  const auto example = run_command(kTool + " check " + kExamples + "/" + model + ".yaml");
-  ASSERT_EQ(ours.exit_code, 0) << ours.err;
-  auto strip_layout = [](std::string s) {  // dtype/layout are deployment choices, not in the config
-    for (const char* key : {"layout: ", "dtype: "}) {
-      const size_t at = s.find(key);
-      s.erase(at, s.find('\n', at) - at);
-    }
-    return s;
-  };
-  EXPECT_EQ(strip_layout(ours.out.substr(ours.out.find('\n'))), strip_layout(example.out.substr(example.out.find('\n'))));
-}
-
-INSTANTIATE_TEST_SUITE_P(Examples, FromHf,
-                         ::testing::Values("llama2_7b", "llama3_8b", "qwen2_5_7b", "deepseek_v2", "phi3_5_mini",
-                                           "gpt_neox_20b", "gptj_6b", "roformer"));
-
-TEST_F(Cli, FromHfDerivesYarnFactorAndFlagsUnknownPairing) {
-  test::write_text(path("c.json"), R"({"model_type": "mystery", "hidden_size": 512, "num_attention_heads": 8,
-    "max_position_embeddings": 8192, "rope_parameters": {"rope_type": "yarn", "rope_theta": 50000,
-    "original_max_position_embeddings": 2048, "partial_rotary_factor": 0.5}})");
-  const auto r = run_command(kTool + " from-hf " + path("c.json"));
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("# pairing: half (HF's rotate_half) assumed for model_type `mystery`"));
-  EXPECT_THAT(r.out, HasSubstr("head_dim: 64\nrotary_dim: 32\n"));
-  EXPECT_THAT(r.out, HasSubstr("  factor: 4\n  original_max_position: 2048\n"));
-  EXPECT_THAT(r.out, HasSubstr("theta: 50000\n"));
-}
-
-TEST_F(Cli, FromHfMapsMropeSectionsToAxes) {
-  test::write_text(path("qwen2_vl.json"), R"({"model_type": "qwen2_vl", "hidden_size": 3584,
-    "num_attention_heads": 28, "rope_theta": 1000000.0, "rope_scaling": {"type": "mrope",
-    "mrope_section": [16, 24, 24]}})");
-  auto r = run_command(kTool + " from-hf " + path("qwen2_vl.json"));
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("scaling:\n  type: none\npositions: explicit\naxes:\n  sections: [16, 24, 24]\n"
-                               "  interleaved: false\n  per_axis_frequencies: false\n"));
-  // Qwen3-VL: the language model's settings are in text_config, the sections interleaved.
-  test::write_text(path("qwen3_vl.json"), R"({"model_type": "qwen3_vl", "vision_config": {"hidden_size": 1152},
-    "text_config": {"model_type": "qwen3_vl_text", "head_dim": 128, "hidden_size": 4096, "num_attention_heads": 32,
-    "rope_theta": 5000000, "rope_scaling": {"rope_type": "default", "mrope_interleaved": true,
-    "mrope_section": [24, 20, 20]}}})");
-  r = run_command(kTool + " from-hf " + path("qwen3_vl.json"));
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("name: qwen3_vl\nencoding: rope\nhead_dim: 128\n"));
-  EXPECT_THAT(r.out, HasSubstr("theta: 5000000\n"));
-  EXPECT_THAT(r.out, HasSubstr("positions: explicit\naxes:\n  sections: [24, 20, 20]\n  interleaved: true\n"));
-}
-
-TEST_F(Cli, FromHfErrors) {
-  test::write_text(path("bad.json"), "{not json");
-  auto r = run_command(kTool + " from-hf " + path("bad.json"));
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.err, HasSubstr("is not valid JSON"));
-  test::write_text(path("c.json"), R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
-    "rope_scaling": {"type": "magic", "factor": 2}})");
-  r = run_command(kTool + " from-hf " + path("c.json"));
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.err, HasSubstr("rope type `magic` is not supported"));
-  test::write_text(path("g.json"), R"({"model_type": "gemma3_text", "head_dim": 256, "rope_parameters": {
-    "full_attention": {"rope_type": "linear", "factor": 8, "rope_theta": 1000000},
-    "sliding_attention": {"rope_type": "default", "rope_theta": 10000}}})");
-  r = run_command(kTool + " from-hf " + path("g.json"));
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.err, HasSubstr("choose one with --layer-type"));
-  r = run_command(kTool + " from-hf " + path("g.json") + " --layer-type full_attention");
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("type: linear\n  factor: 8\n"));
 }
 
 }  // namespace

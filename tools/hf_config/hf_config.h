@@ -1,6 +1,8 @@
 // A rope-gen spec from a Hugging Face model config (config.json), following
-// how transformers' modeling_rope_utils reads it: rope_parameters (v5) or
-// rope_scaling (v4), rope_theta, partial_rotary_factor, head_dim.
+// how transformers reads it: rope_parameters (5.x, possibly one per layer
+// type) or rope_scaling + rope_theta (4.x), partial rotary, head_dim. The
+// pairing and every default come from the model table generated from
+// transformers itself (hf_models.h); nothing is guessed.
 #pragma once
 
 #include <optional>
@@ -16,12 +18,13 @@ namespace ropegen::cli {
 
 struct HfImport {
   RopeSpec spec;
-  std::vector<std::string> notes;  // what the config could not tell; printed as comments
+  std::vector<std::string> notes;  // where each value came from; printed as comments
 };
 
 struct HfImportOptions {
   std::optional<std::string> name;        // default: from model_type
-  std::optional<std::string> layer_type;  // for per-layer rope_parameters (e.g. gemma3)
+  std::optional<std::string> layer_type;  // for models whose layer types differ in RoPE (e.g. gemma3)
+  std::optional<Pairing> pairing;         // for model types the table does not know or refuses
 };
 
 Result<HfImport> spec_from_hf_config(const nlohmann::json& config, const std::string& file,

@@ -1,0 +1,155 @@
+// Every model type of the generated model table (tools/hf_config/hf_models.json)
+// through `rope-gen from-hf` -> `rope-gen apply`, against HF's own rotary
+// module and apply function rerun in float64 on the same tiny config
+// (tests/golden/data/hf_models/<model_type>.json, written by
+// tests/golden/hf_model_table.py). A refused model type must be refused.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "atomic_file.h"
+#include "hf_models.h"
+#include "npy.h"
+#include "support/run_command.h"
+
+namespace ropegen {
+namespace {
+
+using json = nlohmann::json;
+const std::string kTool = ROPEGEN_BINARY;
+const std::string kGolden = ROPEGEN_SOURCE_DIR "/tests/golden/data/hf_models/";
+
+json load(const std::string& path) {
+  std::ifstream in(path);
+  return json::parse(in);
+}
+
+bool refused(const std::string& type) {
+  const json* entry = cli::hf_model(type);
+  return !entry || entry->contains("refused");
+}
+
+// The model types with a pairing, or those from-hf refuses: refused, and
+// without a text model of their own that has a pairing.
+std::vector<std::string> table_types(bool refusing) {
+  std::vector<std::string> out;
+  for (auto& [type, entry] : cli::hf_models().at("models").items()) {
+    const bool text_ok = entry.contains("text_model_type") && !refused(entry.at("text_model_type"));
+    if (refusing ? refused(type) && !text_ok : !refused(type)) out.push_back(type);
+  }
+  return out;
+}
+
+std::string case_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string s = info.param;
+  for (char& ch : s)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return s;
+}
+
+class HfModel : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override { dir_ = test::make_temp_dir(); }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string dir_;
+};
+
+// One golden case: `from-hf CONFIG [--layer-type T]` -> `apply` on the case's
+// q and explicit positions, against HF's float64 rerun.
+void expect_matches_hf(const json& golden, const std::string& config, const std::string& dir) {
+  const auto positions = golden.at("positions").get<std::vector<int64_t>>();
+  const auto q = golden.at("q").get<std::vector<float>>();
+  const int64_t S = static_cast<int64_t>(positions.size()), D = golden.at("head_dim").get<int64_t>();
+  cli::write_file_atomically(dir + "/q.npy", cli::npy_bytes(q, {1, S, 1, D}));  // B = H = 1: bhsd = bshd
+  for (const json& c : golden.at("cases")) {
+    const std::string layer = c.at("layer_type").is_null() ? "" : c.at("layer_type").get<std::string>();
+    SCOPED_TRACE(config + (layer.empty() ? "" : " --layer-type " + layer));
+    // One name for every model: equal specs share their cached kernel.
+    const auto spec = test::run_command(kTool + " from-hf " + config + " --name m" +
+                                        (layer.empty() ? "" : " --layer-type " + layer));
+    ASSERT_EQ(spec.exit_code, 0) << spec.err;
+    // HF ran float32 at explicit ids; the config's dtype and the implicit default are deployment choices.
+    std::string text = spec.out;
+    for (const auto& [from, to] : {std::pair<std::string, std::string>{"\npositions: implicit", "\npositions: explicit"},
+                                   {"\ndtype: bf16", "\ndtype: f32"}, {"\ndtype: f16", "\ndtype: f32"}}) {
+      if (const size_t at = text.find(from); at != std::string::npos) text.replace(at, from.size(), to);
+    }
+    test::write_text(dir + "/spec.yaml", text);
+    // M-RoPE specs take one id per axis: the same on each, as HF's text tokens.
+    const size_t axes = text.find("axes:") != std::string::npos ? 3 : 1;
+    std::vector<int64_t> ids;
+    for (int64_t p : positions) ids.insert(ids.end(), axes, p);
+    std::vector<int64_t> shape = {1, S};
+    if (axes > 1) shape.push_back(static_cast<int64_t>(axes));
+    cli::write_file_atomically(dir + "/p.npy", cli::npy_bytes(ids, shape));
+    const auto r = test::run_command(kTool + " apply " + dir + "/spec.yaml --q " + dir + "/q.npy --positions " + dir +
+                                     "/p.npy --out-q " + dir + "/o.npy");
+    ASSERT_EQ(r.exit_code, 0) << r.err << text;
+    const cli::NpyArray out = cli::read_npy(dir + "/o.npy");
+    std::vector<float> got(out.elements());
+    std::memcpy(got.data(), out.data.data(), out.data.size());
+    const auto want = c.at("out_q").get<std::vector<double>>();
+    ASSERT_EQ(got.size(), want.size());
+    double worst = 0;
+    for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(got[i] - want[i]));
+    // 2 x HF's own float32 error + 1e-5 x max|q| (computed by the generator).
+    EXPECT_LE(worst, c.at("tolerance").get<double>()) << text;
+  }
+}
+
+TEST_P(HfModel, FromHfThenApplyMatchesHfsOwnCode) {
+  const json golden = load(kGolden + GetParam() + ".json");
+  test::write_text(dir_ + "/config.json", golden.at("config").dump());
+  expect_matches_hf(golden, dir_ + "/config.json", dir_);
+}
+
+INSTANTIATE_TEST_SUITE_P(Table, HfModel, ::testing::ValuesIn(table_types(false)), case_name);
+
+// A refused model type exits 2 with the table's reason and the flag that decides it.
+class HfRefused : public HfModel {};
+
+TEST_P(HfRefused, ExitsTwoNamingThePairingFlag) {
+  test::write_text(dir_ + "/config.json", json{{"model_type", GetParam()}, {"hidden_size", 64},
+                                               {"num_attention_heads", 4}}.dump());
+  const auto r = test::run_command(kTool + " from-hf " + dir_ + "/config.json");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--pairing half or --pairing interleaved"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Table, HfRefused, ::testing::ValuesIn(table_types(true)), case_name);
+
+// The real config.json files (tests/golden/hf_configs, examples/hf_configs)
+// as they are, 4.x keys and all, on one full-size head.
+std::vector<std::string> real_cases() {
+  std::vector<std::string> out;
+  for (const auto& f : std::filesystem::directory_iterator(kGolden + "real")) out.push_back(f.path().stem().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+class HfRealConfig : public HfModel {};
+
+TEST_P(HfRealConfig, FromHfThenApplyMatchesHfsOwnCode) {
+  const json golden = load(kGolden + "real/" + GetParam() + ".json");
+  expect_matches_hf(golden, ROPEGEN_SOURCE_DIR "/" + golden.at("config_file").get<std::string>(), dir_);
+}
+
+INSTANTIATE_TEST_SUITE_P(Real, HfRealConfig, ::testing::ValuesIn(real_cases()), case_name);
+
+TEST(HfModelTable, EveryModelTypeWithAPairingHasItsGoldenCase) {
+  size_t files = 0;
+  for (const auto& f : std::filesystem::directory_iterator(kGolden)) files += f.path().extension() == ".json";
+  EXPECT_EQ(real_cases().size(), 23u);
+  EXPECT_EQ(files, table_types(false).size());
+  EXPECT_EQ(cli::hf_models().at("transformers"), "5.23.0");
+}
+
+}  // namespace
+}  // namespace ropegen

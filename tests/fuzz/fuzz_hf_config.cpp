@@ -1,0 +1,30 @@
+// libFuzzer target: any bytes as a Hugging Face config.json through from-hf's
+// converter (JSON -> spec) must give a spec or diagnostics, never a crash,
+// hang or uncaught exception; a spec it gives must parse back to itself.
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include "hf_config.h"
+#include "hf_json.h"
+#include "ropegen/spec_io.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  ropegen::Result<nlohmann::json> config = ropegen::cli::parse_hf_config(text, "fuzz.json");
+  if (!config.ok()) return 0;
+  ropegen::cli::HfImportOptions options;
+  for (const char* layer : {"", "sliding_attention", "full_attention", "nope"}) {
+    options.layer_type = *layer ? std::optional<std::string>(layer) : std::nullopt;
+    options.pairing = *layer ? std::optional<ropegen::Pairing>(ropegen::Pairing::Half) : std::nullopt;
+    ropegen::Result<ropegen::cli::HfImport> import = ropegen::cli::spec_from_hf_config(*config, "fuzz.json", options);
+    if (!import.ok()) {
+      (void)ropegen::format(import.errors());
+      continue;
+    }
+    const std::string yaml = ropegen::to_yaml(import->spec);
+    ropegen::Result<ropegen::RopeSpec> again = ropegen::parse_spec(yaml, "converted.yaml");
+    if (!again.ok() || ropegen::to_yaml(*again) != yaml) std::abort();
+  }
+  return 0;
+}
