@@ -19,6 +19,7 @@
 #include "runtime/cache_key.h"
 #include "runtime/cache_stats.h"
 #include "runtime/disk_cache.h"
+#include "runtime/fork_guard.h"
 #include "runtime/jit_kernel.h"
 #include "runtime/loaded_kernel.h"
 #include "runtime/shared_object.h"
@@ -45,6 +46,7 @@ class SerializedKernel : public Kernel {
  public:
   explicit SerializedKernel(std::unique_ptr<Kernel> kernel) : kernel_(std::move(kernel)) {}
   void run(const runtime::RopeCall& call) override {
+    const runtime::NotDuringFork running;  // never fork with the lock held (runtime/fork_guard.h)
     std::lock_guard<std::mutex> lock(mutex_);
     kernel_->run(call);
   }
