@@ -229,8 +229,9 @@ Halide::Buffer<> part_buffer(const TensorView& t, const CallPart& p) {
   int64_t offset = 0;  // inside the checked byte range
   for (int i = 0; i < 4; ++i) {
     offset += mins[i] * t.stride[i];
-    // A lone element's stride is never used (the kernels want 1 on d); the others fit (plan_parts).
-    const int64_t stride = extents[i] > 1 ? t.stride[i] : i == 0 ? 1 : 0;
+    // A lone element's stride, or an empty tensor's, is never used (the
+    // kernels want 1 on d); the others fit (plan_parts).
+    const int64_t stride = extents[i] > 1 && !t.empty() ? t.stride[i] : i == 0 ? 1 : 0;
     dims[i] = halide_dimension_t(static_cast<int32_t>(mins[i]), static_cast<int32_t>(extents[i]), static_cast<int32_t>(stride));
   }
   return Halide::Buffer<>(t.type, static_cast<uint8_t*>(t.data) + offset * t.type.bytes(), 4, dims);
