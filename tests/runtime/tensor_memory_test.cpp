@@ -8,6 +8,7 @@
 
 #include <sys/mman.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 
@@ -24,6 +25,9 @@ using ::testing::HasSubstr;
 RopeSpec spec_from(const std::string& text) { return parse_spec(text, "test").value(); }
 
 const RopeSpec kF16 = spec_from("name: wide\nhead_dim: 128\ndtype: f16\n");
+// Pass-through copies and position ids in every part too.
+const RopeSpec kPartialIds =
+    spec_from("name: wide_ids\nhead_dim: 128\nrotary_dim: 64\nrotary_offset: 32\ndtype: f16\npositions: explicit\n");
 constexpr int64_t D = 128;
 
 runtime::TensorView bshd(void* data, std::vector<int64_t> shape, std::vector<int64_t> strides,
@@ -49,7 +53,7 @@ struct Sparse {
 // Two batches of one token, `batch_stride` elements apart, in and out of
 // place over sparse memory; every byte within 4 MiB of an output row that
 // is not the row must keep its canary, and both rows must be the dense
-// call's result.
+// call's result (a partial-rotary spec with explicit ids).
 void check_batch_stride(int64_t batch_stride) {
   SCOPED_TRACE(batch_stride);
   constexpr size_t kMiB = size_t{1} << 20;
@@ -63,10 +67,12 @@ void check_batch_stride(int64_t batch_stride) {
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> u(-1, 1);
   for (auto& v : dense_in) v = Halide::float16_t(u(rng));
-  runtime::JitKernel kernel(kF16, {}, Halide::get_host_target());
+  runtime::JitKernel kernel(kPartialIds, {}, Halide::get_host_target());
+  std::vector<int32_t> ids = {5, 9};
   runtime::RopeCall dense;
   dense.q = bshd(dense_in.data(), {2, 1, 1, D}, {D, D, D, 1});
   dense.out_q = bshd(dense_out.data(), {2, 1, 1, D}, {D, D, D, 1});
+  dense.positions = runtime::logical_positions(ids.data(), Halide::Int(32), Layout::BSHD, {2, 1}, 2);
   kernel.run(dense);
 
   for (uint8_t* row : {out, out + batch_stride * 2}) {
@@ -74,10 +80,10 @@ void check_batch_stride(int64_t batch_stride) {
     std::memset(row + row_bytes, 0xA5, 4 * kMiB);
   }
   for (int b = 0; b < 2; ++b) std::memcpy(in + b * batch_stride * 2, dense_in.data() + b * D, row_bytes);
-  runtime::RopeCall call;
+  runtime::RopeCall call = dense;
   call.q = bshd(in, {2, 1, 1, D}, {batch_stride, D, D, 1});
   call.out_q = bshd(out, {2, 1, 1, D}, {batch_stride, D, D, 1});
-  ASSERT_EQ(messages(kF16, call), "");
+  ASSERT_EQ(messages(kPartialIds, call), "");
   EXPECT_EQ(runtime::plan_parts(call).size(), 2u) << "each batch a part of its own";
   kernel.run(call);
   for (int b = 0; b < 2; ++b) {
@@ -100,6 +106,45 @@ void check_batch_stride(int64_t batch_stride) {
 TEST(TensorMemory, BatchStridesPast32BitsRunRight) {
   check_batch_stride((int64_t{1} << 32) - (int64_t{1} << 20));  // truncated, it was -2^20: writes 2 MiB before out
   check_batch_stride(int64_t{1} << 32);                         // truncated, 0: batch 1 never written
+}
+
+// dL/d(inv_freq) of a call cut in two is the sum of its parts'.
+TEST(TensorMemory, BackwardSumsDFreqsOverParts) {
+  const RopeSpec spec = spec_from("name: grads\nhead_dim: 16\nfrequency:\n  scheme: runtime\n");
+  const int64_t d = 16, batch_stride = int64_t{1} << 31;
+  Sparse memory(batch_stride * 4 * 3 + (size_t{1} << 20));
+  ASSERT_NE(memory.base, nullptr);
+  auto* grad = reinterpret_cast<float*>(memory.base);  // grad, saved and out rows interleaved: side by side
+  std::vector<float> dense_grad(2 * d), dense_saved(2 * d), dense_out(2 * d), out_rows(2 * d);
+  std::mt19937 rng(2);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (size_t i = 0; i < dense_grad.size(); ++i) dense_grad[i] = u(rng), dense_saved[i] = u(rng);
+  std::vector<float> freqs = {1.0f, 0.5f, 0.25f, 0.125f, 0.06f, 0.03f, 0.01f, 0.001f}, d_dense(8), d_parts(8, 9.0f);
+  lowering::KernelVariant backward;
+  backward.backward = true;
+  runtime::JitKernel kernel(spec, backward, Halide::get_host_target());
+  auto call_over = [&](float* g, float* saved, float* out, std::vector<int64_t> strides, std::vector<float>& d_freqs) {
+    runtime::RopeCall c;
+    c.q = bshd(g, {2, 1, 1, d}, strides, Halide::Float(32));
+    c.saved_q = bshd(saved, {2, 1, 1, d}, strides, Halide::Float(32));
+    c.out_q = bshd(out, {2, 1, 1, d}, strides, Halide::Float(32));
+    c.freqs = Halide::Buffer<float>(freqs.data(), 8);
+    c.d_freqs = Halide::Buffer<float>(d_freqs.data(), 8);
+    c.offset = 3;  // position 3: a non-zero gradient
+    c.seq_len = 4;
+    return c;
+  };
+  kernel.run(call_over(dense_grad.data(), dense_saved.data(), dense_out.data(), {d, d, d, 1}, d_dense));
+  for (int b = 0; b < 2; ++b) {
+    std::memcpy(grad + b * batch_stride, dense_grad.data() + b * d, d * 4);
+    std::memcpy(grad + b * batch_stride + d, dense_saved.data() + b * d, d * 4);
+  }
+  const runtime::RopeCall split = call_over(grad, grad + d, grad + 2 * d, {batch_stride, d, d, 1}, d_parts);
+  ASSERT_EQ(runtime::plan_parts(split).size(), 2u);
+  kernel.run(split);
+  for (int b = 0; b < 2; ++b) std::memcpy(out_rows.data() + b * d, grad + b * batch_stride + 2 * d, d * 4);
+  EXPECT_EQ(out_rows, dense_out);
+  for (int r = 0; r < 8; ++r) EXPECT_NEAR(d_parts[r], d_dense[r], 1e-6 + 1e-5 * std::abs(d_dense[r])) << "pair " << r;
 }
 
 TEST(TensorMemory, CallsPast2To31ElementsAreCutIntoParts) {
