@@ -48,9 +48,16 @@ std::optional<Output> optional_output(nb::handle h, const std::string& name) {
 }
 
 int64_t integer(nb::handle h, const std::string& name) {
-  int64_t v = 0;
-  if (PyBool_Check(h.ptr()) || !nb::try_cast(h, v, false))
+  // Anything with __index__ (numpy integers too), never a float or a bool.
+  if (PyBool_Check(h.ptr()) || !PyIndex_Check(h.ptr()))
     throw nb::type_error((name + " must be an integer, not " + text(h.type().attr("__name__"))).c_str());
+  const nb::object index = nb::steal(PyNumber_Index(h.ptr()));
+  int overflow = 0;
+  const long long v = index ? PyLong_AsLongLongAndOverflow(index.ptr(), &overflow) : -1;
+  if (!index || overflow || (v == -1 && PyErr_Occurred())) {
+    PyErr_Clear();
+    throw nb::value_error((name + " (" + text(h) + ") is not a 64-bit integer").c_str());
+  }
   return v;
 }
 

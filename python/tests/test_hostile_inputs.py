@@ -45,6 +45,11 @@ def test_other_arguments_are_named(rope):
         rope(q, (1, 2))
     with pytest.raises(TypeError, match="offset must be an integer, not float"):
         rope(q, offset=1.5)
+    with pytest.raises(ValueError, match=r"offset \(36893488147419103232\) is not a 64-bit integer"):
+        rope(q, offset=2**65)
+    with pytest.raises(ValueError, match=r"offset \(-1\) must be >= 0"):
+        rope(q, offset=np.int64(-1))
+    assert np.array_equal(rope(q, offset=np.int32(2)), rope(q, offset=2))
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float16, np.int32, np.int64, np.bool_])
@@ -98,6 +103,15 @@ def test_overlapping_outputs_are_refused(rope):
     assert np.array_equal(memory, before), "a refused call wrote nothing"
     with pytest.raises(ValueError, match="out_q's elements overlap each other"):
         rope(q_of(), out_q=as_strided(np.zeros(64, np.float32), (1, 3, 2, 8), (0, 32, 32, 4)))
+
+
+def test_outputs_may_have_strides_of_their_own(rope):
+    q = q_of()
+    out = np.full((1, 2, 3, 8), 9.0, np.float32).transpose(0, 2, 1, 3)  # shaped as q, tokens and heads swapped in memory
+    rope(q, out_q=out)
+    assert np.array_equal(out, rope(q))
+    reversed_q = q[:, ::-1]  # negative token stride
+    assert np.array_equal(rope(reversed_q, positions=None), rope(np.ascontiguousarray(reversed_q)))
 
 
 def test_in_place_and_fused_qkv_in_place_run(rope):
