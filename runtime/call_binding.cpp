@@ -60,7 +60,7 @@ std::optional<ArgumentSource> pass_through_argument(std::string_view name) {
   return s;
 }
 
-BoundCall bind_call(const RopeSpec& spec, const lowering::KernelVariant& variant, const RopeCall& call) {
+BoundCall bind_call(const RopeSpec& spec, const lowering::KernelVariant& variant, const BufferCall& call) {
   // Writing a pair elsewhere than it was read would overwrite other pairs' inputs.
   if (spec.output_pairing != spec.pairing &&
       (call.q.data() == call.out_q.data() || (call.k.defined() && call.k.data() == call.out_k.data())))

@@ -19,6 +19,17 @@
 
 namespace ropegen::runtime {
 
+// One part of a RopeCall (call_parts.h) as Halide buffers whose 32-bit
+// extents and strides hold it; the tensors' mins are the part's first token
+// and batch, so positions, offsets and cu_seqlens mean what they meant.
+struct BufferCall {
+  Halide::Buffer<> q, out_q, k, out_k, saved_q, saved_k;  // logical (d, h, s, b)
+  Halide::Buffer<> positions;
+  Halide::Buffer<int32_t> cu_seqlens;
+  Halide::Buffer<> table, freqs, d_freqs;
+  int64_t offset = 0, seq_len = 1;
+};
+
 // The rotary pipeline's arguments (lowering::RopeAlgorithm::arguments(),
 // then its outputs). Only those the variant and spec use are set.
 struct RopeArguments {
@@ -55,6 +66,6 @@ std::optional<ArgumentSource> pass_through_argument(std::string_view name);
 // Throws std::invalid_argument for a call no kernel of the spec can run
 // (writing pairs elsewhere than they were read, in place). `spec` is the
 // kernel's (lowering::kernel_spec).
-BoundCall bind_call(const RopeSpec& spec, const lowering::KernelVariant& variant, const RopeCall& call);
+BoundCall bind_call(const RopeSpec& spec, const lowering::KernelVariant& variant, const BufferCall& call);
 
 }  // namespace ropegen::runtime

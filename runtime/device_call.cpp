@@ -111,7 +111,7 @@ struct Copy {
 
 class PartRun {
  public:
-  PartRun(const RopeSpec& spec, const lowering::KernelVariant& variant, const RopeCall& call, const Part& p)
+  PartRun(const RopeSpec& spec, const lowering::KernelVariant& variant, const BufferCall& call, const Part& p)
       : spec_(spec), variant_(variant), call_(call), p_(p) {}
 
   // `whole`: the call's arguments that are not split (cu_seqlens, table,
@@ -214,11 +214,11 @@ class PartRun {
 
   const RopeSpec& spec_;
   const lowering::KernelVariant& variant_;
-  const RopeCall& call_;
+  const BufferCall& call_;
   Part p_;
 };
 
-Sizes sizes_of(const RopeSpec& spec, const lowering::KernelVariant& variant, const RopeCall& call,
+Sizes sizes_of(const RopeSpec& spec, const lowering::KernelVariant& variant, const BufferCall& call,
                const DeviceInfo& device) {
   const int64_t e = call.q.type().bytes();
   Sizes s{{}, device.buffer_size_multiple, device.max_buffer_bytes, device.max_token_blocks, device.max_batch_blocks};
@@ -279,13 +279,13 @@ void prepare_device_runtime(const Halide::Target& target) {
   std::call_once(once, [] { setenv("HL_VK_ALLOC_CONFIG", "0:1:0:0:256", /*overwrite=*/0); });
 }
 
-int device_parts(const RopeSpec& spec, const lowering::KernelVariant& variant, const RopeCall& call,
+int device_parts(const RopeSpec& spec, const lowering::KernelVariant& variant, const BufferCall& call,
                  const DeviceInfo& device) {
   return static_cast<int>(
       plan_parts(sizes_of(spec, variant, call, device), call.q.dim(2).extent(), call.q.dim(3).extent()).size());
 }
 
-void run_on_device(const RopeSpec& spec, const lowering::KernelVariant& variant, const RopeCall& call,
+void run_on_device(const RopeSpec& spec, const lowering::KernelVariant& variant, const BufferCall& call,
                    const DeviceInfo& device, const DevicePipelines& pipelines) {
   const Sizes sizes = sizes_of(spec, variant, call, device);
   RopeArguments whole;

@@ -1,4 +1,4 @@
-// One RopeCall on a GPU target, from and to the caller's host memory.
+// One part of a call (BufferCall) on a GPU target, from and to the caller's host memory.
 // Halide's GPU pipelines take host buffers and copy them to the device
 // themselves, but not as they are:
 //  - Halide 21's Vulkan allocator mis-sizes buffers whose size is not a
@@ -49,12 +49,12 @@ struct DevicePipelines {
 void prepare_device_runtime(const Halide::Target& target);
 
 // How many launches (parts) run_on_device splits `call` into.
-int device_parts(const RopeSpec& spec, const lowering::KernelVariant& variant, const RopeCall& call,
+int device_parts(const RopeSpec& spec, const lowering::KernelVariant& variant, const BufferCall& call,
                  const DeviceInfo& device);
 
 // Runs `call` (already valid for the spec: check_call, bind_call) through
 // `pipelines` compiled for a GPU target of `device`. Throws DeviceError.
-void run_on_device(const RopeSpec& spec, const lowering::KernelVariant& variant, const RopeCall& call,
+void run_on_device(const RopeSpec& spec, const lowering::KernelVariant& variant, const BufferCall& call,
                    const DeviceInfo& device, const DevicePipelines& pipelines);
 
 }  // namespace ropegen::runtime

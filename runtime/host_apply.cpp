@@ -97,8 +97,8 @@ void check_tensor(const RopeSpec& spec, const HostTensor& t, std::vector<Diagnos
                                                t.name, shape_str(t.shape), spec.num_heads, shape_str(want))));
   }
   for (int64_t e : t.shape)
-    if (e <= 0 || e > INT32_MAX) {
-      errors.push_back(error(t.name, fmt::format("{} has shape {}: every dim must be in 1..2^31-1", t.name, shape_str(t.shape))));
+    if (e < 0 || e > INT32_MAX) {  // 0: an empty tensor, nothing to do
+      errors.push_back(error(t.name, fmt::format("{} has shape {}: every dim must be in 0..2^31-1", t.name, shape_str(t.shape))));
       break;
     }
 }
@@ -307,18 +307,18 @@ namespace {
 // A float32 host tensor in the spec's storage type, and its views.
 struct Staged {
   HostStorage storage;
-  Halide::Buffer<> view;
+  TensorView view;
 };
 
 Staged stage(const RopeSpec& spec, const HostTensor& t) {
   HostStorage s = to_storage(t.data, spec.dtype);
-  Halide::Buffer<> view = logical_tensor(s.data(), s.type(), lowering::tensor_layout(spec), t.shape, dense_strides(t.shape));
+  const TensorView view = logical_tensor(s.data(), s.type(), lowering::tensor_layout(spec), t.shape, dense_strides(t.shape));
   return {std::move(s), view};
 }
 
 Staged stage_output(const RopeSpec& spec, const Staged& like, const HostTensor& t) {
   HostStorage s = like.storage.empty_like();
-  Halide::Buffer<> view = logical_tensor(s.data(), s.type(), lowering::tensor_layout(spec), t.shape, dense_strides(t.shape));
+  const TensorView view = logical_tensor(s.data(), s.type(), lowering::tensor_layout(spec), t.shape, dense_strides(t.shape));
   return {std::move(s), view};
 }
 
@@ -387,6 +387,8 @@ Result<ApplyResult> apply_on_host(const RopeSpec& spec, const ApplyRequest& r) {
     return Diagnostic{{"--target", -1, -1}, fmt::format("running on {} failed: {}", r.target, e.what()), {}};
   } catch (const Halide::RuntimeError& e) {
     return Diagnostic{{"--target", -1, -1}, fmt::format("running the kernel on {} failed: {}", r.target, e.what()), {}};
+  } catch (const std::invalid_argument& e) {  // tensors no kernel can take (runtime/call_parts.h)
+    return Diagnostic{{r.q.name, -1, -1}, e.what(), {}};
   }
 
   result.out_q = out_q.storage.to_float();

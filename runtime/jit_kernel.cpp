@@ -3,7 +3,9 @@
 #include <stdexcept>
 
 #include "runtime/call_binding.h"
+#include "runtime/call_parts.h"
 #include "runtime/device_call.h"
+#include "runtime/fork_guard.h"
 #include "runtime/halide_messages.h"
 #include "targets/schedule.h"
 
@@ -25,15 +27,20 @@ JitKernel::JitKernel(const RopeSpec& spec, const lowering::KernelVariant& varian
     quiet_runtime_prints(pass_through_pipeline_);
     pass_through_pipeline_.compile_jit(target_);
   }
+  guard_jit_thread_pool(target_);
 }
 
 void JitKernel::run(const RopeCall& call) {
-  const BoundCall bound = bind_call(spec_, algorithm_->variant, call);
+  run_in_parts(spec_, call, [this](const BufferCall& part) { run_part(part); });
+}
+
+void JitKernel::run_part(const BufferCall& part) {
+  const BoundCall bound = bind_call(spec_, algorithm_->variant, part);
   if (target_.has_gpu_feature()) {
     // Staged through dense device buffers (runtime/device_call.h).
     const Result<DeviceInfo> device = probe_device(target_);
     if (!device) throw DeviceError(format(device.errors()));
-    run_on_device(spec_, algorithm_->variant, call, *device,
+    run_on_device(spec_, algorithm_->variant, part, *device,
                   {[this](const RopeArguments& a) { realize(a); }, [this](const PassThroughArguments& c) { realize(c); }});
     return;
   }

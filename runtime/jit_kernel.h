@@ -14,6 +14,7 @@
 
 namespace ropegen::runtime {
 
+struct BufferCall;
 struct RopeArguments;
 struct PassThroughArguments;
 
@@ -26,6 +27,7 @@ class JitKernel : public Kernel {
   const RopeSpec& spec() const { return spec_; }
 
  private:
+  void run_part(const BufferCall& part);
   void realize(const RopeArguments& args);
   void realize(const PassThroughArguments& copy);
 

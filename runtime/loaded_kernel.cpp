@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "runtime/call_binding.h"
+#include "runtime/call_parts.h"
 #include "runtime/unique_fd.h"
 
 namespace ropegen::runtime {
@@ -69,7 +70,12 @@ class LoadedKernel : public Kernel {
       : spec_(lowering::kernel_spec(spec, variant)), variant_(variant), rope_(std::move(rope)), pass_through_(std::move(pass_through)) {}
 
   void run(const RopeCall& call) override {
-    BoundCall bound = bind_call(spec_, variant_, call);
+    run_in_parts(spec_, call, [this](const BufferCall& part) { run_part(part); });
+  }
+
+ private:
+  void run_part(const BufferCall& part) {
+    BoundCall bound = bind_call(spec_, variant_, part);
     invoke(rope_, [&](const ArgumentSource& s) -> void* {
       if (s.rope_scalar) return &(bound.rope.*s.rope_scalar);
       return raw(bound.rope.*s.rope_buffer);
@@ -78,7 +84,7 @@ class LoadedKernel : public Kernel {
       invoke(*pass_through_, [&](const ArgumentSource& s) -> void* { return raw(copy.*s.copy_buffer); });
   }
 
- private:
+
   static void* raw(Halide::Buffer<>& b) { return b.defined() ? b.raw_buffer() : nullptr; }
 
   template <typename ArgumentOf>

@@ -21,6 +21,7 @@
 #include "runtime/cache_stats.h"
 #include "runtime/disk_cache.h"
 #include "runtime/fd_io.h"
+#include "runtime/fork_guard.h"
 #include "runtime/host_cpu.h"
 #include "runtime/jit_kernel.h"
 #include "runtime/loaded_kernel.h"
@@ -56,6 +57,7 @@ class SerializedKernel : public Kernel {
  public:
   explicit SerializedKernel(std::unique_ptr<Kernel> kernel) : kernel_(std::move(kernel)) {}
   void run(const runtime::RopeCall& call) override {
+    const runtime::NotDuringFork running;  // never fork with the lock held (runtime/fork_guard.h)
     std::lock_guard<std::mutex> lock(mutex_);
     kernel_->run(call);
   }

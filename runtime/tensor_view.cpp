@@ -1,11 +1,19 @@
 #include "tensor_view.h"
 
+#include <stdexcept>
+#include <string>
+
 #include "lowering/rope_algorithm.h"
 
 namespace ropegen::runtime {
 namespace {
 
+// A dim of a positions buffer; never truncated.
 halide_dimension_t dim(int64_t extent, int64_t stride) {
+  int64_t span = 0;
+  if (extent > INT32_MAX || stride > INT32_MAX || __builtin_mul_overflow(extent, stride, &span) || span > INT32_MAX)
+    throw std::invalid_argument("positions: " + std::to_string(extent) + " ids " + std::to_string(stride) +
+                                " apart are more than a kernel call can address (2^31-1)");
   return halide_dimension_t(0, static_cast<int32_t>(extent), static_cast<int32_t>(stride));
 }
 
@@ -17,23 +25,26 @@ std::vector<int64_t> dense_strides(const std::vector<int64_t>& shape) {
   return strides;
 }
 
-Halide::Buffer<> logical_tensor(void* data, Halide::Type type, Layout layout, const std::vector<int64_t>& shape,
-                                const std::vector<int64_t>& strides) {
+TensorView logical_tensor(void* data, Halide::Type type, Layout layout, const std::vector<int64_t>& shape,
+                          const std::vector<int64_t>& strides) {
   std::vector<int64_t> n = shape, st = strides;
-  if (lowering::with_heads(layout) != layout) {
+  if (lowering::with_heads(layout) != layout) {  // one head: its stride never matters
     n.insert(n.end() - 1, 1);
-    st.insert(st.end() - 1, n.back() * st.back());
+    st.insert(st.end() - 1, 0);
     layout = lowering::with_heads(layout);
   }
-  halide_dimension_t dims[4];
+  if (layout == Layout::THD) n.insert(n.begin(), 1), st.insert(st.begin(), 0);  // one batch
+  // The layout's dims that are (d, h, s, b), as indices into n / st (bshd order after the above).
+  std::array<int, 4> order{};
   switch (layout) {
-    case Layout::BSHD: dims[0] = dim(n[3], st[3]), dims[1] = dim(n[2], st[2]), dims[2] = dim(n[1], st[1]), dims[3] = dim(n[0], st[0]); break;
-    case Layout::BHSD: dims[0] = dim(n[3], st[3]), dims[1] = dim(n[1], st[1]), dims[2] = dim(n[2], st[2]), dims[3] = dim(n[0], st[0]); break;
-    case Layout::SBHD: dims[0] = dim(n[3], st[3]), dims[1] = dim(n[2], st[2]), dims[2] = dim(n[0], st[0]), dims[3] = dim(n[1], st[1]); break;
-    case Layout::THD: dims[0] = dim(n[2], st[2]), dims[1] = dim(n[1], st[1]), dims[2] = dim(n[0], st[0]), dims[3] = dim(1, n[0] * st[0]); break;
-    default: break;  // with_heads maps the rest
+    case Layout::BHSD: order = {3, 1, 2, 0}; break;
+    case Layout::SBHD: order = {3, 2, 0, 1}; break;
+    default: order = {3, 2, 1, 0}; break;  // bshd, thd as [1, T, H, D]
   }
-  return Halide::Buffer<>(type, data, 4, dims);
+  TensorView v;
+  v.data = data, v.type = type;
+  for (int i = 0; i < 4; ++i) v.extent[i] = n[order[i]], v.stride[i] = st[order[i]];
+  return v;
 }
 
 Halide::Buffer<> logical_positions(void* data, Halide::Type type, Layout layout, const std::vector<int64_t>& shape,
@@ -63,7 +74,7 @@ Halide::Buffer<> rotary_view(const Halide::Buffer<>& t, const RopeSpec& spec) {
   } else {
     dims[0] = halide_dimension_t(0, half, d_stride), dims[1] = halide_dimension_t(0, 2, half * d_stride);
   }
-  for (int i = 1; i < 4; ++i) dims[i + 1] = halide_dimension_t(0, t.dim(i).extent(), t.dim(i).stride());
+  for (int i = 1; i < 4; ++i) dims[i + 1] = halide_dimension_t(t.dim(i).min(), t.dim(i).extent(), t.dim(i).stride());
   auto* base = static_cast<uint8_t*>(const_cast<void*>(static_cast<const void*>(t.data()))) +
                static_cast<int64_t>(spec.rotary_offset) * d_stride * t.type().bytes();
   return Halide::Buffer<>(t.type(), base, 5, dims);
@@ -72,7 +83,7 @@ Halide::Buffer<> rotary_view(const Halide::Buffer<>& t, const RopeSpec& spec) {
 Halide::Buffer<> dim_range_view(const Halide::Buffer<>& t, int first, int count) {
   halide_dimension_t dims[4];
   dims[0] = halide_dimension_t(0, count, t.dim(0).stride());
-  for (int i = 1; i < 4; ++i) dims[i] = halide_dimension_t(0, t.dim(i).extent(), t.dim(i).stride());
+  for (int i = 1; i < 4; ++i) dims[i] = halide_dimension_t(t.dim(i).min(), t.dim(i).extent(), t.dim(i).stride());
   auto* base = static_cast<uint8_t*>(const_cast<void*>(static_cast<const void*>(t.data()))) +
                static_cast<int64_t>(first) * t.dim(0).stride() * t.type().bytes();
   return Halide::Buffer<>(t.type(), base, 4, dims);

@@ -33,11 +33,13 @@ def _spec_text(spec):
 
 
 def _empty_like(t):
+    """A new dense output shaped as t (whose own strides may be a view's: broadcast, reversed)."""
     if hasattr(t, "new_empty"):  # torch
-        import torch
-        return torch.empty_like(t)
+        return t.new_empty(t.shape)
     import numpy
-    return numpy.empty_like(t)
+    if isinstance(t, numpy.ndarray):
+        return numpy.empty(t.shape, t.dtype)
+    return numpy.empty_like(t)  # not a tensor: the binding says so, naming the argument
 
 
 def _zeros_like_vector(t):

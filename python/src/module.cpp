@@ -1,6 +1,7 @@
 // ropegen._ropegen: compile a spec (through ropegen::Runtime, so kernels are
 // cached in memory and on disk) and run it on DLPack tensors (numpy, torch
-// CPU) without copies; errors are ValueErrors with the CLI's messages.
+// CPU) without copies; errors are ValueErrors (TypeErrors for what is not a
+// tensor) with the library's messages.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
@@ -11,15 +12,20 @@
 #include "ropegen/rope_math.h"
 #include "ropegen/runtime.h"
 #include "ropegen/spec_io.h"
+#include "runtime/call_parts.h"
 #include "runtime/host_apply.h"
 #include "runtime/tensor_view.h"
+#include "tensor_args.h"
 
 namespace nb = nanobind;
 using namespace ropegen;
 
 namespace {
 
-using Tensor = nb::ndarray<nb::device::cpu>;
+using python::Input;
+using python::Output;
+using python::shape_of;
+using python::strides_of;
 
 template <typename T>
 T value_or_raise(Result<T> r) {
@@ -29,34 +35,13 @@ T value_or_raise(Result<T> r) {
 
 RopeSpec parse(const std::string& text, const std::string& source) { return value_or_raise(parse_spec(text, source)); }
 
-std::vector<int64_t> shape_of(const Tensor& t) {
-  std::vector<int64_t> s(t.ndim());
-  for (size_t i = 0; i < t.ndim(); ++i) s[i] = static_cast<int64_t>(t.shape(i));
-  return s;
-}
-std::vector<int64_t> strides_of(const Tensor& t) {
-  std::vector<int64_t> s(t.ndim());
-  for (size_t i = 0; i < t.ndim(); ++i) s[i] = t.stride(i);
-  return s;
-}
-
-void check_dtype(const RopeSpec& spec, const Tensor& t, const char* name) {
-  const nb::dlpack::dtype want = spec.dtype == DType::F32 ? nb::dtype<float>()
-                                 : spec.dtype == DType::F16 ? nb::dlpack::dtype{uint8_t(nb::dlpack::dtype_code::Float), 16, 1}
-                                                            : nb::dlpack::dtype{uint8_t(nb::dlpack::dtype_code::Bfloat), 16, 1};
-  if (t.dtype() != want)
-    throw nb::value_error((std::string(name) + ": the spec's dtype is " + to_string(spec.dtype) +
-                           "; pass a tensor of that dtype (float32, float16 or bfloat16)").c_str());
-  if (t.ndim() > 0 && t.stride(t.ndim() - 1) != 1)
-    throw nb::value_error((std::string(name) + ": the last dim must be contiguous (stride 1)").c_str());
-}
-
-std::vector<int64_t> ids_of(const Tensor& t, bool* is_int64) {
+// Ids are small: read through their strides into a dense copy.
+std::vector<int64_t> ids_of(const Input& t, const char* name, bool* is_int64) {
   *is_int64 = t.dtype() == nb::dtype<int64_t>();
-  if (!*is_int64 && t.dtype() != nb::dtype<int32_t>()) throw nb::value_error("positions must be int32 or int64");
+  if (!*is_int64 && t.dtype() != nb::dtype<int32_t>())
+    throw nb::value_error((std::string(name) + " has dtype " + python::dtype_name(t.dtype()) + ": ids must be int32 or int64").c_str());
   std::vector<int64_t> out;
   const int64_t n = static_cast<int64_t>(t.size());
-  // Ids are small: read them through their strides into a dense copy.
   std::vector<int64_t> shape = shape_of(t), strides = strides_of(t);
   for (int64_t i = 0; i < n; ++i) {
     int64_t offset = 0, rest = i;
@@ -67,10 +52,12 @@ std::vector<int64_t> ids_of(const Tensor& t, bool* is_int64) {
 }
 
 // A host buffer over a dense 1-D float32 tensor (run-time frequencies and their gradient).
-Halide::Buffer<float> float_vector(const Tensor& t, const char* name) {
-  if (t.dtype() != nb::dtype<float>() || t.ndim() != 1 || t.stride(0) != 1)
+template <typename T>
+Halide::Buffer<float> float_vector(const T& t, const char* name) {
+  if (t.dtype() != nb::dtype<float>() || t.ndim() != 1 || (t.shape(0) > 1 && t.stride(0) != 1))
     throw nb::value_error((std::string(name) + " must be a contiguous 1-D float32 tensor").c_str());
-  return Halide::Buffer<float>(static_cast<float*>(t.data()), static_cast<int>(t.shape(0)));
+  return Halide::Buffer<float>(static_cast<float*>(const_cast<void*>(static_cast<const void*>(t.data()))),
+                               static_cast<int>(t.shape(0)));
 }
 
 class Kernel {
@@ -78,22 +65,37 @@ class Kernel {
   Kernel(RopeSpec spec, std::string target) : spec_(std::move(spec)), target_(std::move(target)) {}
 
   // Rope: q (, k) -> out_q (, out_k), forward or backward. Other encodings:
-  // their tensor x as q -> out_q.
-  void call(Tensor q, std::optional<Tensor> k, std::optional<Tensor> positions, int64_t offset,
-            std::optional<int64_t> seq_len, Tensor out_q, std::optional<Tensor> out_k, std::optional<Tensor> cu_seqlens,
-            bool backward, std::optional<Tensor> table, std::optional<Tensor> freqs, std::optional<Tensor> saved_q,
-            std::optional<Tensor> saved_k, std::optional<Tensor> d_freqs) {
+  // their tensor x as q -> out_q. Tensors arrive as Python objects so that
+  // a wrong one is named (tensor_args.h).
+  void call(nb::handle q_arg, nb::handle k_arg, nb::handle positions_arg, nb::handle offset_arg, nb::handle seq_len_arg,
+            nb::handle out_q_arg, nb::handle out_k_arg, nb::handle cu_seqlens_arg, bool backward, nb::handle table_arg,
+            nb::handle freqs_arg, nb::handle saved_q_arg, nb::handle saved_k_arg, nb::handle d_freqs_arg) {
     const bool rope = spec_.encoding == Encoding::Rope;
     const char* q_name = rope ? "q" : "x";
-    check_dtype(spec_, q, q_name);
-    check_dtype(spec_, out_q, "out");
+    const char* out_name = rope ? "out_q" : "out";
+    const Input q = python::input(q_arg, q_name);
+    const std::optional<Input> k = python::optional_input(k_arg, "k");
+    const std::optional<Input> positions = python::optional_input(positions_arg, "positions");
+    const std::optional<Input> cu_seqlens = python::optional_input(cu_seqlens_arg, "cu_seqlens");
+    const std::optional<Input> table = python::optional_input(table_arg, "table");
+    const std::optional<Input> freqs = python::optional_input(freqs_arg, "freqs");
+    const std::optional<Input> saved_q = python::optional_input(saved_q_arg, "saved_q");
+    const std::optional<Input> saved_k = python::optional_input(saved_k_arg, "saved_k");
+    const Output out_q = python::output(out_q_arg, out_name);
+    const std::optional<Output> out_k = python::optional_output(out_k_arg, "out_k");
+    const std::optional<Output> d_freqs = python::optional_output(d_freqs_arg, "d_freqs");
+    const int64_t offset = python::integer(offset_arg, "offset");
+    const std::optional<int64_t> seq_len =
+        seq_len_arg.is_none() ? std::nullopt : std::optional<int64_t>(python::integer(seq_len_arg, "seq_len"));
+
+    python::check_dtype(spec_, q.dtype(), q_name);
+    python::check_dtype(spec_, out_q.dtype(), out_name);
     if (k.has_value() != out_k.has_value()) throw nb::value_error("k and out_k go together");
-    if (k) check_dtype(spec_, *k, "k"), check_dtype(spec_, *out_k, "out_k");
-    if (shape_of(out_q) != shape_of(q) || strides_of(out_q) != strides_of(q) ||
-        (k && (shape_of(*out_k) != shape_of(*k) || strides_of(*out_k) != strides_of(*k))))
-      throw nb::value_error("outputs must have the shape and strides of their inputs");
+    if (k) python::check_dtype(spec_, k->dtype(), "k"), python::check_dtype(spec_, out_k->dtype(), "out_k");
+    if (shape_of(out_q) != shape_of(q) || (k && shape_of(*out_k) != shape_of(*k)))
+      throw nb::value_error("outputs must have the shape of their inputs (out_q of q, out_k of k)");
     for (auto [t, name] : {std::pair{&table, "table"}, std::pair{&saved_q, "saved_q"}, std::pair{&saved_k, "saved_k"}})
-      if (*t) check_dtype(spec_, **t, name);
+      if (*t) python::check_dtype(spec_, (*t)->dtype(), name);
 
     runtime::ApplyRequest request;  // shapes and ids only: the tensors stay where they are
     request.q = {q_name, shape_of(q), {}};
@@ -102,44 +104,45 @@ class Kernel {
     if (freqs) request.freqs = runtime::HostTensor{"freqs", shape_of(*freqs), {}};
     if (saved_q) request.saved_q = runtime::HostTensor{"saved_q", shape_of(*saved_q), {}};
     if (saved_k) request.saved_k = runtime::HostTensor{"saved_k", shape_of(*saved_k), {}};
-    std::vector<int32_t> ids32;
-    std::vector<int64_t> ids64;
     lowering::KernelVariant variant;
     variant.with_k = k.has_value();
     variant.backward = request.backward = backward;
     if (positions) {
       runtime::HostPositions p{"positions", shape_of(*positions), {}, false};
-      p.values = ids_of(*positions, &p.is_int64);
+      p.values = ids_of(*positions, "positions", &p.is_int64);
       variant.position_type = p.is_int64 ? Halide::Int(64) : Halide::Int(32);
       request.positions = p;
     }
-    std::vector<int32_t> cu32;
     if (cu_seqlens) {
       bool wide = false;
-      request.cu_seqlens = ids_of(*cu_seqlens, &wide);
+      request.cu_seqlens = ids_of(*cu_seqlens, "cu_seqlens", &wide);
     }
     request.offset = offset;
     request.seq_len = seq_len;
     if (std::vector<Diagnostic> errors = runtime::check_call(spec_, request); !errors.empty())
       throw nb::value_error(format(errors).c_str());
-    if (table && (table->stride(1) != 1 || table->stride(0) != static_cast<int64_t>(table->shape(1))))
+    if (table && table->size() > 0 && (table->stride(1) != 1 || table->stride(0) != static_cast<int64_t>(table->shape(1))))
       throw nb::value_error("table must be a dense [max_len, dim] tensor");
 
-    std::shared_ptr<runtime::Kernel> kernel = value_or_raise(Runtime::process().get(spec_, variant, target_));
     const Halide::Type type = lowering::storage_type(spec_.dtype);
     const Layout layout = lowering::tensor_layout(spec_);
+    auto view = [&](const auto& t) {
+      return runtime::logical_tensor(const_cast<void*>(static_cast<const void*>(t.data())), type, layout, shape_of(t),
+                                     strides_of(t));
+    };
     runtime::RopeCall call;
-    call.q = runtime::logical_tensor(q.data(), type, layout, shape_of(q), strides_of(q));
-    call.out_q = runtime::logical_tensor(out_q.data(), type, layout, shape_of(q), strides_of(q));
-    if (k) {
-      call.k = runtime::logical_tensor(k->data(), type, layout, shape_of(*k), strides_of(*k));
-      call.out_k = runtime::logical_tensor(out_k->data(), type, layout, shape_of(*k), strides_of(*k));
-    }
-    if (saved_q) call.saved_q = runtime::logical_tensor(saved_q->data(), type, layout, shape_of(*saved_q), strides_of(*saved_q));
-    if (saved_k) call.saved_k = runtime::logical_tensor(saved_k->data(), type, layout, shape_of(*saved_k), strides_of(*saved_k));
-    if (table) call.table = Halide::Buffer<>(type, table->data(), {static_cast<int>(table->shape(1)), static_cast<int>(table->shape(0))});
+    call.q = view(q);
+    call.out_q = view(out_q);
+    if (k) call.k = view(*k), call.out_k = view(*out_k);
+    if (saved_q) call.saved_q = view(*saved_q);
+    if (saved_k) call.saved_k = view(*saved_k);
+    if (table)
+      call.table = Halide::Buffer<>(type, const_cast<void*>(table->data()),
+                                    {static_cast<int>(table->shape(1)), static_cast<int>(table->shape(0))});
     if (freqs) call.freqs = float_vector(*freqs, "freqs");
     if (d_freqs) call.d_freqs = float_vector(*d_freqs, "d_freqs");
+    std::vector<int32_t> ids32;
+    std::vector<int64_t> ids64;
     if (request.positions) {
       void* data = nullptr;
       if (request.positions->is_int64) ids64 = request.positions->values, data = ids64.data();
@@ -151,11 +154,16 @@ class Kernel {
                                                   spec_.axes.count());
     }
     const bool packed = layout == Layout::THD || layout == Layout::TD;
-    std::vector<int64_t> cu = request.cu_seqlens.value_or(std::vector<int64_t>{0, packed ? request.q.shape[0] : 0});
-    cu32.assign(cu.begin(), cu.end());
+    const std::vector<int64_t> cu = request.cu_seqlens.value_or(std::vector<int64_t>{0, packed ? request.q.shape[0] : 0});
+    std::vector<int32_t> cu32(cu.begin(), cu.end());
     call.cu_seqlens = Halide::Buffer<int32_t>(cu32.data(), static_cast<int>(cu32.size()));
     call.offset = offset;
     call.seq_len = seq_len.value_or(runtime::default_seq_len(spec_, request));
+    // Overlapping tensors, strides no kernel can take: before any compilation.
+    if (std::vector<Diagnostic> errors = runtime::check_tensors(spec_, call); !errors.empty())
+      throw nb::value_error(format(errors).c_str());
+
+    std::shared_ptr<runtime::Kernel> kernel = value_or_raise(Runtime::process().get(spec_, variant, target_));
     nb::gil_scoped_release release;  // the kernel runs on its own threads
     kernel->run(call);
   }
@@ -173,8 +181,8 @@ class Kernel {
 NB_MODULE(_ropegen, m) {
   m.doc() = "rope-gen kernels; use the `ropegen` package rather than this module";
   nb::class_<Kernel>(m, "Kernel")
-      .def("__call__", &Kernel::call, nb::arg("q"), nb::arg("k").none(), nb::arg("positions").none(),
-           nb::arg("offset"), nb::arg("seq_len").none(), nb::arg("out_q"), nb::arg("out_k").none(),
+      .def("__call__", &Kernel::call, nb::arg("q").none(), nb::arg("k").none(), nb::arg("positions").none(),
+           nb::arg("offset").none(), nb::arg("seq_len").none(), nb::arg("out_q").none(), nb::arg("out_k").none(),
            nb::arg("cu_seqlens").none(), nb::arg("backward"), nb::arg("table").none(), nb::arg("freqs").none(),
            nb::arg("saved_q").none(), nb::arg("saved_k").none(), nb::arg("d_freqs").none())
       .def_prop_ro("spec", &Kernel::spec_yaml)

@@ -88,5 +88,21 @@ TEST_F(ApplyErrors, FlagsThatDoNotBelongToTheEncoding) {
   EXPECT_FALSE(std::filesystem::exists(path("df.npy")));
 }
 
+// Not an error: an empty tensor (a zero dim) on any encoding is a no-op
+// whose output has the input's shape.
+TEST_F(ApplyErrors, EmptyTensorsAreNoOpsNotErrors) {
+  auto apply = [&](const std::string& args, const char* out_flag, const std::vector<int64_t>& shape) {
+    std::filesystem::remove(path("out.npy"));
+    const test::CommandResult r =
+        test::run_command(std::string(ROPEGEN_BINARY) + " apply " + args + " " + out_flag + " " + path("out.npy"));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(cli::read_npy(path("out.npy")).shape, shape);
+  };
+  apply(spec("name: r\nhead_dim: 8\n") + " --q " + floats("q.npy", {2, 0, 3, 8}), "--out-q", {2, 0, 3, 8});
+  apply(spec("name: t\nhead_dim: 8\nlayout: thd\n") + " --q " + floats("q.npy", {0, 3, 8}), "--out-q", {0, 3, 8});
+  apply(spec("name: s\nencoding: sinusoidal\ndim: 6\n") + " --x " + floats("x.npy", {0, 5, 6}), "--out", {0, 5, 6});
+  apply(spec("name: a\nencoding: alibi\nnum_heads: 2\n") + " --x " + floats("x.npy", {1, 2, 3, 0}), "--out", {1, 2, 3, 0});
+}
+
 }  // namespace
 }  // namespace ropegen

@@ -11,6 +11,7 @@
 #include "kernels/gpu_parity.h"
 #include "lowering/rope_algorithm.h"
 #include "ropegen/spec_io.h"
+#include "runtime/call_parts.h"
 #include "runtime/device_call.h"
 #include "runtime/device_probe.h"
 #include "runtime/jit_kernel.h"
@@ -40,7 +41,7 @@ void check_large(const char* layout, int64_t H) {
   call.out_q = runtime::logical_tensor(out.data(), Halide::Float(32), spec.layout, shape, strides);
   call.seq_len = S;
   const runtime::DeviceInfo device = *runtime::probe_device(*v.target);
-  const int parts = runtime::device_parts(spec, {}, call, device);
+  const int parts = runtime::device_parts(spec, {}, runtime::part_of(call, {0, S, 0, 1}), device);
   EXPECT_GT(parts, 1) << "a 300 MiB q must be split under a " << device.max_buffer_bytes << "-byte binding limit";
 
   runtime::JitKernel kernel(spec, {}, *v.target);

@@ -1,0 +1,37 @@
+// fork() while kernels run.
+//
+// Halide's runtime runs a kernel's parallel loops on a pool of worker
+// threads. fork() copies only the calling thread: in the child the JIT
+// runtime's pool still counts the parent's workers (one of which may have
+// held the pool's lock), so the child's first parallel kernel waits for
+// threads that do not exist — a hang. So, on the first kernel run, rope-gen
+// registers pthread_atfork handlers that touch only its own state: before a
+// fork they wait until no rope-gen kernel is running (new runs wait) and
+// shut down the thread pool of the JIT runtime rope-gen's kernels use (it
+// restarts on the next run); after it they let runs go on, in the parent and
+// the child. Kernels loaded from the disk cache keep their pools private
+// (not exported); they are only drained.
+#pragma once
+
+#include <Halide.h>
+
+namespace ropegen::runtime {
+
+// Held while a kernel runs (run_in_parts), and around any lock a kernel
+// run waits on (the JIT kernels' serialising mutex): a fork() waits until
+// none is held, so no such lock is copied into the child held. Nests on one
+// thread.
+class NotDuringFork {
+ public:
+  NotDuringFork();
+  ~NotDuringFork();
+  NotDuringFork(const NotDuringFork&) = delete;
+  NotDuringFork& operator=(const NotDuringFork&) = delete;
+};
+
+// After a JIT kernel for `target` is compiled: its runtime's thread pool is
+// shut down before every fork. GPU targets are left alone (their drivers
+// do not survive a fork anyway).
+void guard_jit_thread_pool(const Halide::Target& target);
+
+}  // namespace ropegen::runtime
