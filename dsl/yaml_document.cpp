@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include <yaml-cpp/depthguard.h>
+
 namespace ropegen::dsl {
 
 YamlDocument::YamlDocument(YAML::Node root, std::string file, std::string_view text)
@@ -33,6 +35,10 @@ Result<YamlDocument> parse_yaml(std::string_view text, const std::string& file) 
   try {
     YAML::Node root = YAML::Load(std::string(text));
     return YamlDocument(std::move(root), file, text);
+  } catch (const YAML::DeepRecursion& e) {
+    // yaml-cpp's own guard against stack overflow (its message says "bad file").
+    YamlDocument doc(YAML::Node(), file, text);
+    return doc.error_at(e.mark.line, e.mark.column, "invalid YAML: nested too deeply (a spec needs 3 levels)");
   } catch (const YAML::Exception& e) {
     YamlDocument doc(YAML::Node(), file, text);
     return doc.error_at(e.mark.line, e.mark.column, "invalid YAML: " + e.msg);
