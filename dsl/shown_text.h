@@ -1,5 +1,6 @@
 // User text as messages quote it: a long value (a 1 MB name or key) is cut
-// to its start and its length, so a message stays short and readable.
+// to its start and its length, control characters are written as \xNN, so a
+// message stays short, readable and harmless to a terminal.
 #pragma once
 
 #include <string>

@@ -76,6 +76,21 @@ TEST(HostileInput, LongKeysAndValuesAreShownShortened) {
                 "rotary_offset, pairing, output_pairing, layout, dtype, frequency, scaling, xpos, positions, axes\n");
 }
 
+TEST(HostileInput, ControlCharactersAreNotPrinted) {
+  Result<RopeSpec> r = parse_spec(std::string("name: \"a\\0\\e[2Jb\"\nhead_dim: 8\n"), "s.yaml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(format(r.errors()),
+            "s.yaml:1:7: error: name `a\\x00\\x1b[2Jb` must be an identifier: [a-z_][a-z0-9_]*, at most 64 characters "
+            "(it prefixes every emitted symbol and is never a path)\n"
+            "  name: \"a\\0\\e[2Jb\"\n"
+            "        ^\n");
+  // Raw control bytes in the source line are replaced, tabs kept for the caret.
+  r = parse_spec(std::string("name: a\nhead_dim: 8\npairing: \x1b[2J\tx\n"), "s.yaml");
+  ASSERT_FALSE(r.ok());
+  const std::string text = format(r.errors()[0]);
+  EXPECT_EQ(text.substr(text.find('\n')), "\n  pairing: ?[2J\tx\n           ^");
+}
+
 TEST(HostileInput, TextOverOneMebibyteIsRefusedUnparsed) {
   const std::string text = "name: a\nhead_dim: 8\n#" + std::string(kMaxSpecBytes, ' ') + "\n";
   EXPECT_EQ(errors_of(text), "s.yaml: error: spec is larger than 1048576 bytes (1 MiB), the most rope-gen reads\n");
