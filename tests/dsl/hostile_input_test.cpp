@@ -45,24 +45,36 @@ TEST(HostileInput, MegabyteNameIsRefusedAndShownShortened) {
   EXPECT_EQ(errors_of("name: " + std::string(1000000, 'a') + "\nhead_dim: 8\n"), kNameError);
 }
 
-// std::regex recursed once per character: 4k characters overflowed a small stack.
-TEST(HostileInput, MegabyteNameInAThreadWith64KiBOfStack) {
+// errors_of(text), computed on a thread with a 64 KiB stack.
+std::string errors_in_small_thread(const std::string& text) {
   struct Job {
-    std::string text, errors;
-  } job{"name: " + std::string(1000000, 'a') + "\nhead_dim: 8\n", ""};
+    const std::string& text;
+    std::string errors;
+  } job{text, ""};
   pthread_attr_t attr;
-  ASSERT_EQ(pthread_attr_init(&attr), 0);
-  ASSERT_EQ(pthread_attr_setstacksize(&attr, 64 * 1024), 0);
+  EXPECT_EQ(pthread_attr_init(&attr), 0);
+  EXPECT_EQ(pthread_attr_setstacksize(&attr, 64 * 1024), 0);
   pthread_t thread;
   const auto run = [](void* p) -> void* {
     auto* j = static_cast<Job*>(p);
     j->errors = errors_of(j->text);
     return nullptr;
   };
-  ASSERT_EQ(pthread_create(&thread, &attr, run, &job), 0);
-  ASSERT_EQ(pthread_join(thread, nullptr), 0);
+  EXPECT_EQ(pthread_create(&thread, &attr, run, &job), 0);
+  EXPECT_EQ(pthread_join(thread, nullptr), 0);
   pthread_attr_destroy(&attr);
-  EXPECT_EQ(job.errors, kNameError);
+  return job.errors;
+}
+
+// std::regex recursed once per character: 4k characters overflowed a small stack.
+TEST(HostileInput, MegabyteNameInAThreadWith64KiBOfStack) {
+  EXPECT_EQ(errors_in_small_thread("name: " + std::string(1000000, 'a') + "\nhead_dim: 8\n"), kNameError);
+}
+
+// yaml-cpp recurses per level up to its guard: more than 64 KiB of stack.
+TEST(HostileInput, DeepNestingInAThreadWith64KiBOfStack) {
+  EXPECT_EQ(errors_in_small_thread("name: a\nhead_dim: " + std::string(100000, '[') + std::string(100000, ']')),
+            "s.yaml:2:200011: error: invalid YAML: nested too deeply (a spec needs 3 levels)\n");
 }
 
 TEST(HostileInput, LongKeysAndValuesAreShownShortened) {
