@@ -20,6 +20,9 @@ std::string format(const Diagnostic& d) {
     std::string line = d.source_line.substr(first, kWidth);
     if (first > 0) line = "..." + line;
     if (first + kWidth < static_cast<int>(d.source_line.size())) line += "...";
+    // Other control characters (a NUL, a terminal escape) are not printed.
+    for (char& c : line)
+      if (c != '\t' && (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)) c = '?';
     // Tabs are kept so the caret lines up under the same characters.
     std::string pad(first > 0 ? 3 : 0, ' ');
     for (int i = first; i < column; ++i) pad += d.source_line[i] == '\t' ? '\t' : ' ';

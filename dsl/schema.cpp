@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 
 #include "enums.h"
+#include "shown_text.h"
 
 namespace ropegen::dsl {
 namespace {
@@ -166,6 +167,9 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 }
 
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates) {
+  // No key or value is this long; the edit distance would cost |word| * |candidate|.
+  constexpr size_t kLongestSpelling = 64;
+  if (word.size() > kLongestSpelling) return "";
   std::string best;
   size_t best_distance = std::max<size_t>(2, word.size() / 3) + 1;
   for (const auto& c : candidates) {
@@ -189,7 +193,7 @@ std::string describe(const YAML::Node& n) {
   if (n.IsMap()) return "a mapping";
   if (n.IsSequence()) return "a list";
   if (n.IsNull()) return "nothing";
-  return fmt::format("`{}`", n.Scalar());
+  return fmt::format("`{}`", shown(n.Scalar()));
 }
 
 bool has_kind(const YAML::Node& n, Kind kind) {
@@ -253,7 +257,7 @@ class SchemaChecker {
       const YAML::Node& key = entry.first;
       const std::string name = key.IsScalar() ? key.Scalar() : "";
       if (!seen.insert(name).second) {
-        errors_.push_back(doc_.error_at(key, fmt::format("duplicate key `{}` in {}", name, section.name)));
+        errors_.push_back(doc_.error_at(key, fmt::format("duplicate key `{}` in {}", shown(name), section.name)));
         continue;
       }
       auto rule = std::find_if(rules.begin(), rules.end(), [&](const KeyRule* r) { return r->key == name; });
@@ -316,7 +320,7 @@ class SchemaChecker {
       return fmt::format("{} `{}` does not belong to {}; it is used by {} {}; allowed: {}", rule.key, value,
                          variant_label(section, variant), section.discriminator, fmt::join(owners, ", "),
                          fmt::join(rule.allowed, ", "));
-    return fmt::format("unknown {} `{}`; allowed: {}{}", rule.key, value, fmt::join(rule.allowed, ", "),
+    return fmt::format("unknown {} `{}`; allowed: {}{}", rule.key, shown(value), fmt::join(rule.allowed, ", "),
                        did_you_mean(value, rule.allowed));
   }
 
@@ -345,7 +349,7 @@ class SchemaChecker {
     // A near key that is valid here is the likelier meaning than one of another variant.
     std::string suggestion = did_you_mean(key, here);
     if (suggestion.empty()) suggestion = did_you_mean(key, all_keys);
-    return fmt::format("unknown key `{}` {}; allowed: {}{}", key, where, fmt::join(here, ", "), suggestion);
+    return fmt::format("unknown key `{}` {}; allowed: {}{}", shown(key), where, fmt::join(here, ", "), suggestion);
   }
 
   const YamlDocument& doc_;

@@ -1,11 +1,13 @@
 #include "spec_builder.h"
 
-#include <regex>
+#include <algorithm>
 
 #include <fmt/format.h>
 
+#include "computed_values.h"
 #include "enums.h"
 #include "schema.h"
+#include "shown_text.h"
 
 namespace ropegen::dsl {
 namespace {
@@ -15,6 +17,17 @@ constexpr int kMaxDim = 1 << 20;
 constexpr int kMaxHeads = 65536;
 constexpr size_t kMaxAxes = 8;
 constexpr size_t kMaxNameLength = 64;
+// xPos: p = (pos - seq_len / 2) / scale_base; below 1, one position moves the
+// exponent by more than 1 and 1 / scale_base may not even be finite.
+constexpr double kMinXposScaleBase = 1.0;
+
+// [a-z_][a-z0-9_]*, at most kMaxNameLength: checked by hand, as std::regex
+// recurses once per character (a 30k-character name overflowed the stack).
+bool is_identifier(const std::string& s) {
+  const auto starts = [](char c) { return (c >= 'a' && c <= 'z') || c == '_'; };
+  const auto continues = [&](char c) { return starts(c) || (c >= '0' && c <= '9'); };
+  return !s.empty() && s.size() <= kMaxNameLength && starts(s[0]) && std::all_of(s.begin(), s.end(), continues);
+}
 
 class SpecBuilder {
  public:
@@ -31,6 +44,7 @@ class SpecBuilder {
       case Encoding::Learned: read_table_encoding(PositionsMode::Explicit); break;
       case Encoding::Alibi: read_alibi(); break;
     }
+    if (errors_.empty()) errors_ = check_computed_values(spec_, doc_);
     if (!errors_.empty()) return errors_;
     return spec_;
   }
@@ -46,11 +60,10 @@ class SpecBuilder {
   void read_name() {
     const YAML::Node name = root_["name"];
     spec_.name = as_string(name);
-    static const std::regex identifier("[a-z_][a-z0-9_]*");
-    if (!std::regex_match(spec_.name, identifier) || spec_.name.size() > kMaxNameLength)
+    if (!is_identifier(spec_.name))
       error(name, fmt::format("name `{}` must be an identifier: [a-z_][a-z0-9_]*, at most {} characters "
                               "(it prefixes every emitted symbol and is never a path)",
-                              spec_.name, kMaxNameLength));
+                              shown(spec_.name), kMaxNameLength));
   }
 
   void read_rope() {
@@ -90,7 +103,8 @@ class SpecBuilder {
     long long rotary = head_dim - offset;
     if (const YAML::Node n = root_["rotary_dim"]) {
       rotary = as_integer(n);
-      if (rotary < 2 || rotary % 2 != 0 || rotary + offset > head_dim) {
+      // Compared with head_dim - offset: rotary + offset could overflow.
+      if (rotary < 2 || rotary % 2 != 0 || rotary > head_dim - offset) {
         error(n, fmt::format("rotary_dim ({}) must be even and in 2..{} (head_dim {} - rotary_offset {})", rotary,
                              head_dim - offset, head_dim, offset));
         return;
@@ -175,7 +189,10 @@ class SpecBuilder {
     sc.factor = read_positive(s, "factor", sc.factor);
     if (const YAML::Node n = s["original_max_position"]) {
       sc.original_max_position = as_integer(n);
-      if (sc.original_max_position < 1) error(n, fmt::format("original_max_position ({}) must be >= 1", sc.original_max_position));
+      // At least 2: LongRoPE's attention factor divides by ln(original_max_position).
+      if (sc.original_max_position < 2 || sc.original_max_position > kMaxPosition)
+        error(n, fmt::format("original_max_position ({}) must be in 2..{} (2^53, the largest position)",
+                             sc.original_max_position, kMaxPosition));
     }
     sc.beta_fast = read_positive(s, "beta_fast", sc.beta_fast);
     sc.beta_slow = read_positive(s, "beta_slow", sc.beta_slow);
@@ -220,7 +237,8 @@ class SpecBuilder {
     const YAML::Node x = root_["xpos"];
     if (!x) return;
     spec_.xpos.enabled = true;
-    spec_.xpos.scale_base = read_positive(x, "scale_base", spec_.xpos.scale_base);
+    spec_.xpos.scale_base = read_number(x, "scale_base", spec_.xpos.scale_base, ">= 1",
+                                        [](double v) { return v >= kMinXposScaleBase; });
   }
 
   // Multi-axis RoPE: the rotary pairs are split among the axes of the

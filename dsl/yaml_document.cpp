@@ -2,6 +2,10 @@
 
 #include <string>
 
+#include <yaml-cpp/depthguard.h>
+
+#include "own_stack.h"
+
 namespace ropegen::dsl {
 
 YamlDocument::YamlDocument(YAML::Node root, std::string file, std::string_view text)
@@ -29,10 +33,18 @@ Diagnostic YamlDocument::error_at(const YAML::Node& node, std::string message) c
 }
 
 Result<YamlDocument> parse_yaml(std::string_view text, const std::string& file) {
+  // yaml-cpp recurses once per nesting level until its guard stops it (about
+  // 1000 levels): some 200 KiB of stack, more than a small thread may have.
+  constexpr size_t kParserStackBytes = size_t{4} << 20;
   // yaml-cpp reports errors by exception; they stop here and become values.
   try {
-    YAML::Node root = YAML::Load(std::string(text));
+    YAML::Node root;
+    run_with_stack(kParserStackBytes, [&] { root = YAML::Load(std::string(text)); });
     return YamlDocument(std::move(root), file, text);
+  } catch (const YAML::DeepRecursion& e) {
+    // yaml-cpp's own guard against stack overflow (its message says "bad file").
+    YamlDocument doc(YAML::Node(), file, text);
+    return doc.error_at(e.mark.line, e.mark.column, "invalid YAML: nested too deeply (a spec needs 3 levels)");
   } catch (const YAML::Exception& e) {
     YamlDocument doc(YAML::Node(), file, text);
     return doc.error_at(e.mark.line, e.mark.column, "invalid YAML: " + e.msg);

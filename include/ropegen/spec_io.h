@@ -1,6 +1,7 @@
 // Reading specs from YAML and writing their normalised form.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -10,9 +11,14 @@
 
 namespace ropegen {
 
+// The largest spec text accepted (real specs are a few hundred bytes; a
+// longrope spec with 8192-entry lists is about 200 KiB).
+constexpr size_t kMaxSpecBytes = size_t{1} << 20;
+
 // Parse and validate spec text; `file` is only used in diagnostics.
 Result<RopeSpec> parse_spec(std::string_view yaml_text, const std::string& file);
-// Read a file and parse it. A missing or unreadable file is a diagnostic too.
+// Read a file and parse it. A missing or unreadable file, or one that is not
+// a regular file (a directory, FIFO, device), is a diagnostic too.
 Result<RopeSpec> load_spec(const std::string& path);
 
 // The normalised spec: every field explicit, fixed key order, shortest
