@@ -10,11 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "ropegen/position_limits.h"  // kMaxPosition: the largest position a spec must handle
+
 namespace ropegen {
 
-// The largest position a spec must handle (seq_len up to one more): ids are
-// exact in float64 up to 2^53, and the run time refuses larger int64 ids.
-constexpr int64_t kMaxPosition = int64_t{1} << 53;
 // The largest frequency, in radians per position: the kernels count the
 // quarter turns of position * inv_freq in an int64, and 2^53 * 2^10 = 2^63.
 constexpr double kMaxInvFreq = 1024;

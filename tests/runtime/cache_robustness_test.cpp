@@ -158,7 +158,7 @@ TEST_F(CacheRobustness, AStoppedProcessHoldingALockDelaysOthersOnlyBriefly) {
   ASSERT_EQ(::pipe(ready), 0);
   const pid_t holder = ::fork();
   if (holder == 0) {
-    for (const std::string name : {"key-" + key.hex.substr(0, 2), std::string("stats")}) {
+    for (const std::string& name : {"key-" + key.hex.substr(0, 2), std::string("stats")}) {
       const int fd = ::open((cache() + "/locks/" + name + ".lock").c_str(), O_RDWR | O_CREAT, 0600);
       if (fd < 0 || ::flock(fd, LOCK_EX) != 0) ::_exit(1);
     }
