@@ -3,10 +3,11 @@
 #include <sys/stat.h>
 
 #include <cmath>
-#include <fstream>
 #include <iterator>
 
 #include <fmt/format.h>
+
+#include "dsl/regular_file.h"
 
 namespace ropegen::cli {
 namespace {
@@ -64,12 +65,10 @@ Result<HfConfigFile> read_hf_config(const std::string& path) {
   if (!S_ISREG(st.st_mode)) return diagnostic(file, "is not a regular file (a config.json is)");
   if (static_cast<size_t>(st.st_size) > kMaxHfConfigBytes)
     return diagnostic(file, fmt::format("is {} bytes; a model config is at most {} bytes", st.st_size, kMaxHfConfigBytes));
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return diagnostic(file, "cannot read it (permissions?)");
-  std::string text;
-  text.resize(kMaxHfConfigBytes + 1);  // the file may have grown since stat: read at most the cap + 1
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<size_t>(in.gcount()));
+  // The path may have changed since stat: the read checks its own descriptor again.
+  Result<std::string> read = dsl::read_regular_file(file, kMaxHfConfigBytes + 1);
+  if (!read) return diagnostic(file, "cannot read it: " + read.errors().front().message);
+  const std::string& text = *read;
   if (text.size() > kMaxHfConfigBytes)
     return diagnostic(file, fmt::format("is larger than {} bytes; a model config is not", kMaxHfConfigBytes));
   Result<json> config = parse_hf_config(text, file);

@@ -13,18 +13,10 @@
 #include <fmt/format.h>
 
 #include "cli_error.h"
+#include "dsl/regular_file.h"
 
 namespace ropegen::cli {
 namespace {
-
-const char* kind_of(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "not a regular file";
-}
 
 // New files get what open(2) would give them: 0666 less the umask.
 mode_t new_file_mode() {
@@ -66,7 +58,7 @@ std::string output_destination(const std::string& flag, const std::string& path)
     if (::stat(destination.c_str(), &st) != 0) fail(fmt::format("{} {}: {}", flag, path, std::strerror(errno)));
   }
   if (!S_ISREG(st.st_mode))
-    fail(fmt::format("{} {}: is {}; rope-gen writes regular files only", flag, path, kind_of(st.st_mode)));
+    fail(fmt::format("{} {}: is {}; rope-gen writes regular files only", flag, path, dsl::file_kind(st.st_mode)));
   return destination;
 }
 
