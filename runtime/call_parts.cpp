@@ -1,6 +1,7 @@
 #include "call_parts.h"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -237,6 +238,21 @@ Halide::Buffer<> part_buffer(const TensorView& t, const CallPart& p) {
   return Halide::Buffer<>(t.type, static_cast<uint8_t*>(t.data) + offset * t.type.bytes(), 4, dims);
 }
 
+// Run-time frequencies obey the bound every spec's frequencies do
+// (kMaxInvFreq: the kernels count quarter turns of position * inv_freq in an
+// int64), and NaN or inf would turn every output into NaN without a word.
+void check_runtime_freqs(const RopeCall& call, std::vector<Diagnostic>& errors) {
+  if (!call.freqs.defined()) return;
+  const Halide::Buffer<float> f(call.freqs);
+  for (int i = f.dim(0).min(); i <= f.dim(0).max(); ++i)
+    if (!(std::fabs(f(i)) <= kMaxInvFreq)) {
+      errors.push_back(error("freqs", fmt::format("freqs[{}] is {}: run-time frequencies must be finite and at most {} "
+                                                  "in magnitude (radians per position)",
+                                                  i, f(i), kMaxInvFreq)));
+      return;
+    }
+}
+
 }  // namespace
 
 std::vector<Diagnostic> check_tensors(const RopeSpec& spec, const RopeCall& call) {
@@ -254,6 +270,7 @@ std::vector<Diagnostic> check_tensors(const RopeSpec& spec, const RopeCall& call
                                                  a.name, t.extent[1], t.stride[1])));
   }
   check_memory(args, errors);
+  check_runtime_freqs(call, errors);
   return errors;
 }
 

@@ -3,7 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
+#include <limits>
 
 #include "atomic_file.h"
 #include "npy.h"
@@ -86,6 +88,19 @@ TEST_F(ApplyErrors, FlagsThatDoNotBelongToTheEncoding) {
                        "--out-q"),
               HasSubstr("needs the forward input saved_q"));
   EXPECT_FALSE(std::filesystem::exists(path("df.npy")));
+}
+
+// Run-time frequencies that are not finite, or past the bound every spec's
+// frequencies obey, would give NaN or no longer rotations: refused by value.
+TEST_F(ApplyErrors, RuntimeFrequenciesMustBeFiniteAndBounded) {
+  const std::string runtime = spec("name: f\nhead_dim: 8\nfrequency: {scheme: runtime}\n");
+  const std::string q = floats("q.npy", {1, 2, 1, 8});
+  for (auto [value, shown] : std::vector<std::pair<float, const char*>>{
+           {std::numeric_limits<float>::quiet_NaN(), "nan"}, {INFINITY, "inf"}, {-2048.0f, "-2048"}}) {
+    cli::write_file_atomically(path("f.npy"), cli::npy_bytes(std::vector<float>{0.5f, 0.25f, value, 0.125f}, {4}));
+    EXPECT_THAT(rejected(runtime + " --q " + q + " --freqs " + path("f.npy"), "--out-q"),
+                HasSubstr(std::string("freqs[2] is ") + shown + ": run-time frequencies must be finite and at most 1024"));
+  }
 }
 
 // Not an error: an empty tensor (a zero dim) on any encoding is a no-op
