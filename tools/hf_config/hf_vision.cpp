@@ -1,6 +1,9 @@
 #include "hf_vision.h"
 
+#include <cctype>
 #include <cmath>
+#include <optional>
+#include <vector>
 
 #include <fmt/format.h>
 
