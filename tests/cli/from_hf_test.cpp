@@ -362,7 +362,9 @@ TEST_F(FromHf, VisionRefusesWhatItHasNotChecked) {
   auto r = run_command(kTool + " from-hf --vision " + kReal + "gemma3_4b.json");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("--vision: vision tower `siglip_vision_model` (model_type `gemma3`) is not one whose "
-                               "2D RoPE rope-gen has checked against transformers; it converts qwen2_vl_vision"));
+                               "2D RoPE rope-gen has checked against transformers; it converts llama4_vision_model (llama4), "
+                               "pixtral (mistral3), qwen2_5_vl_vision (qwen2_5_vl), qwen2_vl_vision (qwen2_vl), "
+                               "qwen3_vl_moe_vision (qwen3_vl_moe), qwen3_vl_vision (qwen3_vl)\n"));
   EXPECT_EQ(r.out, "");
   r = run_command(kTool + " from-hf --vision " + kReal + "mistral_7b.json");
   EXPECT_EQ(r.exit_code, 2);

@@ -3,58 +3,38 @@
 #include <cctype>
 #include <cmath>
 #include <optional>
+#include <stdexcept>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "hf_json.h"
-#include "hf_models.h"
 #include "ropegen/spec_io.h"
 
 namespace ropegen::cli {
+
+extern const char* const kHfVisionJson;
+
 namespace {
 
 using json = nlohmann::json;
 
-// How a tower lays out its frequencies over the head (d = head size, d/4 pairs per axis).
-enum class Layout {
-  // Qwen2-VL family: inv_freq theta^(-2j/(d/2)) (d/4 of them), cos/sin [h | w | h | w]: rotate_half over the head.
-  QwenAxial,
-  // Pixtral: inv_freq theta^(-2i/d) split [even i | odd i] between h and w, cos/sin [h | w | h | w], rotate_half.
-  Pixtral,
-  // Llama 4: theta^(-2j/(d/2)) at (column + 1) on the first d/4 complex pairs, (row + 1) on the rest, CLS 0.
-  Llama4,
-};
+// The towers (tools/hf_config/hf_vision.json, measured from transformers by
+// tests/golden/hf_vision_cases.py): vision model_type -> {model_type, hf_code,
+// size_key, reads_head_dim, rope_type, pairing, frequencies, ids}.
+const json& vision_table() {
+  static const json table = json::parse(kHfVisionJson);
+  return table;
+}
 
-struct Tower {
-  const char* vision_type;  // vision_config.model_type
-  const char* model_type;   // the multimodal model_type whose vision_config may omit it
-  Layout layout;
-  const char* hf_code;      // the rotary module and apply function the tower's attention calls
-  const char* size_key;     // the head is size_key // heads (HF: head_dim first where `reads_head_dim`)
-  bool reads_head_dim;
-  const char* rope_type;    // the rope_type HF's module accepts
-};
+const json& towers() { return vision_table().at("towers"); }
 
-// Checked against transformers 5.23.0 by tests/golden/hf_vision_cases.py (tests/cli/hf_vision_test.cpp).
-constexpr Tower kTowers[] = {
-    {"qwen2_vl_vision", "qwen2_vl", Layout::QwenAxial, "Qwen2VLVisionRotaryEmbedding + apply_rotary_pos_emb_vision",
-     "embed_dim", true, "axial"},
-    {"qwen2_5_vl_vision", "qwen2_5_vl", Layout::QwenAxial,
-     "Qwen2_5_VLVisionRotaryEmbedding + apply_rotary_pos_emb_vision", "hidden_size", true, "axial"},
-    {"qwen3_vl_vision", "qwen3_vl", Layout::QwenAxial, "Qwen3VLVisionRotaryEmbedding + apply_rotary_pos_emb_vision",
-     "hidden_size", true, "axial"},
-    {"qwen3_vl_moe_vision", "qwen3_vl_moe", Layout::QwenAxial,
-     "Qwen3VLMoeVisionRotaryEmbedding + apply_rotary_pos_emb_vision", "hidden_size", true, "axial"},
-    {"pixtral", "mistral3", Layout::Pixtral, "PixtralVisionRotaryEmbedding + apply_rotary_pos_emb", "hidden_size",
-     true, "axial"},
-    {"llama4_vision_model", "llama4", Layout::Llama4, "Llama4VisionRotaryEmbedding + vision_apply_rotary_emb",
-     "hidden_size", false, "default"},
-};
+std::string towers_version() { return vision_table().at("transformers").get<std::string>(); }
 
 std::string known_towers() {
   std::string out;
-  for (const Tower& t : kTowers) out += fmt::format("{}{} ({})", out.empty() ? "" : ", ", t.vision_type, t.model_type);
+  for (auto& [type, t] : towers().items())
+    out += fmt::format("{}{} ({})", out.empty() ? "" : ", ", type, t.at("model_type").get<std::string>());
   return out;
 }
 
@@ -82,21 +62,25 @@ class VisionImporter {
   }
 
  private:
-  // vision_config, or the config itself for a standalone Pixtral vision config.
+  // vision_config, or the config itself when it is a tower's own (a standalone Pixtral config).
   void find_tower() {
     model_type_ = r_.string(outer_, "", "model_type").value_or("");
     const std::string& model_type = model_type_;
     if (const json* vision = r_.object(outer_, "", "vision_config")) {
       v_ = vision;
       where_ = "vision_config.";
-    } else if (errors_.empty() && model_type != "pixtral") {
+    } else if (errors_.empty() && !towers().contains(model_type)) {
       r_.error(fmt::format("--vision: this config (model_type `{}`) has no `vision_config`; --vision converts the "
                            "vision tower of a multimodal config", model_type.empty() ? "(none)" : model_type));
       return;
     }
     const std::string vision_type = r_.string(*v_, where_, "model_type").value_or("");
-    for (const Tower& t : kTowers)
-      if (vision_type.empty() ? model_type == t.model_type : vision_type == t.vision_type) tower_ = &t;
+    for (auto& [type, t] : towers().items()) {
+      if (vision_type.empty() ? model_type == t.at("model_type") : vision_type == type) {
+        tower_ = &t;
+        tower_type_ = type;
+      }
+    }
     if (!tower_ && errors_.empty())
       r_.error(fmt::format("--vision: vision tower `{}` (model_type `{}`) is not one whose 2D RoPE rope-gen has "
                            "checked against transformers; it converts {}",
@@ -106,23 +90,25 @@ class VisionImporter {
 
   // HF: head_dim where the module reads it, else size_key // num_attention_heads (`num_heads` in Qwen's files).
   std::optional<int> head_size() {
-    std::optional<int> head = tower_->reads_head_dim ? r_.positive_int(*v_, where_, "head_dim") : std::nullopt;
+    const bool reads_head_dim = tower_->at("reads_head_dim").get<bool>();
+    const std::string size_key = tower_->at("size_key").get<std::string>();
+    std::optional<int> head = reads_head_dim ? r_.positive_int(*v_, where_, "head_dim") : std::nullopt;
     if (!head) {
-      const std::optional<int> size = r_.positive_int(*v_, where_, tower_->size_key);
+      const std::optional<int> size = r_.positive_int(*v_, where_, size_key.c_str());
       std::optional<int> heads = r_.positive_int(*v_, where_, "num_attention_heads");
       if (!heads) heads = r_.positive_int(*v_, where_, "num_heads");
       if (!size || !heads) {
         r_.error(fmt::format("--vision: cannot tell the {} head size: `{}{}` needs {}`{}{}` and "
-                             "`{}num_attention_heads` (or `num_heads`)", tower_->vision_type, where_,
-                             tower_->reads_head_dim ? "head_dim" : tower_->size_key,
-                             tower_->reads_head_dim ? "or " : "", where_, tower_->size_key, where_));
+                             "`{}num_attention_heads` (or `num_heads`)", tower_type_, where_,
+                             reads_head_dim ? "head_dim" : size_key, reads_head_dim ? "or " : "", where_, size_key,
+                             where_));
         return std::nullopt;
       }
       head = *size / *heads;
     }
     if (*head % 4 != 0) {
       r_.error(fmt::format("--vision: the {} head size {} is not a multiple of 4; HF's 2D RoPE gives each of h and w "
-                           "head_dim / 4 pairs", tower_->vision_type, *head));
+                           "head_dim / 4 pairs", tower_type_, *head));
       return std::nullopt;
     }
     return head;
@@ -134,9 +120,10 @@ class VisionImporter {
     const std::string rp_where = where_ + "rope_parameters.";
     if (rp) {
       const std::optional<std::string> type = r_.string(*rp, rp_where, "rope_type");
-      if (type && *type != tower_->rope_type)
+      const std::string& supported = tower_->at("rope_type").get_ref<const std::string&>();
+      if (type && *type != supported)
         r_.error(fmt::format("`{}rope_type` `{}`: transformers' {} supports only `{}`", rp_where, *type,
-                             tower_->hf_code, tower_->rope_type));
+                             tower_->at("hf_code").get<std::string>(), supported));
     }
     std::optional<double> theta = rp ? r_.number(*rp, rp_where, "rope_theta") : std::nullopt;
     if (!theta) theta = r_.number(*v_, where_, "rope_theta");
@@ -150,8 +137,9 @@ class VisionImporter {
 
   void write_spec(int head, double theta) {
     RopeSpec& s = out_.spec;
-    std::string name = options_.name.value_or((model_type_.empty() ? std::string(tower_->model_type) : model_type_) +
-                                            (v_ == &outer_ ? "" : "_vision"));
+    std::string name = options_.name.value_or(
+        (model_type_.empty() ? tower_->at("model_type").get<std::string>() : model_type_) +
+        (v_ == &outer_ ? "" : "_vision"));
     for (char& ch : name)
       if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
     s.name = name.substr(0, 64);
@@ -159,25 +147,25 @@ class VisionImporter {
     s.frequency.theta = theta;
     s.positions = PositionsMode::Explicit;
     s.axes.sections = {head / 4, head / 4};
-    s.axes.per_axis_frequencies = tower_->layout != Layout::Pixtral;
-    s.pairing = s.output_pairing = tower_->layout == Layout::Llama4 ? Pairing::Interleaved : Pairing::Half;
-    std::string ids = "(h, w): the patch's row and column";
-    if (tower_->layout == Layout::Pixtral) {
-      // theta^(-2i/d), even i to h and odd i to w: one frequency list over both axes.
+    s.pairing = s.output_pairing = tower_->at("pairing") == "half" ? Pairing::Half : Pairing::Interleaved;
+    const std::string frequencies = tower_->at("frequencies").get<std::string>();
+    if (frequencies == "per_axis") {
+      // Each axis: theta^(-2j/(d/2)) over its d/4 pairs.
+      s.axes.per_axis_frequencies = true;
+    } else if (frequencies == "even_then_odd") {
+      // theta^(-2i/d), even i on the first axis and odd i on the second: one frequency list over both.
       s.frequency.scheme = FrequencyScheme::Custom;
       for (int parity : {0, 1})
         for (int i = parity; i < head / 2; i += 2) s.frequency.values.push_back(std::pow(theta, -2.0 * i / head));
-      out_.notes.push_back(fmt::format("frequencies theta^(-2i/{}): even i on h, odd i on w (HF's inv_freq_2d)",
+      out_.notes.push_back(fmt::format("frequencies theta^(-2i/{}): even i on the first axis, odd i on the second",
                                        head));
-    } else if (tower_->layout == Layout::Llama4) {
-      ids = "(column + 1, row + 1) of the patch in the image_size / patch_size grid; (0, 0) for the CLS token "
-            "(HF gives it frequency 0)";
+    } else {
+      throw std::logic_error("hf_vision.json: frequency layout `" + frequencies + "` unknown to from-hf");
     }
     out_.notes.push_back(fmt::format("vision tower `{}`: 2D RoPE of transformers {} {}, {} pairs per axis{}",
-                                     tower_->vision_type, hf_models().at("transformers").get<std::string>(),
-                                     tower_->hf_code, head / 4,
-                                     s.axes.per_axis_frequencies ? ", each axis with its own frequencies" : ""));
-    out_.notes.push_back(fmt::format("positions: explicit, [..., 2] = {}", ids));
+                                     tower_type_, towers_version(), tower_->at("hf_code").get<std::string>(),
+                                     head / 4, s.axes.per_axis_frequencies ? ", each axis with its own frequencies" : ""));
+    out_.notes.push_back(fmt::format("positions: explicit, [..., 2] = {}", tower_->at("ids").get<std::string>()));
   }
 
   const json& outer_;
@@ -188,7 +176,8 @@ class VisionImporter {
   std::vector<Diagnostic> errors_;
   JsonReader r_;
   std::string model_type_;
-  const Tower* tower_ = nullptr;
+  const json* tower_ = nullptr;
+  std::string tower_type_;  // its vision model_type
   HfImport out_;
 };
 
