@@ -416,6 +416,12 @@ TEST_F(FromHf, AllLayerTypesRefusals) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("--all-layer-types: this config names no layer types"));
   EXPECT_FALSE(std::filesystem::exists(path("m")));
+  // NoPE layers but no layer types: the one spec (without the flag) is for every layer with RoPE.
+  r = from_hf(R"({"model_type": "smollm3", "layer_types": [], "no_rope_layers": [1, 1, 0]})",
+              " --all-layer-types -o " + path("s"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--all-layer-types: this config names no layer types (every layer with RoPE has the "
+                               "same)"));
   // -o must be a directory; an output that is not a regular file is never replaced, and nothing is written.
   test::write_text(path("file"), "x");
   r = run_command(kTool + " from-hf " + kReal + "gemma3_4b.json --all-layer-types -o " + path("file"));

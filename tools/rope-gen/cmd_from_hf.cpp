@@ -21,8 +21,9 @@ namespace {
 // with RoPE, all checked before any is written; NoPE layers are reported.
 void write_layer_type_specs(const HfConfigFile& file, const HfImportOptions& options, const std::string& dir) {
   const std::vector<std::string> types = unwrap(hf_layer_types(file.config, file.path, options));
-  if (types.empty())
-    fail("--all-layer-types: this config names no layer types (every layer has the same RoPE); leave the flag out");
+  if (types.empty() || types == std::vector<std::string>{"nope"})
+    fail("--all-layer-types: this config names no layer types (every layer with RoPE has the same); leave the flag "
+         "out");
   std::vector<std::string> with_rope;
   std::vector<HfImport> imports;
   std::vector<OutputFile> outputs;
