@@ -399,6 +399,13 @@ TEST_F(FromHf, AllLayerTypesWritesOneSpecPerType) {
   const auto sliding = run_command(kTool + " check " + path("g3/gemma3_sliding_attention.yaml"));
   ASSERT_EQ(sliding.exit_code, 0) << sliding.err;
   EXPECT_THAT(sliding.out, HasSubstr("theta: 10000\nscaling:\n  type: none\n"));
+  // Each file is what --layer-type gives (checked against HF by hf_models_test), named after its layer type.
+  for (const std::string type : {"full_attention", "sliding_attention"}) {
+    const auto one = run_command(kTool + " from-hf " + kReal + "gemma3_4b.json --name gemma3_" + type +
+                                 " --layer-type " + type);
+    std::ifstream in(path("g3/gemma3_" + type + ".yaml"));
+    EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), one.out) << type;
+  }
   // Llama 4: two layer types sharing one RoPE, and NoPE layers.
   r = run_command(kTool + " from-hf " + kReal + "llama4_scout.json --name scout --all-layer-types -o " + path("l4"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
