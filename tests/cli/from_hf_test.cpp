@@ -329,5 +329,125 @@ TEST_F(FromHf, UnsupportedRopeTypeIsNamed) {
   EXPECT_THAT(r.err, HasSubstr("rope type `magic` (rope_scaling.rope_type) is not supported"));
 }
 
+// --vision: the vision tower's 2D RoPE (numerically checked against HF in hf_vision_test).
+TEST_F(FromHf, VisionTowersAsTwoAxisSpecs) {
+  // Qwen2-VL's 4.x config: no vision model_type, the head from embed_dim (hidden_size is the merger's output).
+  auto r = from_hf(R"({"model_type": "qwen2_vl", "hidden_size": 3584, "num_attention_heads": 28,
+    "vision_config": {"embed_dim": 1280, "hidden_size": 1536, "num_heads": 16}})", " --vision");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("name: qwen2_vl_vision\nencoding: rope\nhead_dim: 80\nrotary_dim: 80\nrotary_offset: 0\n"
+                               "pairing: half\n"));
+  EXPECT_THAT(r.out, HasSubstr("  scheme: lang\n  theta: 10000\n"));
+  EXPECT_THAT(r.out, HasSubstr("positions: explicit\naxes:\n  sections: [20, 20]\n  interleaved: false\n"
+                               "  per_axis_frequencies: true\n"));
+  EXPECT_THAT(r.out, HasSubstr("# rope_theta 10000: the vision config names none (HF's default)\n"));
+  EXPECT_THAT(r.out, HasSubstr("# positions: explicit, [..., 2] = (h, w): the patch's row and column\n"));
+  // Llama 4: interleaved (complex) pairs, ids (column + 1, row + 1), the 4.x rope_theta key.
+  r = run_command(kTool + " from-hf --vision " + kReal + "llama4_scout.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("name: llama4_vision\nencoding: rope\nhead_dim: 88\nrotary_dim: 88\n"));
+  EXPECT_THAT(r.out, HasSubstr("pairing: interleaved\noutput_pairing: interleaved\n"));
+  EXPECT_THAT(r.out, HasSubstr("sections: [22, 22]\n  interleaved: false\n  per_axis_frequencies: true\n"));
+  EXPECT_THAT(r.out, HasSubstr("(column + 1, row + 1)"));
+  // Pixtral: theta^(-2i/d), even i on h, odd i on w: one custom list over both axes.
+  r = from_hf(R"({"model_type": "pixtral", "head_dim": 8, "hidden_size": 64, "num_attention_heads": 8,
+    "rope_theta": 10000.0})", " --vision");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("name: pixtral\n"));
+  EXPECT_THAT(r.out, HasSubstr("  scheme: custom\n  values: [1, 0.01, 0.1, 0.001]\n"));
+  EXPECT_THAT(r.out, HasSubstr("sections: [2, 2]\n  interleaved: false\n  per_axis_frequencies: false\n"));
+}
+
+TEST_F(FromHf, VisionRefusesWhatItHasNotChecked) {
+  auto r = run_command(kTool + " from-hf --vision " + kReal + "gemma3_4b.json");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--vision: vision tower `siglip_vision_model` (model_type `gemma3`) is not one whose "
+                               "2D RoPE rope-gen has checked against transformers; it converts llama4_vision_model (llama4), "
+                               "pixtral (mistral3), qwen2_5_vl_vision (qwen2_5_vl), qwen2_vl_vision (qwen2_vl), "
+                               "qwen3_vl_moe_vision (qwen3_vl_moe), qwen3_vl_vision (qwen3_vl)\n"));
+  EXPECT_EQ(r.out, "");
+  r = run_command(kTool + " from-hf --vision " + kReal + "mistral_7b.json");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--vision: this config (model_type `mistral`) has no `vision_config`"));
+  r = from_hf(R"({"model_type": "qwen2_5_vl", "vision_config": {"hidden_size": 1260, "num_heads": 30}})", " --vision");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--vision: the qwen2_5_vl_vision head size 42 is not a multiple of 4"));
+  r = from_hf(R"({"model_type": "qwen2_5_vl", "vision_config": {"hidden_size": 1280}})", " --vision");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("`vision_config.num_attention_heads` (or `num_heads`)"));
+  r = from_hf(R"({"model_type": "mistral3", "vision_config": {"model_type": "pixtral", "head_dim": 64,
+    "rope_parameters": {"rope_type": "yarn", "rope_theta": 10000}}})", " --vision");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("`vision_config.rope_parameters.rope_type` `yarn`: transformers' "
+                               "PixtralVisionRotaryEmbedding + apply_rotary_pos_emb supports only `axial`"));
+  r = from_hf(R"({"model_type": "qwen2_vl", "vision_config": {"embed_dim": 64, "num_heads": 4}})",
+              " --vision --layer-type full_attention");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr("--layer-type excludes --vision"));
+}
+
+// --all-layer-types -o DIR: one spec per layer type with RoPE; NoPE layers reported, no spec.
+TEST_F(FromHf, AllLayerTypesWritesOneSpecPerType) {
+  auto r = run_command(kTool + " from-hf " + kReal + "gemma3_4b.json --all-layer-types -o " + path("g3"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "layer type full_attention: " + path("g3") + "/gemma3_full_attention.yaml\n"
+                   "layer type sliding_attention: " + path("g3") + "/gemma3_sliding_attention.yaml\n");
+  const auto full = run_command(kTool + " check " + path("g3/gemma3_full_attention.yaml"));
+  ASSERT_EQ(full.exit_code, 0) << full.err;
+  EXPECT_THAT(full.out, HasSubstr("name: gemma3_full_attention\n"));
+  EXPECT_THAT(full.out, HasSubstr("theta: 1000000\nscaling:\n  type: linear\n  factor: 8\n"));
+  const auto sliding = run_command(kTool + " check " + path("g3/gemma3_sliding_attention.yaml"));
+  ASSERT_EQ(sliding.exit_code, 0) << sliding.err;
+  EXPECT_THAT(sliding.out, HasSubstr("theta: 10000\nscaling:\n  type: none\n"));
+  // Each file is what --layer-type gives (checked against HF by hf_models_test), named after its layer type.
+  for (const std::string type : {"full_attention", "sliding_attention"}) {
+    const auto one = run_command(kTool + " from-hf " + kReal + "gemma3_4b.json --name gemma3_" + type +
+                                 " --layer-type " + type);
+    std::ifstream in(path("g3/gemma3_" + type + ".yaml"));
+    EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), one.out) << type;
+  }
+  // Llama 4: two layer types sharing one RoPE, and NoPE layers.
+  r = run_command(kTool + " from-hf " + kReal + "llama4_scout.json --name scout --all-layer-types -o " + path("l4"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "layer type chunked_attention: " + path("l4") + "/scout_chunked_attention.yaml\n"
+                   "layer type full_attention: " + path("l4") + "/scout_full_attention.yaml\n"
+                   "layer type nope: its layers apply no RoPE (NoPE); no spec written\n");
+  size_t files = 0;
+  for (const auto& f : std::filesystem::directory_iterator(path("l4"))) files += f.is_regular_file();
+  EXPECT_EQ(files, 2u);
+}
+
+TEST_F(FromHf, AllLayerTypesRefusals) {
+  // No layer types: nothing to split.
+  auto r = run_command(kTool + " from-hf " + kReal + "mistral_7b.json --all-layer-types -o " + path("m"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--all-layer-types: this config names no layer types"));
+  EXPECT_FALSE(std::filesystem::exists(path("m")));
+  // NoPE layers but no layer types: the one spec (without the flag) is for every layer with RoPE.
+  r = from_hf(R"({"model_type": "smollm3", "layer_types": [], "no_rope_layers": [1, 1, 0]})",
+              " --all-layer-types -o " + path("s"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--all-layer-types: this config names no layer types (every layer with RoPE has the "
+                               "same)"));
+  // -o must be a directory; an output that is not a regular file is never replaced, and nothing is written.
+  test::write_text(path("file"), "x");
+  r = run_command(kTool + " from-hf " + kReal + "gemma3_4b.json --all-layer-types -o " + path("file"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("-o " + path("file") + ": not a directory"));
+  std::filesystem::create_directories(path("g3/gemma3_sliding_attention.yaml"));
+  r = run_command(kTool + " from-hf " + kReal + "gemma3_4b.json --all-layer-types -o " + path("g3"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("-o (layer type sliding_attention)"));
+  EXPECT_FALSE(std::filesystem::exists(path("g3/gemma3_full_attention.yaml")));
+  // Two layer types whose file names collide after the name is made an identifier.
+  r = from_hf(R"({"model_type": "gemma3_text", "rope_parameters": {"full-attention": {"rope_theta": 1e6},
+    "full_attention": {"rope_theta": 1e4}}})", " --all-layer-types -o " + path("c"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("are the same file"));
+  r = run_command(kTool + " from-hf " + kReal + "gemma3_4b.json --all-layer-types");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr("--all-layer-types requires --out-dir"));
+}
+
 }  // namespace
 }  // namespace ropegen

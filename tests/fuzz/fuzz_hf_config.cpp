@@ -1,5 +1,5 @@
 // libFuzzer target: any bytes as a Hugging Face config.json through from-hf's
-// converter (JSON -> spec) must give a spec or diagnostics, never a crash,
+// converter (JSON -> spec; text model, each layer type, the vision tower) must give a spec or diagnostics, never a crash,
 // hang or uncaught exception; a spec it gives must parse back to itself.
 #include <cstdint>
 #include <cstdlib>
@@ -7,6 +7,7 @@
 
 #include "hf_config.h"
 #include "hf_json.h"
+#include "hf_vision.h"
 #include "ropegen/spec_io.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -14,10 +15,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ropegen::Result<nlohmann::json> config = ropegen::cli::parse_hf_config(text, "fuzz.json");
   if (!config.ok()) return 0;
   ropegen::cli::HfImportOptions options;
-  for (const char* layer : {"", "sliding_attention", "full_attention", "nope"}) {
-    options.layer_type = *layer ? std::optional<std::string>(layer) : std::nullopt;
-    options.pairing = *layer ? std::optional<ropegen::Pairing>(ropegen::Pairing::Half) : std::nullopt;
-    ropegen::Result<ropegen::cli::HfImport> import = ropegen::cli::spec_from_hf_config(*config, "fuzz.json", options);
+  (void)ropegen::cli::hf_layer_types(*config, "fuzz.json", options);
+  for (const char* layer : {"", "sliding_attention", "full_attention", "nope", "--vision"}) {
+    const bool vision = std::string(layer) == "--vision";
+    options.layer_type = *layer && !vision ? std::optional<std::string>(layer) : std::nullopt;
+    options.pairing = *layer && !vision ? std::optional<ropegen::Pairing>(ropegen::Pairing::Half) : std::nullopt;
+    ropegen::Result<ropegen::cli::HfImport> import =
+        vision ? ropegen::cli::spec_from_hf_vision_config(*config, "fuzz.json", options)
+               : ropegen::cli::spec_from_hf_config(*config, "fuzz.json", options);
     if (!import.ok()) {
       (void)ropegen::format(import.errors());
       continue;

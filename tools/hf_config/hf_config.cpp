@@ -33,15 +33,48 @@ std::vector<int> nope_layer_indices(const std::vector<int>& no_rope_layers) {
   return out;
 }
 
+}  // namespace
+
+void set_hf_dtype(JsonReader& r, const std::vector<std::pair<const json*, std::string>>& configs, HfImport& out) {
+  std::optional<std::string> dtype;
+  for (const auto& [j, where] : configs)
+    for (const char* key : {"dtype", "torch_dtype"})
+      if (!dtype) dtype = r.string(*j, where, key);
+  const std::map<std::string, DType> known = {{"float32", DType::F32}, {"float16", DType::F16}, {"bfloat16", DType::BF16}};
+  if (!dtype) {
+    out.notes.push_back("dtype: f32 (the config names none)");
+  } else if (known.count(*dtype)) {
+    out.spec.dtype = known.at(*dtype);
+    out.notes.push_back(fmt::format("dtype: {}, the config's {}", to_string(out.spec.dtype), *dtype));
+  } else {
+    r.error(fmt::format("`dtype` {} is not one rope-gen stores (float32, float16, bfloat16)", *dtype));
+  }
+}
+
+namespace {
+
 class Importer {
  public:
   Importer(const json& config, std::string file, const HfImportOptions& options)
       : outer_(config), file_(std::move(file)), options_(options), r_(file_, &errors_) {}
 
+  // The layer types, as --layer-type takes them; NoPE layers as `nope`.
+  Result<std::vector<std::string>> layer_types() {
+    if (!outer_.is_object()) return Diagnostic{{file_, -1, -1}, "a Hugging Face config must be a JSON object", {}};
+    select_text_config();
+    find_model();
+    if (!errors_.empty()) return errors_;
+    collect_layer_types();
+    if (!errors_.empty()) return errors_;
+    return types_;
+  }
+
   Result<HfImport> run() {
     if (!outer_.is_object()) return Diagnostic{{file_, -1, -1}, "a Hugging Face config must be a JSON object", {}};
     select_text_config();
     find_model();
+    if (!errors_.empty()) return errors_;
+    collect_layer_types();
     if (!errors_.empty()) return errors_;
     select_rope_parameters();
     if (!errors_.empty()) return errors_;
@@ -131,14 +164,15 @@ class Importer {
   // The rope parameters of each layer type (HF 5.x `rope_parameters`, possibly
   // nested per layer type; 4.x `rope_scaling` + `rope_theta`, with the keys
   // the config class moves to other layer types, e.g. Gemma 3's
-  // rope_local_base_freq), then the one this spec is for.
-  void select_rope_parameters() {
+  // rope_local_base_freq), and the layer types as --layer-type names them.
+  void collect_layer_types() {
     const json* given = r_.object(*c_, where_, "rope_parameters");
+    given_ = given != nullptr;
     const json* scaling = given ? nullptr : r_.object(*c_, where_, "rope_scaling");
     rope_where_ = where_ + (scaling ? "rope_scaling." : "rope_parameters.");
     const json& default_rp = defaults_->contains("rope_parameters") ? defaults_->at("rope_parameters") : kEmpty;
     const json* legacy = entry_ && entry_->contains("legacy_layer_keys") ? &entry_->at("legacy_layer_keys") : nullptr;
-    std::map<std::string, json> per_layer;
+    std::map<std::string, json>& per_layer = per_layer_;
     if (given && !nested(*given)) {
       for (auto& [key, v] : given->items())
         if (v.is_object()) {  // one layer type's parameters beside flat keys: HF's nesting is all or nothing
@@ -159,26 +193,36 @@ class Importer {
         per_layer[lt] = p;
       }
     }
-    std::map<std::string, std::string> theta_notes;  // per layer type ("" for all): where a default filled theta
+    std::map<std::string, std::string>& theta_notes = theta_notes_;
     for (auto& [lt, p] : per_layer)
       theta_notes[lt] = fill_theta(p, default_rp.contains(lt) ? default_rp.at(lt) : kEmpty, !legacy || given);
     if (per_layer.empty()) {
       rope_ = given ? *given : scaling ? *scaling : json::object();
       theta_notes[""] = fill_theta(rope_, nested(default_rp) ? kEmpty : default_rp, true);
     }
-    std::vector<std::string> types;
+    std::vector<std::string>& types = types_;
     for (auto& [lt, p] : per_layer) types.push_back(lt);
-    const std::vector<int> nope = nope_layers();
-    if (!nope.empty()) types.push_back("nope");
-    if (!nope.empty() && nope.size() == nope_layer_count_) {
+    nope_ = nope_layers();
+    if (!nope_.empty()) types.push_back("nope");
+    if (!nope_.empty() && nope_.size() == nope_layer_count_) {
       r_.error(fmt::format("`{}no_rope_layers`: every layer applies no RoPE; there is no spec to write", where_));
       return;
     }
+    config_types_ = config_layer_types();
+    if (per_layer.empty()) types.insert(types.begin(), config_types_.begin(), config_types_.end());
+  }
+
+  // The rope parameters this spec is for: the chosen layer type's, or the
+  // ones every layer type shares.
+  void select_rope_parameters() {
+    const std::map<std::string, json>& per_layer = per_layer_;
+    const std::vector<std::string>& types = types_;
+    const std::vector<int>& nope = nope_;
+    const std::set<std::string>& config_types = config_types_;
+    const bool given = given_;
     const bool differ = per_layer.size() > 1 && std::any_of(per_layer.begin(), per_layer.end(), [&](const auto& kv) {
                           return kv.second != per_layer.begin()->second;
                         });
-    const std::set<std::string> config_types = config_layer_types();
-    if (per_layer.empty()) types.insert(types.begin(), config_types.begin(), config_types.end());
     const std::optional<std::string>& chosen = options_.layer_type;
     if (chosen && *chosen == "nope" && !nope.empty()) {
       r_.error(fmt::format("layer type `nope`: layers {} apply no RoPE (no_rope_layers[i] = 0); there is no spec for "
@@ -200,7 +244,7 @@ class Importer {
     } else if (chosen) {
       out_.notes.push_back(fmt::format("layer type {}: the same RoPE as every layer", *chosen));
     }
-    const std::string& note = theta_notes[per_layer.empty() ? "" : chosen.value_or(per_layer.begin()->first)];
+    const std::string& note = theta_notes_[per_layer.empty() ? "" : chosen.value_or(per_layer.begin()->first)];
     if (!note.empty()) out_.notes.push_back(note);
     if (!nope.empty() && !(chosen && *chosen == "nope"))
       out_.notes.push_back(fmt::format("layers {} apply no RoPE (NoPE: no_rope_layers[i] = 0); this spec is for the "
@@ -342,22 +386,9 @@ class Importer {
 
   // torch_dtype (4.x) or dtype (5.x), in the text config or the outer one.
   void set_dtype() {
-    std::optional<std::string> dtype;
-    std::vector<const json*> configs = {c_};
-    if (c_ != &outer_) configs.push_back(&outer_);
-    for (const json* j : configs)
-      for (const char* key : {"dtype", "torch_dtype"})
-        if (!dtype) dtype = r_.string(*j, j == c_ ? where_ : "", key);
-    const std::map<std::string, DType> known = {
-        {"float32", DType::F32}, {"float16", DType::F16}, {"bfloat16", DType::BF16}};
-    if (!dtype) {
-      out_.notes.push_back("dtype: f32 (the config names none)");
-    } else if (known.count(*dtype)) {
-      out_.spec.dtype = known.at(*dtype);
-      out_.notes.push_back(fmt::format("dtype: {}, the config's {}", to_string(out_.spec.dtype), *dtype));
-    } else {
-      r_.error(fmt::format("`dtype` {} is not one rope-gen stores (float32, float16, bfloat16)", *dtype));
-    }
+    std::vector<std::pair<const json*, std::string>> configs = {{c_, where_}};
+    if (c_ != &outer_) configs.push_back({&outer_, ""});
+    set_hf_dtype(r_, configs, out_);
   }
 
   void set_frequency_and_scaling() {
@@ -492,6 +523,14 @@ class Importer {
   const json* defaults_ = &kEmpty;
   json rope_ = json::object();
   size_t nope_layer_count_ = 0;  // entries of no_rope_layers
+  // Every layer type's rope parameters (empty: one set for all), where a default filled each one's theta ("": for
+  // all), the layer types as --layer-type names them, the NoPE layers, the config's layer_types.
+  std::map<std::string, json> per_layer_;
+  std::map<std::string, std::string> theta_notes_;
+  std::vector<std::string> types_;
+  std::vector<int> nope_;
+  std::set<std::string> config_types_;
+  bool given_ = false;  // rope_parameters (5.x) rather than rope_scaling / rope_theta
   std::string rope_where_;  // how messages name rope_'s keys: "rope_scaling.", "rope_parameters.full_attention."
   HfImport out_;
 };
@@ -500,6 +539,11 @@ class Importer {
 
 Result<HfImport> spec_from_hf_config(const json& config, const std::string& file, const HfImportOptions& options) {
   return Importer(config, file, options).run();
+}
+
+Result<std::vector<std::string>> hf_layer_types(const json& config, const std::string& file,
+                                                const HfImportOptions& options) {
+  return Importer(config, file, options).layer_types();
 }
 
 std::string hf_import_text(const HfImport& import, const std::string& file) {

@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -25,10 +26,22 @@ struct HfImportOptions {
   std::optional<std::string> name;        // default: from model_type
   std::optional<std::string> layer_type;  // for models whose layer types differ in RoPE (e.g. gemma3)
   std::optional<Pairing> pairing;         // for model types the table does not know or refuses
+  bool vision = false;                    // the vision tower's 2D RoPE instead of the text model's (hf_vision.h)
 };
+
+class JsonReader;
+
+// The model's dtype: `dtype` (5.x) or `torch_dtype` (4.x) in the first of `configs` (object, key prefix for
+// messages) that names one; f32 when none does.
+void set_hf_dtype(JsonReader& r, const std::vector<std::pair<const nlohmann::json*, std::string>>& configs,
+                  HfImport& out);
 
 Result<HfImport> spec_from_hf_config(const nlohmann::json& config, const std::string& file,
                                      const HfImportOptions& options);
+
+// The config's layer types as --layer-type takes them (`nope` for NoPE layers); empty when the config names none.
+Result<std::vector<std::string>> hf_layer_types(const nlohmann::json& config, const std::string& file,
+                                                const HfImportOptions& options);
 
 // The spec text printed by `rope-gen from-hf`: notes as comments, then the normalised spec.
 std::string hf_import_text(const HfImport& import, const std::string& file);
