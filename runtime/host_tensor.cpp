@@ -14,7 +14,7 @@ Halide::Type HostStorage::type() const { return lowering::storage_type(dtype_); 
 HostStorage to_storage(const std::vector<float>& values, DType dtype) {
   HostStorage s(dtype, values.size());
   if (dtype == DType::F32) {
-    std::memcpy(s.data(), values.data(), values.size() * 4);
+    if (!values.empty()) std::memcpy(s.data(), values.data(), values.size() * 4);  // empty: no pointers to pass
   } else if (dtype == DType::F16) {
     auto* out = static_cast<Halide::float16_t*>(s.data());
     for (size_t i = 0; i < values.size(); ++i) out[i] = Halide::float16_t(values[i]);
@@ -28,8 +28,9 @@ HostStorage to_storage(const std::vector<float>& values, DType dtype) {
 std::vector<float> HostStorage::to_float() const {
   std::vector<float> out(elements_);
   const void* p = bytes_.data();
-  if (dtype_ == DType::F32) std::memcpy(out.data(), p, elements_ * 4);
-  else if (dtype_ == DType::F16)
+  if (dtype_ == DType::F32) {
+    if (elements_ > 0) std::memcpy(out.data(), p, elements_ * 4);  // empty: no pointers to pass
+  } else if (dtype_ == DType::F16)
     for (size_t i = 0; i < elements_; ++i) out[i] = static_cast<float>(static_cast<const Halide::float16_t*>(p)[i]);
   else
     for (size_t i = 0; i < elements_; ++i) out[i] = static_cast<float>(static_cast<const Halide::bfloat16_t*>(p)[i]);
