@@ -60,22 +60,12 @@ class Importer {
 
   // The layer types, as --layer-type takes them; NoPE layers as `nope`.
   Result<std::vector<std::string>> layer_types() {
-    if (!outer_.is_object()) return Diagnostic{{file_, -1, -1}, "a Hugging Face config must be a JSON object", {}};
-    select_text_config();
-    find_model();
-    if (!errors_.empty()) return errors_;
-    collect_layer_types();
-    if (!errors_.empty()) return errors_;
+    if (!read_model()) return errors_;
     return types_;
   }
 
   Result<HfImport> run() {
-    if (!outer_.is_object()) return Diagnostic{{file_, -1, -1}, "a Hugging Face config must be a JSON object", {}};
-    select_text_config();
-    find_model();
-    if (!errors_.empty()) return errors_;
-    collect_layer_types();
-    if (!errors_.empty()) return errors_;
+    if (!read_model()) return errors_;
     select_rope_parameters();
     if (!errors_.empty()) return errors_;
     set_name();
@@ -93,6 +83,18 @@ class Importer {
   }
 
  private:
+  // The model's config and its layer types, what both questions start from; false on errors.
+  bool read_model() {
+    if (!outer_.is_object()) {
+      errors_.push_back(Diagnostic{{file_, -1, -1}, "a Hugging Face config must be a JSON object", {}});
+      return false;
+    }
+    select_text_config();
+    find_model();
+    if (errors_.empty()) collect_layer_types();
+    return errors_.empty();
+  }
+
   // Multimodal models keep the language model's settings in `text_config`;
   // the model_type that names the model stays outside.
   void select_text_config() {
