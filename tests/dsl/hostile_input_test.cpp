@@ -12,23 +12,14 @@
 #include <fstream>
 #include <string>
 
+#include "dsl/spec_diagnostics.h"
 #include "ropegen/spec_io.h"
 
 namespace ropegen {
 namespace {
 
-// The first line (location + message) of every diagnostic.
-std::string first_lines(const Result<RopeSpec>& r) {
-  if (r.ok()) return "<no error>";
-  std::string out;
-  for (const Diagnostic& d : r.errors()) {
-    const std::string f = format(d);
-    out += f.substr(0, f.find('\n')) + "\n";
-  }
-  return out;
-}
-
-std::string errors_of(const std::string& text) { return first_lines(parse_spec(text, "s.yaml")); }
+using test::errors_of;
+using test::first_lines;
 
 std::string repeated(const std::string& s, int n) {
   std::string out;

@@ -2,22 +2,13 @@
 // with what is allowed. Messages are asserted literally.
 #include <gtest/gtest.h>
 
+#include "dsl/spec_diagnostics.h"
 #include "ropegen/spec_io.h"
 
 namespace ropegen {
 namespace {
 
-// The first line (location + message) of every diagnostic, one per line.
-std::string errors_of(const std::string& text) {
-  Result<RopeSpec> r = parse_spec(text, "s.yaml");
-  if (r.ok()) return "<no error>";
-  std::string out;
-  for (const Diagnostic& d : r.errors()) {
-    const std::string f = format(d);
-    out += f.substr(0, f.find('\n')) + "\n";
-  }
-  return out;
-}
+using test::errors_of;
 
 struct ErrorCase {
   const char* label;

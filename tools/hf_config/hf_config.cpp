@@ -35,6 +35,13 @@ std::vector<int> nope_layer_indices(const std::vector<int>& no_rope_layers) {
 
 }  // namespace
 
+Result<HfImport> validated_import(HfImport import, const std::string& file) {
+  Result<RopeSpec> checked = parse_spec(to_yaml(import.spec), file + " (converted)");
+  if (!checked) return checked.errors();
+  import.spec = *checked;
+  return import;
+}
+
 void set_hf_dtype(JsonReader& r, const std::vector<std::pair<const json*, std::string>>& configs, HfImport& out) {
   std::optional<std::string> dtype;
   for (const auto& [j, where] : configs)
@@ -75,11 +82,7 @@ class Importer {
     set_frequency_and_scaling();
     set_axes();
     if (!errors_.empty()) return errors_;
-    // The spec text we produce must pass rope-gen's own validation.
-    Result<RopeSpec> checked = parse_spec(to_yaml(out_.spec), file_ + " (converted)");
-    if (!checked) return checked.errors();
-    out_.spec = *checked;
-    return out_;
+    return validated_import(std::move(out_), file_);
   }
 
  private:

@@ -36,6 +36,9 @@ class JsonReader;
 void set_hf_dtype(JsonReader& r, const std::vector<std::pair<const nlohmann::json*, std::string>>& configs,
                   HfImport& out);
 
+// The converted spec, put through rope-gen's own validation (the text we produce must pass it).
+Result<HfImport> validated_import(HfImport import, const std::string& file);
+
 Result<HfImport> spec_from_hf_config(const nlohmann::json& config, const std::string& file,
                                      const HfImportOptions& options);
 

@@ -55,10 +55,7 @@ class VisionImporter {
     if (v_ != &outer_) configs.push_back({&outer_, ""});
     set_hf_dtype(r_, configs, out_);
     if (!errors_.empty()) return errors_;
-    Result<RopeSpec> checked = parse_spec(to_yaml(out_.spec), file_ + " (converted)");
-    if (!checked) return checked.errors();
-    out_.spec = *checked;
-    return out_;
+    return validated_import(std::move(out_), file_);
   }
 
  private:
