@@ -33,4 +33,19 @@ class [[nodiscard]] Result {
   std::variant<T, std::vector<Diagnostic>> v_;
 };
 
+// Success, or the errors that prevented it (a Result without a value).
+class [[nodiscard]] Status {
+ public:
+  Status() = default;
+  Status(Diagnostic d) : errors_{std::move(d)} {}
+  Status(std::vector<Diagnostic> ds) : errors_(std::move(ds)) { assert(!errors_.empty()); }
+
+  bool ok() const { return errors_.empty(); }
+  explicit operator bool() const { return ok(); }
+  const std::vector<Diagnostic>& errors() const { return errors_; }
+
+ private:
+  std::vector<Diagnostic> errors_;
+};
+
 }  // namespace ropegen

@@ -23,10 +23,10 @@
 #include <string>
 #include <vector>
 
-#include "lowering/rope_algorithm.h"
+#include "ropegen/call.h"
+#include "ropegen/kernel.h"
 #include "ropegen/result.h"
 #include "ropegen/spec.h"
-#include "runtime/kernel.h"
 
 namespace ropegen {
 
@@ -70,10 +70,13 @@ class Runtime {
   static Runtime& process();
 
   // A kernel of `spec` for `variant` on `target` ("host" or a Halide target
-  // string). Thread-safe. A kernel from the disk or compile level may be run
-  // from several threads at once; a JIT fallback kernel may not.
-  Result<std::shared_ptr<runtime::Kernel>> get(const RopeSpec& spec, const lowering::KernelVariant& variant,
-                                               const std::string& target = "host");
+  // string such as "host-cuda"). Thread-safe, and so are its kernels.
+  Result<std::shared_ptr<Kernel>> get(const RopeSpec& spec, const KernelVariant& variant,
+                                      const std::string& target = "host");
+
+  // get() the kernel `call` needs (prepare_call works out its variant) and
+  // run it: the one-line way to apply a spec.
+  Status run(const RopeSpec& spec, const Call& call, const std::string& target = "host");
 
   // What this Runtime has counted so far (the stats file holds every process's).
   CacheCounters counters() const;

@@ -1,0 +1,155 @@
+/* ropegen_c.h: rope-gen's C interface (C99), shipped with every AOT library
+ * and installed with libropegen. Hand-written and fixed: a library's
+ * generated header (<name>.h) only adds its spec's constants and one entry
+ * function, <name>_run(), that takes the call described here.
+ *
+ * Tensors are DLPack's DLTensor field for field (ropegen_tensor,
+ * ropegen_device, ropegen_dtype have DLTensor's, DLDevice's and
+ * DLDataType's layout and codes), so a DLTensor* from PyTorch, JAX or CuPy
+ * is passed as a ropegen_tensor* without copying anything.
+ *
+ * Every check a call needs (shapes against the spec, dtypes, aliasing and
+ * overlaps, position ranges, sizes that a kernel can address) is made before
+ * anything runs; a call that fails them changes nothing and returns
+ * ROPEGEN_ERROR_INVALID_ARGUMENT with a message naming the argument.
+ */
+#ifndef ROPEGEN_C_H
+#define ROPEGEN_C_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* DLDeviceType's codes for the devices rope-gen runs on. */
+enum {
+  ROPEGEN_DEVICE_CPU = 1,    /* kDLCPU */
+  ROPEGEN_DEVICE_CUDA = 2,   /* kDLCUDA */
+  ROPEGEN_DEVICE_VULKAN = 7  /* kDLVulkan */
+};
+
+typedef struct ropegen_device {
+  int32_t device_type; /* ROPEGEN_DEVICE_* */
+  int32_t device_id;
+} ropegen_device;
+
+/* DLDataTypeCode's codes. */
+enum {
+  ROPEGEN_DTYPE_INT = 0,   /* kDLInt */
+  ROPEGEN_DTYPE_UINT = 1,  /* kDLUInt */
+  ROPEGEN_DTYPE_FLOAT = 2, /* kDLFloat */
+  ROPEGEN_DTYPE_BFLOAT = 4 /* kDLBfloat */
+};
+
+typedef struct ropegen_dtype {
+  uint8_t code;   /* ROPEGEN_DTYPE_* */
+  uint8_t bits;   /* float 32/16, bfloat 16, int 32/64 */
+  uint16_t lanes; /* 1 */
+} ropegen_dtype;
+
+/* A tensor the caller owns; rope-gen keeps no pointer after a call. */
+typedef struct ropegen_tensor {
+  void *data;             /* first element, less byte_offset */
+  ropegen_device device;
+  int32_t ndim;
+  ropegen_dtype dtype;
+  int64_t *shape;         /* ndim extents */
+  int64_t *strides;       /* ndim strides in elements; NULL: dense row-major */
+  uint64_t byte_offset;
+} ropegen_tensor;
+
+/* One call of a spec's kernel. Tensors the call does not need are NULL;
+ * zero-initialise the struct and set what you pass. Shapes are in the
+ * spec's layout (README, "Layouts").
+ *   q, k        rope: q, and k (may differ from q in its number of heads only).
+ *               sinusoidal, learned: x as q; alibi: the scores [B, H, Sq, Sk] as q.
+ *               backward: the upstream gradients dL/d(out_q), dL/d(out_k).
+ *   out_q, out_k  where the results go, shaped like q and k; NULL: in place
+ *               (or out_q == q). Any other overlap with an argument is refused.
+ *   positions   explicit-position specs: int32 or int64 ids, the token dims
+ *               of q ([B, S], [S, B] or [T]) or [S] shared by the batch;
+ *               multi-axis: plus a trailing [n_axes].
+ *   cu_seqlens  packed layouts (thd, td): int32 or int64 [n + 1] sequence
+ *               starts 0 .. T; NULL: one sequence of all T tokens.
+ *   table       learned: [max_len, dim] in the spec's dtype.
+ *   freqs       frequency scheme runtime: float32 inv_freq [rotary_dim / 2].
+ *   saved_q, saved_k  backward with run-time frequencies: the forward's inputs.
+ *   d_freqs     backward with run-time frequencies: float32 [rotary_dim / 2],
+ *               receives dL/d(inv_freq).
+ *   offset      implicit positions: the first token's position (KV cache length).
+ *   seq_len     the sequence length the frequencies see (dynamic NTK, LongRoPE,
+ *               xPos); <= 0: as HF, max position + 1.
+ *   backward    nonzero: the gradient (rotation by -angle).
+ *   stream      device calls: the cudaStream_t (NULL: the default stream). */
+typedef struct ropegen_call {
+  const ropegen_tensor *q, *k;
+  const ropegen_tensor *out_q, *out_k;
+  const ropegen_tensor *positions, *cu_seqlens;
+  const ropegen_tensor *table, *freqs;
+  const ropegen_tensor *saved_q, *saved_k, *d_freqs;
+  int64_t offset;
+  int64_t seq_len;
+  int32_t backward;
+  void *stream;
+} ropegen_call;
+
+typedef enum ropegen_status {
+  ROPEGEN_OK = 0,
+  ROPEGEN_ERROR_INVALID_ARGUMENT = 1, /* the call does not fit the spec; nothing ran */
+  ROPEGEN_ERROR_UNSUPPORTED = 2,      /* valid, but not with this library (a device it was not built for) */
+  ROPEGEN_ERROR_KERNEL = 3,           /* a kernel failed while running (Halide's runtime error) */
+  ROPEGEN_ERROR_OUT_OF_MEMORY = 4
+} ropegen_status;
+
+/* Where a failed call says why: one or more lines, NUL-terminated, cut to fit. */
+typedef struct ropegen_message {
+  char text[1024];
+} ropegen_message;
+
+/* "ok", "invalid argument", ... */
+const char *ropegen_status_string(int status);
+
+/* ---- For generated headers: what an AOT library's <name>_run() passes. ---- */
+
+/* What a call must satisfy: the spec as far as its arguments are concerned
+ * (rope-gen writes it from the spec; ropegen::call_contract in C++). */
+typedef struct ropegen_contract {
+  int32_t encoding;           /* 0 rope, 1 sinusoidal, 2 learned, 3 alibi */
+  int32_t layout;             /* 0 bshd, 1 bhsd, 2 sbhd, 3 thd, 4 bsd, 5 sbd, 6 td */
+  ropegen_dtype dtype;        /* of every tensor but ids and frequencies */
+  int32_t row_dim;            /* the last dim: head_dim (rope) or dim; 0: any (alibi's keys) */
+  int32_t num_heads;          /* alibi: H of the scores; 0 otherwise */
+  int32_t rotary_offset, rotary_dim;
+  int32_t pairing, output_pairing; /* 0 half, 1 interleaved */
+  int32_t explicit_positions;
+  int32_t position_axes;      /* multi-axis: ids per token; 0: one */
+  int32_t runtime_frequencies;
+} ropegen_contract;
+
+struct halide_filter_metadata_t;
+
+/* One compiled entry point of an AOT library (Halide's _argv form). */
+typedef struct ropegen_entry {
+  int (*argv)(void **args);
+  const struct halide_filter_metadata_t *(*metadata)(void);
+  int32_t with_k, int64_positions, backward;
+  int32_t pass_through; /* nonzero: the partial-rotary copy, not a kernel variant */
+} ropegen_entry;
+
+typedef struct ropegen_library {
+  const char *name, *spec_hash;
+  ropegen_contract contract;
+  int32_t num_entries;
+  const ropegen_entry *entries;
+} ropegen_library;
+
+/* Checks the call against the library's spec and runs it; `message` may be NULL. */
+int ropegen_library_run(const ropegen_library *library, const ropegen_call *call, ropegen_message *message);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* ROPEGEN_C_H */
