@@ -14,7 +14,7 @@ JOBS  ?= $(shell nproc)
 APT_PACKAGES := build-essential ninja-build pkg-config python3 python3-venv \
   libyaml-cpp-dev libfmt-dev libcli11-dev nlohmann-json3-dev \
   libgtest-dev libgmock-dev clang libclang-rt-14-dev \
-  libvulkan-dev libvulkan1 mesa-vulkan-drivers
+  libvulkan-dev libvulkan1 mesa-vulkan-drivers libxxhash-dev libdlpack-dev
 PIP_PACKAGES := halide==21.0.0 cmake==3.31.6 numpy pytest nanobind==3.1.0 scikit-build-core==1.1.2
 
 EXAMPLE ?= examples/llama3_8b.yaml
