@@ -1,0 +1,66 @@
+#include "call/argv_entry.h"
+
+#include <fmt/format.h>
+
+namespace ropegen::call {
+namespace {
+
+constexpr int kMostArguments = 16;
+
+template <typename ArgumentOf>
+int invoke(const ArgvEntry& f, ArgumentOf argument_of) {
+  void* argv[kMostArguments];
+  for (size_t i = 0; i < f.sources.size(); ++i) argv[i] = argument_of(f.sources[i]);
+  return f.argv(argv);
+}
+
+void* raw(RawBuffer& b) { return b.defined() ? b.get() : nullptr; }
+
+}  // namespace
+
+Result<ArgvEntry> resolve_entry(const std::string& where, const std::string& name, ArgvFunction argv,
+                                const halide_filter_metadata_t* md, bool pass_through) {
+  auto error = [&](std::string message) { return Diagnostic{{where, -1, -1}, std::move(message), {}}; };
+  if (!argv || !md) return error(fmt::format("{} has no entry point {}", where, name));
+  if (md->version != 1 || md->num_arguments < 1 || md->num_arguments > kMostArguments)
+    return error(fmt::format("{}: unexpected Halide metadata for {}", where, name));
+  ArgvEntry f;
+  f.name = name, f.argv = argv;
+  for (int i = 0; i < md->num_arguments; ++i) {
+    const halide_filter_argument_t& a = md->arguments[i];
+    const std::optional<ArgumentSource> source = pass_through ? pass_through_argument(a.name ? a.name : "")
+                                                              : rope_argument(a.name ? a.name : "");
+    const bool scalar = a.kind == halide_argument_kind_input_scalar;
+    const bool fits = source && (scalar ? source->rope_scalar && a.type.code == halide_type_int && a.type.bits == 64
+                                        : !source->rope_scalar);
+    if (!fits) return error(fmt::format("{}: {} takes an argument `{}` rope-gen does not bind", where, name, a.name));
+    f.sources.push_back(*source);
+  }
+  return f;
+}
+
+int run_part(const ArgvEntry& rope, const ArgvEntry* pass_through, BoundPart& part, const ArgvEntry** failed) {
+  int code = invoke(rope, [&](const ArgumentSource& s) -> void* {
+    if (s.rope_scalar) return &(part.rope.*s.rope_scalar);
+    return raw(part.rope.*s.rope_buffer);
+  });
+  if (code != 0) return *failed = &rope, code;
+  for (PassThroughArguments& copy : part.pass_through) {
+    code = invoke(*pass_through, [&](const ArgumentSource& s) -> void* { return raw(copy.*s.copy_buffer); });
+    if (code != 0) return *failed = pass_through, code;
+  }
+  return 0;
+}
+
+int run_prepared(const ropegen_contract& kernel_contract, const PreparedCall& call, const ArgvEntry& rope,
+                 const ArgvEntry* pass_through, const ArgvEntry** failed) {
+  int code = 0;
+  run_in_parts(call, [&](const PartViews& views) {
+    if (code != 0) return;
+    BoundPart bound = bind_part(kernel_contract, call.variant, views);
+    code = run_part(rope, pass_through, bound, failed);
+  });
+  return code;
+}
+
+}  // namespace ropegen::call

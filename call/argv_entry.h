@@ -1,0 +1,35 @@
+// Compiled entry points called through Halide's `<fn>_argv` form, their
+// arguments resolved once by the names `<fn>_metadata` lists: the kernels
+// the disk cache loads and the AOT libraries' C entry call them alike.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "call/parts.h"
+#include "ropegen/result.h"
+
+namespace ropegen::call {
+
+using ArgvFunction = int (*)(void**);
+
+struct ArgvEntry {
+  std::string name;
+  ArgvFunction argv = nullptr;
+  std::vector<ArgumentSource> sources;  // in call order
+};
+
+// A diagnostic (naming `where`) when an argument is one rope-gen does not bind.
+Result<ArgvEntry> resolve_entry(const std::string& where, const std::string& name, ArgvFunction argv,
+                                const halide_filter_metadata_t* metadata, bool pass_through);
+
+// Runs one part: the rope entry, then the pass-through copies. Returns
+// Halide's error code (0: success) and the entry that failed.
+int run_part(const ArgvEntry& rope, const ArgvEntry* pass_through, BoundPart& part, const ArgvEntry** failed);
+
+// Every part of a prepared call through its entries (kernel_contract as
+// bind_part takes it). Returns the first nonzero Halide error code.
+int run_prepared(const ropegen_contract& kernel_contract, const PreparedCall& call, const ArgvEntry& rope,
+                 const ArgvEntry* pass_through, const ArgvEntry** failed);
+
+}  // namespace ropegen::call

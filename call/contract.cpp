@@ -1,0 +1,55 @@
+#include "call/contract.h"
+
+namespace ropegen::call {
+
+ropegen_dtype dlpack_dtype(ElementType type) {
+  switch (type) {
+    case ElementType::Float32: return {ROPEGEN_DTYPE_FLOAT, 32, 1};
+    case ElementType::Float16: return {ROPEGEN_DTYPE_FLOAT, 16, 1};
+    case ElementType::BFloat16: return {ROPEGEN_DTYPE_BFLOAT, 16, 1};
+    case ElementType::Int32: return {ROPEGEN_DTYPE_INT, 32, 1};
+    case ElementType::Int64: return {ROPEGEN_DTYPE_INT, 64, 1};
+  }
+  return {};
+}
+
+ropegen_contract call_contract(const RopeSpec& spec) {
+  ropegen_contract c{};
+  c.encoding = static_cast<int32_t>(spec.encoding);
+  c.layout = static_cast<int32_t>(spec.layout);
+  c.dtype = dlpack_dtype(spec.dtype == DType::F32   ? ElementType::Float32
+                         : spec.dtype == DType::F16 ? ElementType::Float16
+                                                    : ElementType::BFloat16);
+  const bool rope = spec.encoding == Encoding::Rope;
+  c.row_dim = rope ? spec.head_dim : spec.encoding == Encoding::Alibi ? 0 : spec.dim;
+  c.num_heads = spec.encoding == Encoding::Alibi ? spec.num_heads : 0;
+  c.rotary_offset = rope ? spec.rotary_offset : 0;
+  c.rotary_dim = rope ? spec.rotary_dim : 0;
+  c.pairing = static_cast<int32_t>(spec.pairing);
+  c.output_pairing = static_cast<int32_t>(spec.output_pairing);
+  c.explicit_positions = spec.positions == PositionsMode::Explicit && spec.encoding != Encoding::Alibi;
+  c.position_axes = rope ? spec.axes.count() : 0;
+  c.runtime_frequencies = rope && spec.frequency.scheme == FrequencyScheme::Runtime;
+  return c;
+}
+
+ropegen_contract kernel_contract(const ropegen_contract& contract, const KernelVariant& variant) {
+  ropegen_contract c = contract;
+  if (variant.backward) c.pairing = contract.output_pairing, c.output_pairing = contract.pairing;
+  return c;
+}
+
+Encoding encoding(const ropegen_contract& c) { return static_cast<Encoding>(c.encoding); }
+
+Layout tensor_layout(const ropegen_contract& c) {
+  return encoding(c) == Encoding::Alibi ? Layout::BHSD : static_cast<Layout>(c.layout);
+}
+
+ElementType element_type(const ropegen_contract& c) {
+  if (c.dtype.code == ROPEGEN_DTYPE_BFLOAT) return ElementType::BFloat16;
+  return c.dtype.bits == 16 ? ElementType::Float16 : ElementType::Float32;
+}
+
+bool has_pass_through(const ropegen_contract& c) { return is_rope(c) && c.rotary_dim < c.row_dim; }
+
+}  // namespace ropegen::call

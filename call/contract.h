@@ -1,0 +1,29 @@
+// The spec as far as a call's arguments are concerned. A JIT kernel makes
+// it from its RopeSpec; an AOT library carries it in its generated header
+// (ropegen_library), so the C entry checks calls exactly as the JIT does.
+#pragma once
+
+#include "ropegen/call.h"
+#include "ropegen/ropegen_c.h"
+#include "ropegen/spec.h"
+
+namespace ropegen::call {
+
+ropegen_contract call_contract(const RopeSpec& spec);
+
+// A backward kernel reads the gradient where the forward wrote
+// (output_pairing) and writes where it read (pairing).
+ropegen_contract kernel_contract(const ropegen_contract& contract, const KernelVariant& variant);
+
+Encoding encoding(const ropegen_contract& c);
+// The layout of the call's tensors: the spec's, and bhsd for ALiBi's scores
+// [B, H, Sq, Sk] (keys as the row, query rows as tokens).
+Layout tensor_layout(const ropegen_contract& c);
+ElementType element_type(const ropegen_contract& c);
+bool has_pass_through(const ropegen_contract& c);  // rope with rotary_dim < head_dim
+inline bool is_rope(const ropegen_contract& c) { return encoding(c) == Encoding::Rope; }
+
+// ElementType <-> DLPack codes.
+ropegen_dtype dlpack_dtype(ElementType type);
+
+}  // namespace ropegen::call

@@ -1,0 +1,87 @@
+// ropegen_library_run: the C entry of AOT libraries (ropegen_c.h). Each
+// library's generated header passes its ropegen_library (the contract and
+// the entry points); the call goes through prepare_call like every other.
+#include <cstdio>
+#include <cstring>
+#include <new>
+
+#include <fmt/format.h>
+
+#include "call/argv_entry.h"
+#include "call/contract.h"
+#include "call/prepare_call.h"
+#include "ropegen/ropegen_c.h"
+
+namespace ropegen::call {
+namespace {
+
+int fail(ropegen_message* message, int status, const std::string& text) {
+  if (message) std::snprintf(message->text, sizeof message->text, "%s", text.c_str());
+  return status;
+}
+
+std::string lines(const std::vector<Diagnostic>& errors) {
+  std::string out;
+  for (const Diagnostic& d : errors) out += fmt::format("{}: {}\n", d.where.file, d.message);
+  return out;
+}
+
+const ropegen_entry* find_entry(const ropegen_library& lib, const KernelVariant& v) {
+  for (int32_t i = 0; i < lib.num_entries; ++i) {
+    const ropegen_entry& e = lib.entries[i];
+    if (!e.pass_through && (e.with_k != 0) == v.with_k && (e.backward != 0) == v.backward &&
+        (!lib.contract.explicit_positions || (e.int64_positions != 0) == (v.position_type == IdType::Int64)))
+      return &e;
+  }
+  return nullptr;
+}
+
+const ropegen_entry* find_pass_through(const ropegen_library& lib) {
+  for (int32_t i = 0; i < lib.num_entries; ++i)
+    if (lib.entries[i].pass_through) return &lib.entries[i];
+  return nullptr;
+}
+
+int run(const ropegen_library& lib, const ropegen_call& c, ropegen_message* message) {
+  const Result<Call> call = Call::from_c(c);
+  if (!call) return fail(message, ROPEGEN_ERROR_INVALID_ARGUMENT, lines(call.errors()));
+  const Result<PreparedCall> prepared = prepare_call(lib.contract, *call);
+  if (!prepared) return fail(message, ROPEGEN_ERROR_INVALID_ARGUMENT, lines(prepared.errors()));
+  const KernelVariant& v = prepared->variant;
+  const ropegen_entry* entry = find_entry(lib, v);
+  const ropegen_entry* copy = has_pass_through(lib.contract) ? find_pass_through(lib) : nullptr;
+  if (!entry || (has_pass_through(lib.contract) && !copy))
+    return fail(message, ROPEGEN_ERROR_UNSUPPORTED,
+                fmt::format("{} has no entry point for this call ({}{}{})", lib.name, v.with_k ? "q and k" : "q alone",
+                            v.backward ? ", backward" : "", v.position_type == IdType::Int64 ? ", int64 ids" : ""));
+  const std::string where = fmt::format("lib{}.a", lib.name);
+  Result<ArgvEntry> rope = resolve_entry(where, "rope", entry->argv, entry->metadata ? entry->metadata() : nullptr, false);
+  if (!rope) return fail(message, ROPEGEN_ERROR_UNSUPPORTED, lines(rope.errors()));
+  std::optional<ArgvEntry> pass;
+  if (copy) {
+    Result<ArgvEntry> r = resolve_entry(where, "pass_through", copy->argv, copy->metadata ? copy->metadata() : nullptr, true);
+    if (!r) return fail(message, ROPEGEN_ERROR_UNSUPPORTED, lines(r.errors()));
+    pass = std::move(r).value();
+  }
+  const ArgvEntry* failed = nullptr;
+  const int code = run_prepared(kernel_contract(lib.contract, v), *prepared, *rope, pass ? &*pass : nullptr, &failed);
+  if (code != 0)
+    return fail(message, ROPEGEN_ERROR_KERNEL,
+                fmt::format("{}: a kernel ({}) failed with Halide error {} (Halide's runtime printed why)", lib.name,
+                            failed ? failed->name : "?", code));
+  if (message) message->text[0] = '\0';
+  return ROPEGEN_OK;
+}
+
+}  // namespace
+}  // namespace ropegen::call
+
+extern "C" int ropegen_library_run(const ropegen_library* library, const ropegen_call* call, ropegen_message* message) {
+  if (!library || !call)
+    return ropegen::call::fail(message, ROPEGEN_ERROR_INVALID_ARGUMENT, "library and call must not be NULL");
+  try {
+    return ropegen::call::run(*library, *call, message);
+  } catch (const std::bad_alloc&) {
+    return ropegen::call::fail(message, ROPEGEN_ERROR_OUT_OF_MEMORY, "out of memory");
+  }
+}

@@ -1,0 +1,548 @@
+#include "call/prepare_call.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "call/contract.h"
+#include "call/layout_traits.h"
+#include "call/memory.h"
+#include "ropegen/position_limits.h"
+
+namespace ropegen::call {
+namespace {
+
+Diagnostic error(const std::string& what, std::string message) { return Diagnostic{{what, -1, -1}, std::move(message), {}}; }
+
+std::vector<int64_t> shape_of(const Tensor& t) { return std::vector<int64_t>(t.shape.begin(), t.shape.begin() + t.rank); }
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  return s.size() == 1 ? fmt::format("({},)", s[0]) : fmt::format("({})", fmt::join(s, ", "));
+}
+std::string shape_str(const Tensor& t) { return shape_str(shape_of(t)); }
+
+bool is_id_type(ElementType t) { return t == ElementType::Int32 || t == ElementType::Int64; }
+
+// Reads element i (row-major over the shape) of an id tensor on the host.
+int64_t id_at(const Tensor& t, int64_t i) {
+  int64_t offset = 0;
+  for (int d = t.rank - 1; d >= 0; --d) offset += (i % t.shape[d]) * t.strides[d], i /= t.shape[d];
+  return t.type == ElementType::Int64 ? static_cast<const int64_t*>(t.data)[offset]
+                                      : static_cast<const int32_t*>(t.data)[offset];
+}
+
+struct PositionRange {
+  int64_t first = 0, last = 0;  // the smallest and largest position read
+};
+
+class Preparer {
+ public:
+  Preparer(const ropegen_contract& c, const Call& call) : c_(c), call_(call), traits_(layout_traits(tensor_layout(c))) {}
+
+  Result<PreparedCall> run() {
+    const char* in = input_name(c_);
+    if (!call_.q) return error(in, fmt::format("{} is missing: a call needs the tensor to apply the spec to", in));
+    q_ = *call_.q;
+    out_q_ = call_.out_q.value_or(q_);
+    if (call_.out_k && !call_.k) return error("out_k", "out_k is given without k");
+    if (call_.k) {
+      if (!is_rope(c_)) return error("k", "k is for rope specs; this encoding takes one tensor (x)");
+      k_ = *call_.k;
+      out_k_ = call_.out_k.value_or(*k_);
+    }
+    check_devices();
+    check_types();
+    if (!errors_.empty()) return errors_;
+    check_tensor(q_, in);
+    check_like(out_q_, output_name(c_), q_, in);
+    if (k_) {
+      check_tensor(*k_, "k");
+      if (errors_.empty()) check_k();
+      check_like(*out_k_, "out_k", *k_, "k");
+    }
+    if (!errors_.empty()) return errors_;
+    tokens_ = traits_.token_dims(q_.shape.data());
+    check_positions();
+    check_cu_seqlens();
+    if (call_.seq_len && *call_.seq_len < 1)
+      errors_.push_back(error("seq_len", fmt::format("seq_len ({}) must be >= 1", *call_.seq_len)));
+    if (errors_.empty()) check_position_range();
+    if (errors_.empty()) check_table();
+    check_freqs();
+    check_backward();
+    if (!errors_.empty()) return errors_;
+    build_views();
+    check_memory_of_views();
+    if (!errors_.empty()) return errors_;
+    return std::move(p_);
+  }
+
+ private:
+  // Every tensor of a call is where q is: device kernels take device
+  // tensors, host kernels host ones; the caller's pointers are never read
+  // on the wrong side.
+  void check_devices() {
+    for_each_tensor([&](const Tensor& t, const char* name) {
+      if (t.device != q_.device)
+        errors_.push_back(error(name, fmt::format("{} is on {}:{} but {} is on {}:{}: a call's tensors share one device",
+                                                  name, to_string(t.device.type), t.device.id, input_name(c_),
+                                                  to_string(q_.device.type), q_.device.id)));
+    });
+    if (errors_.empty() && q_.device.type != DeviceType::CPU)
+      errors_.push_back(error(input_name(c_), fmt::format("{} is on {}:{}: this version of rope-gen runs calls on host "
+                                                          "(cpu) tensors; GPU targets copy them to the device",
+                                                          input_name(c_), to_string(q_.device.type), q_.device.id)));
+  }
+
+  template <typename F>
+  void for_each_tensor(F f) {
+    f(q_, input_name(c_));
+    f(out_q_, output_name(c_));
+    if (k_) f(*k_, "k"), f(*out_k_, "out_k");
+    const std::pair<const std::optional<Tensor>*, const char*> rest[] = {
+        {&call_.positions, "positions"}, {&call_.cu_seqlens, "cu_seqlens"}, {&call_.table, "table"},
+        {&call_.freqs, "freqs"},         {&call_.saved_q, "saved_q"},       {&call_.saved_k, "saved_k"},
+        {&call_.d_freqs, "d_freqs"}};
+    for (auto [t, name] : rest)
+      if (*t) f(**t, name);
+  }
+
+  void check_types() {
+    const ElementType spec_type = element_type(c_);
+    auto want = [&](const Tensor& t, const char* name, ElementType type, const char* why) {
+      if (t.type != type)
+        errors_.push_back(error(name, fmt::format("{} has dtype {} but {} ({})", name, to_string(t.type), to_string(type), why)));
+    };
+    const std::string spec_dtype = fmt::format("the spec's dtype is {}", to_string(spec_type));
+    want(q_, input_name(c_), spec_type, spec_dtype.c_str());
+    want(out_q_, output_name(c_), spec_type, spec_dtype.c_str());
+    if (k_) want(*k_, "k", spec_type, spec_dtype.c_str()), want(*out_k_, "out_k", spec_type, spec_dtype.c_str());
+    for (auto [t, name] : {std::pair{&call_.table, "table"}, std::pair{&call_.saved_q, "saved_q"},
+                           std::pair{&call_.saved_k, "saved_k"}})
+      if (*t) want(**t, name, spec_type, spec_dtype.c_str());
+    for (auto [t, name] : {std::pair{&call_.freqs, "freqs"}, std::pair{&call_.d_freqs, "d_freqs"}})
+      if (*t) want(**t, name, ElementType::Float32, "frequencies are float32");
+    for (auto [t, name] : {std::pair{&call_.positions, "positions"}, std::pair{&call_.cu_seqlens, "cu_seqlens"}})
+      if (*t && !is_id_type((*t)->type))
+        errors_.push_back(error(name, fmt::format("{} has dtype {}: ids must be int32 or int64", name, to_string((*t)->type))));
+  }
+
+  // The last dim a tensor of the spec has, and what it is called.
+  std::pair<int64_t, const char*> row_dim() const {
+    switch (encoding(c_)) {
+      case Encoding::Rope: return {c_.row_dim, "head_dim"};
+      case Encoding::Sinusoidal: case Encoding::Learned: return {c_.row_dim, "dim"};
+      case Encoding::Alibi: return {-1, "Sk"};  // any key count
+    }
+    return {0, ""};
+  }
+
+  void check_tensor(const Tensor& t, const char* name) {
+    const Layout layout = tensor_layout(c_);
+    const bool alibi = encoding(c_) == Encoding::Alibi;
+    if (t.rank != traits_.rank) {
+      errors_.push_back(error(name, fmt::format("{} has shape {} but {} needs {} dims {}", name, shape_str(t),
+                                                alibi ? "alibi (attention scores)" : fmt::format("layout {}", to_string(layout)),
+                                                traits_.rank, alibi ? "[B, H, Sq, Sk]" : layout_dims(layout))));
+      return;
+    }
+    const auto [want_d, d_name] = row_dim();
+    const int64_t d = t.shape[t.rank - 1];
+    if (want_d > 0 && d != want_d) {
+      std::string hint;
+      if (is_rope(c_) && d * 2 == want_d)
+        hint = fmt::format("; it looks like cos/sin-sized data (head_dim / 2 = {}): pass the whole head", d);
+      else if (is_rope(c_) && d == c_.rotary_dim)
+        hint = "; it looks like only the rotary part: pass the whole head (rotary_offset/rotary_dim select the part)";
+      std::vector<int64_t> want = shape_of(t);
+      want.back() = want_d;
+      errors_.push_back(error(name, fmt::format("{} has shape {} but the spec's {} is {}: expected {} (last dim = {}){}", name,
+                                                shape_str(t), d_name, want_d, shape_str(want), d_name, hint)));
+    }
+    if (alibi && t.shape[1] != c_.num_heads) {
+      std::vector<int64_t> want = shape_of(t);
+      want[1] = c_.num_heads;
+      errors_.push_back(error(name, fmt::format("{} has shape {} but the spec has num_heads {}: expected {} ([B, H, Sq, "
+                                                "Sk], H = num_heads)",
+                                                name, shape_str(t), c_.num_heads, shape_str(want))));
+    }
+    for (int i = 0; i < t.rank; ++i)
+      if (t.shape[i] < 0 || t.shape[i] > INT32_MAX) {  // 0: an empty tensor, nothing to do
+        errors_.push_back(error(name, fmt::format("{} has shape {}: every dim must be in 0..2^31-1", name, shape_str(t))));
+        break;
+      }
+  }
+
+  // Outputs have their input's shape.
+  void check_like(const Tensor& out, const char* name, const Tensor& in, const char* in_name) {
+    if (shape_of(out) != shape_of(in))
+      errors_.push_back(error(name, fmt::format("{} has shape {} but {} has {}: an output has its input's shape", name,
+                                                shape_str(out), in_name, shape_str(in))));
+  }
+
+  void check_k() {
+    const int hd = traits_.h;
+    std::vector<int64_t> qs = shape_of(q_), ks = shape_of(*k_);
+    qs[hd] = ks[hd] = 0;
+    if (qs == ks) return;
+    std::vector<int64_t> want = shape_of(q_);
+    want[hd] = k_->shape[hd];
+    errors_.push_back(error("k", fmt::format("k has shape {} but q has {}: k may differ from q only in its number of "
+                                             "heads (expected {})",
+                                             shape_str(*k_), shape_str(q_), shape_str(want))));
+  }
+
+  int64_t sequence_tokens() const { return q_.shape[traits_.s]; }
+
+  void check_positions() {
+    const bool alibi = encoding(c_) == Encoding::Alibi;
+    if (!c_.explicit_positions) {
+      if (call_.positions)
+        errors_.push_back(error("positions", alibi ? "alibi takes no position ids: query row r sits at offset + r, key j "
+                                                     "at j (pass offset)"
+                                                   : "the spec has `positions: implicit` (offset + index): pass offset, "
+                                                     "or set `positions: explicit` in the spec to pass ids"));
+      return;
+    }
+    // Multi-axis ids carry a trailing axis dim.
+    std::vector<int64_t> want = tokens_, shared = {sequence_tokens()};
+    std::string axes_note;
+    if (c_.position_axes > 0) {
+      want.push_back(c_.position_axes);
+      shared.push_back(c_.position_axes);
+      axes_note = fmt::format(" plus a trailing dim of {} (one id per axis)", c_.position_axes);
+    }
+    if (!call_.positions) {
+      errors_.push_back(error("positions", fmt::format("the spec has `positions: explicit`: pass position ids shaped {} "
+                                                       "(or {} shared by the batch)",
+                                                       shape_str(want), shape_str(shared))));
+      return;
+    }
+    const Tensor& p = *call_.positions;
+    if (shape_of(p) != want && shape_of(p) != shared) {
+      errors_.push_back(error("positions", fmt::format("positions have shape {} but {} {} in layout {} needs {} (the token "
+                                                       "dims{}) or {} shared by the batch",
+                                                       shape_str(p), input_name(c_), shape_str(q_),
+                                                       to_string(tensor_layout(c_)), shape_str(want), axes_note,
+                                                       shape_str(shared))));
+      return;
+    }
+    for (int i = 0; i < p.rank; ++i) {
+      int64_t span = 0;
+      if (p.shape[i] > 1 && (__builtin_mul_overflow(p.shape[i] - 1, p.strides[i] < 0 ? -p.strides[i] : p.strides[i], &span) ||
+                             span > INT32_MAX)) {
+        errors_.push_back(error("positions", fmt::format("positions' dim {} ({} ids, {} apart) spans more than a kernel "
+                                                         "call can address (2^31-1 ids): pass dense ids",
+                                                         i, p.shape[i], p.strides[i])));
+        return;
+      }
+    }
+  }
+
+  void check_cu_seqlens() {
+    if (!call_.cu_seqlens) return;
+    const Tensor& cu = *call_.cu_seqlens;
+    if (!traits_.packed()) {
+      errors_.push_back(error("cu_seqlens", "cu_seqlens only applies to packed layouts (thd, td)"));
+      return;
+    }
+    const int64_t T = q_.shape[traits_.s];
+    bool valid = cu.rank == 1 && cu.shape[0] >= 2 && cu.shape[0] <= INT32_MAX;
+    for (int64_t i = 0; valid && i < cu.shape[0]; ++i) {
+      const int64_t start = id_at(cu, i);
+      valid = (i > 0 || start == 0) && (i == 0 || start >= id_at(cu, i - 1)) && (i + 1 < cu.shape[0] || start == T);
+    }
+    if (!valid)
+      errors_.push_back(error("cu_seqlens", fmt::format("cu_seqlens (shape {}) must be num_sequences + 1 starts from 0, "
+                                                        "never decreasing, ending at T = {} (the tokens in {})",
+                                                        shape_str(cu), T, input_name(c_))));
+  }
+
+  // Explicit ids, or offset + index along the longest sequence (packed:
+  // restarting at every cu_seqlens start; alibi: the query rows).
+  Result<PositionRange> position_range() const {
+    if (call_.positions) {
+      const Tensor& p = *call_.positions;
+      const int64_t n = p.elements();
+      if (n == 0) return PositionRange{};
+      PositionRange r{id_at(p, 0), id_at(p, 0)};
+      for (int64_t i = 1; i < n; ++i) {
+        const int64_t id = id_at(p, i);
+        r.first = std::min(r.first, id), r.last = std::max(r.last, id);
+      }
+      return r;
+    }
+    int64_t longest = sequence_tokens();
+    if (traits_.packed() && call_.cu_seqlens) {
+      longest = 0;
+      for (int64_t i = 0; i + 1 < call_.cu_seqlens->shape[0]; ++i)
+        longest = std::max(longest, id_at(*call_.cu_seqlens, i + 1) - id_at(*call_.cu_seqlens, i));
+    }
+    int64_t last = call_.offset;
+    if (longest > 0 && __builtin_add_overflow(call_.offset, longest - 1, &last))
+      return error("offset", fmt::format("offset {} + {} tokens overflows int64", call_.offset, longest));
+    return PositionRange{call_.offset, last};
+  }
+
+  // One check for every encoding: ids, offset + index, ALiBi query rows.
+  void check_position_range() {
+    const Result<PositionRange> range = position_range();
+    if (!range) {
+      errors_.insert(errors_.end(), range.errors().begin(), range.errors().end());
+      return;
+    }
+    range_ = *range;
+    const bool ids = call_.positions.has_value();
+    const char* what = ids ? "position id" : "position (offset + index)";
+    if (range->first < 0)
+      errors_.push_back(error(ids ? "positions" : "offset",
+                              fmt::format("{} {} is negative: positions must be in 0..2^53", what, range->first)));
+    else if (range->last > kMaxPosition)
+      errors_.push_back(error(ids ? "positions" : "offset",
+                              fmt::format("{} {} is out of range: positions must be in 0..2^53 ({}){}", what, range->last,
+                                          kMaxPosition, ids ? "" : fmt::format("; the offset is {}", call_.offset))));
+  }
+
+  void check_table() {
+    const int64_t dim = c_.row_dim;
+    if (encoding(c_) != Encoding::Learned) {
+      if (call_.table)
+        errors_.push_back(error("table", fmt::format("table is for `encoding: learned`; this spec is {}",
+                                                     to_string(encoding(c_)))));
+      return;
+    }
+    if (!call_.table) {
+      errors_.push_back(error("table", fmt::format("`encoding: learned` adds rows of a table: pass it shaped (max_len, {})", dim)));
+      return;
+    }
+    const Tensor& t = *call_.table;
+    int64_t elements = 0;
+    if (t.rank != 2 || t.shape[1] != dim || t.shape[0] < 1 || __builtin_mul_overflow(t.shape[0], dim, &elements) ||
+        elements > INT32_MAX) {
+      errors_.push_back(error("table", fmt::format("table has shape {} but must be (max_len, {}) (dim = {}) with at most "
+                                                   "2^31-1 elements",
+                                                   shape_str(t), dim, dim)));
+      return;
+    }
+    if ((dim > 1 && t.strides[1] != 1) || (t.shape[0] > 1 && t.strides[0] != dim)) {
+      errors_.push_back(error("table", fmt::format("table must be a dense (max_len, {}) tensor (its strides are ({}, {}))",
+                                                   dim, t.strides[0], t.strides[1])));
+      return;
+    }
+    if (range_.last >= t.shape[0])
+      errors_.push_back(error("table", fmt::format("position {} is outside the table: it has {} rows (positions 0..{}); "
+                                                   "pass a longer table or smaller positions",
+                                                   range_.last, t.shape[0], t.shape[0] - 1)));
+  }
+
+  // A run-time frequency vector: [rotary_dim / 2], contiguous.
+  bool check_vector(const Tensor& t, const char* name) {
+    const std::vector<int64_t> want = {c_.rotary_dim / 2};
+    if (shape_of(t) != want) {
+      errors_.push_back(error(name, fmt::format("{} has shape {} but the spec needs {} (rotary_dim / 2)", name,
+                                                shape_str(t), shape_str(want))));
+      return false;
+    }
+    if (t.shape[0] > 1 && t.strides[0] != 1) {
+      errors_.push_back(error(name, fmt::format("{} must be contiguous (stride 1, not {})", name, t.strides[0])));
+      return false;
+    }
+    return true;
+  }
+
+  void check_freqs() {
+    if (!c_.runtime_frequencies) {
+      if (call_.freqs) errors_.push_back(error("freqs", "freqs are for specs with `frequency: {scheme: runtime}`"));
+      return;
+    }
+    if (!call_.freqs) {
+      errors_.push_back(error("freqs", fmt::format("the spec has `frequency: {{scheme: runtime}}`: pass inv_freq shaped "
+                                                   "({},)",
+                                                   c_.rotary_dim / 2)));
+      return;
+    }
+    if (!check_vector(*call_.freqs, "freqs")) return;
+    // The bound every spec's frequencies obey (kMaxInvFreq: the kernels
+    // count quarter turns of position * inv_freq in an int64); NaN or inf
+    // would turn every output into NaN without a word.
+    const auto* f = static_cast<const float*>(call_.freqs->data);
+    for (int64_t i = 0; i < call_.freqs->shape[0]; ++i)
+      if (!(std::fabs(f[i]) <= kMaxInvFreq)) {
+        errors_.push_back(error("freqs", fmt::format("freqs[{}] is {}: run-time frequencies must be finite and at most {} "
+                                                     "in magnitude (radians per position)",
+                                                     i, f[i], kMaxInvFreq)));
+        return;
+      }
+  }
+
+  void check_backward() {
+    if (call_.backward && !is_rope(c_))
+      errors_.push_back(error("backward", fmt::format("backward kernels are for rope specs; this spec is {}",
+                                                      to_string(encoding(c_)))));
+    const bool gradient = call_.backward && c_.runtime_frequencies;
+    if (!gradient) {
+      if (call_.saved_q || call_.saved_k)
+        errors_.push_back(error(call_.saved_q ? "saved_q" : "saved_k",
+                                "saved forward inputs are only read by the backward of a spec with `frequency: {scheme: "
+                                "runtime}` (for dL/d(inv_freq))"));
+      if (call_.d_freqs)
+        errors_.push_back(error("d_freqs", "d_freqs (dL/d(inv_freq)) is only written by the backward of a spec with "
+                                           "`frequency: {scheme: runtime}`"));
+      return;
+    }
+    auto check_saved = [&](const std::optional<Tensor>& s, const std::optional<Tensor>& like, const char* name,
+                           const char* like_name) {
+      if (!like) {
+        if (s) errors_.push_back(error(name, fmt::format("{} is given without the gradient {} it belongs to", name, like_name)));
+        return;
+      }
+      if (!s)
+        errors_.push_back(error(name, fmt::format("the backward of run-time frequencies needs the forward input {} "
+                                                  "(shaped {}) for dL/d(inv_freq)",
+                                                  name, shape_str(*like))));
+      else if (shape_of(*s) != shape_of(*like))
+        errors_.push_back(error(name, fmt::format("{} has shape {} but its gradient {} has {}: they must match", name,
+                                                  shape_str(*s), like_name, shape_str(*like))));
+    };
+    check_saved(call_.saved_q, call_.q, "saved_q", "q");
+    check_saved(call_.saved_k, call_.k, "saved_k", "k");
+    if (call_.d_freqs) check_vector(*call_.d_freqs, "d_freqs");
+  }
+
+  // A tensor of the layout as (d, h, s, b): absent dims (one head, one
+  // batch) have extent 1.
+  View tensor_view(const Tensor& t) const {
+    View v;
+    v.data = t.data, v.type = t.type, v.dims = 4;
+    const int at[4] = {traits_.d, traits_.h, traits_.s, traits_.b};
+    for (int i = 0; i < 4; ++i) {
+      v.extent[i] = at[i] < 0 ? 1 : t.shape[at[i]];
+      v.stride[i] = at[i] < 0 ? 0 : t.strides[at[i]];
+    }
+    return v;
+  }
+
+  // Ids as (s, b), multi-axis (axis, s, b); [S] shared by the batch has a
+  // batch stride of 0.
+  View positions_view(const Tensor& p) const {
+    View v;
+    v.data = p.data, v.type = p.type;
+    const int axes = c_.position_axes;
+    const int token_rank = p.rank - (axes > 0 ? 1 : 0);
+    std::vector<std::pair<int64_t, int64_t>> dims;  // (extent, stride)
+    if (axes > 0) dims.push_back({axes, p.strides[p.rank - 1]});
+    const int64_t batch = traits_.batch(q_.shape.data());
+    if (token_rank == 1) {
+      dims.push_back({p.shape[0], p.strides[0]});
+      dims.push_back({batch, 0});
+    } else {
+      const bool seq_first = traits_.s < traits_.b;  // [S, B]
+      dims.push_back({p.shape[seq_first ? 0 : 1], p.strides[seq_first ? 0 : 1]});
+      dims.push_back({p.shape[seq_first ? 1 : 0], p.strides[seq_first ? 1 : 0]});
+    }
+    v.dims = static_cast<int>(dims.size());
+    for (int i = 0; i < v.dims; ++i) v.extent[i] = dims[i].first, v.stride[i] = dims[i].second;
+    return v;
+  }
+
+  static View vector_view(const Tensor& t) {
+    View v;
+    v.data = t.data, v.type = t.type, v.dims = 1;
+    v.extent[0] = t.shape[0], v.stride[0] = 1;
+    return v;
+  }
+
+  void build_views() {
+    p_.contract = c_;
+    p_.device = q_.device;
+    p_.stream = call_.stream;
+    p_.variant.with_k = k_.has_value();
+    p_.variant.backward = call_.backward;
+    p_.variant.position_type =
+        call_.positions && call_.positions->type == ElementType::Int64 ? IdType::Int64 : IdType::Int32;
+    p_.q = tensor_view(q_), p_.out_q = tensor_view(out_q_);
+    if (k_) p_.k = tensor_view(*k_), p_.out_k = tensor_view(*out_k_);
+    if (call_.saved_q) p_.saved_q = tensor_view(*call_.saved_q);
+    if (call_.saved_k) p_.saved_k = tensor_view(*call_.saved_k);
+    if (call_.positions) p_.positions = positions_view(*call_.positions);
+    if (call_.table) {
+      const Tensor& t = *call_.table;
+      p_.table.data = t.data, p_.table.type = t.type, p_.table.dims = 2;
+      p_.table.extent = {t.shape[1], t.shape[0], 0, 0}, p_.table.stride = {1, t.shape[1], 0, 0};
+    }
+    if (call_.freqs) p_.freqs = vector_view(*call_.freqs);
+    if (call_.d_freqs) p_.d_freqs = vector_view(*call_.d_freqs);
+    if (traits_.packed()) {
+      // The kernels read int32 starts; every start is <= T < 2^31.
+      if (call_.cu_seqlens)
+        for (int64_t i = 0; i < call_.cu_seqlens->shape[0]; ++i)
+          p_.owned_cu_seqlens.push_back(static_cast<int32_t>(id_at(*call_.cu_seqlens, i)));
+      else
+        p_.owned_cu_seqlens = {0, static_cast<int32_t>(q_.shape[traits_.s])};
+      p_.cu_seqlens.data = p_.owned_cu_seqlens.data(), p_.cu_seqlens.type = ElementType::Int32, p_.cu_seqlens.dims = 1;
+      p_.cu_seqlens.extent[0] = static_cast<int64_t>(p_.owned_cu_seqlens.size()), p_.cu_seqlens.stride[0] = 1;
+    }
+    p_.offset = call_.offset;
+    p_.seq_len = call_.seq_len.value_or(range_.last + 1);
+  }
+
+  void check_memory_of_views() {
+    const bool rope = is_rope(c_);
+    std::vector<Argument> args;
+    auto add = [&](const char* name, const View& v, bool output, bool tensor, const View* own_input = nullptr) {
+      if (v.defined()) args.push_back({name, &v, output, tensor, own_input});
+    };
+    add(rope ? "q" : "x", p_.q, false, true);
+    add(rope ? "out_q" : "out", p_.out_q, true, true, &p_.q);
+    add("k", p_.k, false, true);
+    add("out_k", p_.out_k, true, true, &p_.k);
+    add("saved_q", p_.saved_q, false, true);
+    add("saved_k", p_.saved_k, false, true);
+    add("positions", p_.positions, false, false);
+    if (call_.cu_seqlens) add("cu_seqlens", p_.cu_seqlens, false, false);
+    add("table", p_.table, false, false);
+    add("freqs", p_.freqs, false, false);
+    add("d_freqs", p_.d_freqs, true, false);
+    std::vector<Diagnostic> memory = check_memory(args);
+    errors_.insert(errors_.end(), memory.begin(), memory.end());
+    // Writing a pair elsewhere than it was read would overwrite other pairs' inputs.
+    const ropegen_contract kc = kernel_contract(c_, p_.variant);
+    if (errors_.empty() && rope && kc.output_pairing != kc.pairing && !p_.q.empty() &&
+        (p_.q.data == p_.out_q.data || (p_.k.defined() && !p_.k.empty() && p_.k.data == p_.out_k.data)))
+      errors_.push_back(error("out_q", "this spec reads pairs with one pairing and writes them with another "
+                                       "(output_pairing): it cannot run in place; pass out_q (and out_k)"));
+  }
+
+  const ropegen_contract& c_;
+  const Call& call_;
+  const LayoutTraits& traits_;
+  Tensor q_, out_q_;
+  std::optional<Tensor> k_, out_k_;
+  std::vector<int64_t> tokens_;
+  PositionRange range_;
+  std::vector<Diagnostic> errors_;
+  PreparedCall p_;
+};
+
+}  // namespace
+
+bool View::empty() const {
+  for (int i = 0; i < dims; ++i)
+    if (extent[i] == 0) return true;
+  return false;
+}
+
+const char* input_name(const ropegen_contract& c) { return is_rope(c) ? "q" : "x"; }
+const char* output_name(const ropegen_contract& c) { return is_rope(c) ? "out_q" : "out"; }
+
+Result<PreparedCall> prepare_call(const ropegen_contract& contract, const Call& call) {
+  return Preparer(contract, call).run();
+}
+
+Result<PreparedCall> prepare_call(const RopeSpec& spec, const Call& call) {
+  return prepare_call(call_contract(spec), call);
+}
+
+}  // namespace ropegen::call

@@ -1,0 +1,67 @@
+// prepare_call: the one place a call is checked against its spec and turned
+// into the kernels' views. Every caller goes through it (Runtime's kernels,
+// hence the CLI, Python, bench and the tests; the AOT C entry).
+//
+// Checked, with messages naming the argument and the fix: dtypes and
+// devices; shapes (rank, the spec's row dim, k like q but for its heads,
+// outputs like their inputs, ALiBi's heads); position ids (shape, width)
+// or their absence; cu_seqlens; seq_len; every position in 0..2^53; the
+// learned table (shape, rows for every position); run-time frequencies
+// (shape, finite, at most kMaxInvFreq); backward's saved inputs; the memory
+// (every span and address in 64 bits without overflow, contiguous rows; an
+// output is exactly its own input (in place) or overlaps nothing — views
+// side by side in one tensor, fused qkv, are fine); and what one kernel
+// argument can address (2^31-1 elements: larger calls are cut into parts,
+// only a single token too spread out is refused).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "ropegen/call.h"
+#include "ropegen/result.h"
+#include "ropegen/ropegen_c.h"
+#include "ropegen/spec.h"
+
+namespace ropegen::call {
+
+// A tensor as the kernels see it, extents and strides in elements, 64-bit.
+// Tensors are (d, h, s, b); ids (s, b) or multi-axis (axis, s, b); a learned
+// table (d, position); cu_seqlens and frequencies (r).
+struct View {
+  void* data = nullptr;
+  ElementType type = ElementType::Float32;
+  int dims = 0;  // 0: not given
+  std::array<int64_t, 4> extent{}, stride{};
+
+  bool defined() const { return dims > 0; }
+  bool empty() const;  // an extent is 0
+};
+
+struct PreparedCall {
+  ropegen_contract contract{};  // the spec's
+  KernelVariant variant;
+  Device device;
+  void* stream = nullptr;
+  View q, out_q, k, out_k, saved_q, saved_k;  // q is x (and out_q out) for the single-tensor encodings
+  View positions, cu_seqlens, table, freqs, d_freqs;
+  int64_t offset = 0, seq_len = 1;
+
+  PreparedCall() = default;
+  PreparedCall(PreparedCall&&) = default;
+  PreparedCall& operator=(PreparedCall&&) = default;
+  PreparedCall(const PreparedCall&) = delete;  // cu_seqlens may point into owned_cu_seqlens
+
+  std::vector<int32_t> owned_cu_seqlens;  // int32 starts when the caller gave int64 ones or none
+};
+
+Result<PreparedCall> prepare_call(const ropegen_contract& contract, const Call& call);
+Result<PreparedCall> prepare_call(const RopeSpec& spec, const Call& call);
+
+// The names a spec's arguments have for its users: q/k/out_q/out_k for rope,
+// x/out for the single-tensor encodings.
+const char* input_name(const ropegen_contract& c);
+const char* output_name(const ropegen_contract& c);
+
+}  // namespace ropegen::call
