@@ -12,11 +12,10 @@
 
 #include "ropegen/rope_math.h"
 #include "ropegen/runtime.h"
-#include "runtime/device_call.h"
 #include "runtime/device_probe.h"
 #include "runtime/host_memory.h"
 #include "runtime/host_tensor.h"
-#include "runtime/tensor_view.h"
+#include "lowering/rope_algorithm.h"
 #include "targets/target_names.h"
 
 namespace ropegen::bench {
@@ -92,7 +91,7 @@ Result<BenchResult> bench_rope(const RopeSpec& spec, const BenchOptions& o) {
   if (o.threads > 0) setenv("HL_NUM_THREADS", std::to_string(o.threads).c_str(), 1);
   const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency());
 
-  lowering::KernelVariant variant;
+  KernelVariant variant;
   variant.with_k = o.k_heads > 0;
   variant.backward = o.backward;
   const bool rope = spec.encoding == Encoding::Rope;
@@ -130,51 +129,57 @@ Result<BenchResult> bench_rope(const RopeSpec& spec, const BenchOptions& o) {
   Result<uint64_t> bytes = runtime::host_bytes_for(parts, fmt::format("a benchmark with q shaped ({})", fmt::join(q_shape, ", ")));
   if (!bytes) return bytes.errors();
   const int64_t q_elems = parts[0].first, k_elems = parts[1].first;
-  Result<std::shared_ptr<runtime::Kernel>> acquired = Runtime::process().get(spec, variant, o.target);
-  if (!acquired) return acquired.errors();
-  runtime::Kernel& kernel = *acquired.value();
-
   std::mt19937 rng(7);
   std::normal_distribution<float> dist;
   std::vector<float> values(q_elems + k_elems);
   for (float& v : values) v = dist(rng);
   // q and k live in one allocation so the copy moves exactly the same bytes.
   runtime::HostStorage in = runtime::to_storage(values, spec.dtype), out = in.empty_like();
+  const ElementType type = in.element_type();
+  auto tensor = [&](void* data, const std::vector<int64_t>& shape) {
+    return Tensor::dense(data, type, shape.data(), static_cast<int>(shape.size()));
+  };
 
-  runtime::RopeCall call;
-  call.q = runtime::logical_tensor(in.data(), in.type(), layout, q_shape, runtime::dense_strides(q_shape));
-  call.out_q = runtime::logical_tensor(out.data(), in.type(), layout, q_shape, runtime::dense_strides(q_shape));
+  Call call;
+  call.q = tensor(in.data(), q_shape);
+  call.out_q = tensor(out.data(), q_shape);
   if (variant.with_k) {
-    auto* k_in = static_cast<char*>(in.data()) + q_elems * elem_bytes;
-    auto* k_out = static_cast<char*>(out.data()) + q_elems * elem_bytes;
-    call.k = runtime::logical_tensor(k_in, in.type(), spec.layout, k_shape, runtime::dense_strides(k_shape));
-    call.out_k = runtime::logical_tensor(k_out, in.type(), spec.layout, k_shape, runtime::dense_strides(k_shape));
+    call.k = tensor(static_cast<char*>(in.data()) + q_elems * elem_bytes, k_shape);
+    call.out_k = tensor(static_cast<char*>(out.data()) + q_elems * elem_bytes, k_shape);
   }
   // Explicit ids 0 .. S-1 per sequence (multi-axis: the same on every axis).
   std::vector<int32_t> ids(o.batch * o.seq * axes);
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i / axes % o.seq);
-  const Layout heads_layout = lowering::with_heads(spec.layout);
-  std::vector<int64_t> id_shape = heads_layout == Layout::THD    ? std::vector<int64_t>{o.batch * o.seq}
-                                  : heads_layout == Layout::SBHD ? std::vector<int64_t>{o.seq, o.batch}
-                                                                 : std::vector<int64_t>{o.batch, o.seq};
-  if (spec.axes.enabled()) id_shape.push_back(axes);
-  call.positions = runtime::logical_positions(ids.data(), Halide::Int(32), spec.layout, id_shape, o.batch, spec.axes.count());
+  if (spec.positions == PositionsMode::Explicit && spec.encoding != Encoding::Alibi) {
+    const Layout heads_layout = lowering::with_heads(spec.layout);
+    std::vector<int64_t> id_shape = heads_layout == Layout::THD    ? std::vector<int64_t>{o.batch * o.seq}
+                                    : heads_layout == Layout::SBHD ? std::vector<int64_t>{o.seq, o.batch}
+                                                                   : std::vector<int64_t>{o.batch, o.seq};
+    if (spec.axes.enabled()) id_shape.push_back(axes);
+    call.positions = Tensor::dense(ids.data(), ElementType::Int32, id_shape.data(), static_cast<int>(id_shape.size()));
+  }
   // learned: a table row per position; run-time frequencies: the lang ones (rope_math's).
   std::vector<float> table_values(spec.encoding == Encoding::Learned ? o.seq * spec.dim : 0, 0.5f);
   runtime::HostStorage table = runtime::to_storage(table_values, spec.dtype);
-  if (spec.encoding == Encoding::Learned)
-    call.table = Halide::Buffer<>(table.type(), table.data(), {spec.dim, static_cast<int>(o.seq)});
+  if (spec.encoding == Encoding::Learned) call.table = Tensor::dense(table.data(), type, {o.seq, spec.dim});
   std::vector<float> freqs;
   if (rope && spec.frequency.scheme == FrequencyScheme::Runtime) {
     RopeSpec lang = spec;
     lang.frequency = Frequency{};
     for (double f : compute_frequencies(lang).inv_freq) freqs.push_back(static_cast<float>(f));
+    call.freqs = Tensor::dense(freqs.data(), ElementType::Float32, {static_cast<int64_t>(freqs.size())});
   }
-  if (!freqs.empty()) call.freqs = Halide::Buffer<float>(freqs.data(), static_cast<int>(freqs.size()));
+  // Packed layouts: B sequences of S tokens.
   std::vector<int32_t> cu;
   for (int64_t b = 0; b <= o.batch; ++b) cu.push_back(static_cast<int32_t>(b * o.seq));
-  call.cu_seqlens = Halide::Buffer<int32_t>(cu.data(), static_cast<int>(cu.size()));
+  if (layout == Layout::THD || layout == Layout::TD)
+    call.cu_seqlens = Tensor::dense(cu.data(), ElementType::Int32, {static_cast<int64_t>(cu.size())});
   call.seq_len = o.seq;
+  call.backward = o.backward;
+  Result<std::shared_ptr<Kernel>> acquired = Runtime::process().get(spec, variant, o.target);
+  if (!acquired) return acquired.errors();
+  Kernel& kernel = *acquired.value();
+  if (Status first = kernel.run(call); !first) return first.errors();  // checks the call once, loudly
 
   BenchResult r;
   r.bytes = 2 * (q_elems + k_elems) * elem_bytes;
@@ -183,14 +188,9 @@ Result<BenchResult> bench_rope(const RopeSpec& spec, const BenchOptions& o) {
   // Interleave the two measurements' warm-ups so both see a warm machine.
   const double copy_s = median_seconds(copy, o.min_seconds, &copy_runs);
   // On a GPU target each run includes staging and host <-> device copies (runtime/device_call.h).
-  double kernel_s = 0;
-  try {
-    kernel_s = median_seconds([&] { kernel.run(call); }, o.min_seconds, &r.runs);
-  } catch (const runtime::DeviceError& e) {
-    return Diagnostic{{"--target", -1, -1}, fmt::format("running on {} failed: {}", o.target, e.what()), {}};
-  } catch (const Halide::RuntimeError& e) {
-    return Diagnostic{{"--target", -1, -1}, fmt::format("running the kernel on {} failed: {}", o.target, e.what()), {}};
-  }
+  Status ran;
+  const double kernel_s = median_seconds([&] { if (ran) ran = kernel.run(call); }, o.min_seconds, &r.runs);
+  if (!ran) return ran.errors();
   r.kernel_us = kernel_s * 1e6;
   r.copy_us = copy_s * 1e6;
   r.gbps = r.bytes / kernel_s / 1e9;

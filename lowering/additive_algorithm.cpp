@@ -33,7 +33,7 @@ RopeAlgorithm build_sinusoidal_or_learned(const RopeSpec& spec, const KernelVari
   const Type type = storage_type(spec.dtype);
   a.q.input = ImageParam(type, 4, "x");
   a.q.output = Func("out_x");
-  a.positions = ImageParam(variant.position_type, 2, "positions");
+  a.positions = ImageParam(position_type(variant), 2, "positions");
   a.positions.dim(0).set_stride(Expr());  // [S, B] in sbd, [S] shared: batch stride 0
   a.cu_seqlens = ImageParam(Int(32), 1, "cu_seqlens");
   a.position = Func("position");

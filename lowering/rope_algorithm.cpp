@@ -204,7 +204,7 @@ RopeAlgorithm build_rope(const RopeSpec& forward_spec, const KernelVariant& vari
   a.q.input = ImageParam(type, 4, "q");
   a.q.rotated = Func("rotated_q");
   a.q.output = Func("out_q");
-  a.positions = ImageParam(variant.position_type, spec.axes.enabled() ? 3 : 2, "positions");
+  a.positions = ImageParam(position_type(variant), spec.axes.enabled() ? 3 : 2, "positions");
   // Position ids may be strided ([S, B] in sbhd) or broadcast ([S] shared: batch stride 0).
   a.positions.dim(0).set_stride(Expr());
   a.cu_seqlens = ImageParam(Int(32), 1, "cu_seqlens");

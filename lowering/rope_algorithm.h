@@ -13,18 +13,19 @@
 #include <Halide.h>
 
 #include "lowering/storage.h"
+#include "ropegen/call.h"
 #include "ropegen/spec.h"
 
 namespace ropegen::lowering {
 
-// What varies between kernels of one spec.
-struct KernelVariant {
-  bool with_k = false;                          // rotate k in the same call
-  Halide::Type position_type = Halide::Int(32); // explicit positions: int32 or int64
-  // rope: dL/dq (, dL/dk) from the upstream gradients in q (, k): the
-  // rotation by -angle. With run-time frequencies also dL/d(inv_freq).
-  bool backward = false;
-};
+// What varies between kernels of one spec (ropegen/call.h): k or not, the
+// ids' width, forward or backward (rope: dL/dq (, dL/dk) from the upstream
+// gradients in q (, k), the rotation by -angle; with run-time frequencies
+// also dL/d(inv_freq)).
+using KernelVariant = ropegen::KernelVariant;
+inline Halide::Type position_type(const KernelVariant& v) {
+  return v.position_type == IdType::Int64 ? Halide::Int(64) : Halide::Int(32);
+}
 
 // The spec a kernel is laid out by: a backward kernel reads the gradient
 // where the forward wrote (output_pairing) and writes where it read

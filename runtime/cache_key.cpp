@@ -24,7 +24,7 @@ uint64_t fnv1a(const std::string& s) {
 
 std::string variant_tag(const RopeSpec& spec, const lowering::KernelVariant& variant) {
   std::string tag = variant.with_k ? "qk" : "q";
-  if (spec.positions == PositionsMode::Explicit) tag += variant.position_type.bits() == 64 ? "_i64" : "_i32";
+  if (spec.positions == PositionsMode::Explicit) tag += variant.position_type == IdType::Int64 ? "_i64" : "_i32";
   if (variant.backward) tag += "_backward";
   return tag;
 }

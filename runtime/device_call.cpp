@@ -8,7 +8,8 @@
 
 #include <fmt/format.h>
 
-#include "runtime/tensor_view.h"
+#include "call/contract.h"
+#include "call/parts.h"
 
 namespace ropegen::runtime {
 namespace {
@@ -45,11 +46,15 @@ int padded_row(int head_dim) { return (head_dim + 7) / 8 * 8; }
 
 // The dims outside the rotary range, as (first, count) pairs.
 std::vector<std::pair<int, int>> pass_ranges(const RopeSpec& spec) {
-  std::vector<std::pair<int, int>> out;
-  const int after = spec.rotary_offset + spec.rotary_dim;
-  if (spec.rotary_offset > 0) out.push_back({0, spec.rotary_offset});
-  if (after < spec.head_dim) out.push_back({after, spec.head_dim - after});
-  return out;
+  return call::pass_through_ranges(call::call_contract(spec));
+}
+
+Halide::Buffer<> rotary_view(const Halide::Buffer<>& logical, const RopeSpec& spec) {
+  return wrap(call::rotary_view(unwrap(logical), call::call_contract(spec)));
+}
+
+Halide::Buffer<> dim_range_view(const Halide::Buffer<>& logical, int first, int count) {
+  return wrap(call::dim_range_view(unwrap(logical), first, count));
 }
 
 // What one token of every staged buffer weighs, per batch, and the
@@ -111,14 +116,14 @@ struct Copy {
 
 class PartRun {
  public:
-  PartRun(const RopeSpec& spec, const lowering::KernelVariant& variant, const BufferCall& call, const Part& p)
+  PartRun(const RopeSpec& spec, const lowering::KernelVariant& variant, const DevicePart& call, const Part& p)
       : spec_(spec), variant_(variant), call_(call), p_(p) {}
 
   // `whole`: the call's arguments that are not split (cu_seqlens, table,
   // freqs), staged once for every part.
-  void run(const DevicePipelines& pipelines, const RopeArguments& whole) {
+  void run(const DevicePipelines& pipelines, const PipelineArguments& whole) {
     const bool rope = spec_.encoding == Encoding::Rope;
-    RopeArguments a = whole;
+    PipelineArguments a = whole;
     a.q = gather(call_.q);
     if (variant_.with_k) a.k = gather(call_.k);
     if (call_.positions.defined()) a.positions = gather_positions(call_.positions);
@@ -214,11 +219,11 @@ class PartRun {
 
   const RopeSpec& spec_;
   const lowering::KernelVariant& variant_;
-  const BufferCall& call_;
+  const DevicePart& call_;
   Part p_;
 };
 
-Sizes sizes_of(const RopeSpec& spec, const lowering::KernelVariant& variant, const BufferCall& call,
+Sizes sizes_of(const RopeSpec& spec, const lowering::KernelVariant& variant, const DevicePart& call,
                const DeviceInfo& device) {
   const int64_t e = call.q.type().bytes();
   Sizes s{{}, device.buffer_size_multiple, device.max_buffer_bytes, device.max_token_blocks, device.max_batch_blocks};
@@ -272,6 +277,15 @@ Halide::Buffer<> staged_cu_seqlens(const Halide::Buffer<>& cu, int64_t multiple)
 
 }  // namespace
 
+DevicePart wrap(const call::PartViews& v) {
+  DevicePart p;
+  p.q = wrap(v.q), p.out_q = wrap(v.out_q), p.k = wrap(v.k), p.out_k = wrap(v.out_k);
+  p.saved_q = wrap(v.saved_q), p.saved_k = wrap(v.saved_k), p.positions = wrap(v.positions);
+  p.cu_seqlens = wrap(v.cu_seqlens), p.table = wrap(v.table), p.freqs = wrap(v.freqs), p.d_freqs = wrap(v.d_freqs);
+  p.offset = v.offset, p.seq_len = v.seq_len;
+  return p;
+}
+
 void prepare_device_runtime(const Halide::Target& target) {
   if (!target.has_feature(Halide::Target::Vulkan)) return;
   // pool : min block (MiB) : max block : max blocks : size multiple; 0 = no limit.
@@ -279,16 +293,16 @@ void prepare_device_runtime(const Halide::Target& target) {
   std::call_once(once, [] { setenv("HL_VK_ALLOC_CONFIG", "0:1:0:0:256", /*overwrite=*/0); });
 }
 
-int device_parts(const RopeSpec& spec, const lowering::KernelVariant& variant, const BufferCall& call,
+int device_parts(const RopeSpec& spec, const lowering::KernelVariant& variant, const DevicePart& call,
                  const DeviceInfo& device) {
   return static_cast<int>(
       plan_parts(sizes_of(spec, variant, call, device), call.q.dim(2).extent(), call.q.dim(3).extent()).size());
 }
 
-void run_on_device(const RopeSpec& spec, const lowering::KernelVariant& variant, const BufferCall& call,
+void run_on_device(const RopeSpec& spec, const lowering::KernelVariant& variant, const DevicePart& call,
                    const DeviceInfo& device, const DevicePipelines& pipelines) {
   const Sizes sizes = sizes_of(spec, variant, call, device);
-  RopeArguments whole;
+  PipelineArguments whole;
   whole.cu_seqlens = staged_cu_seqlens(call.cu_seqlens, device.buffer_size_multiple);
   whole.table = staged_whole(call.table, device.buffer_size_multiple);
   whole.freqs = staged_whole(call.freqs, device.buffer_size_multiple);

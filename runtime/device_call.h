@@ -1,4 +1,4 @@
-// One part of a call (BufferCall) on a GPU target, from and to the caller's host memory.
+// One part of a call (DevicePart) on a GPU target, from and to the caller's host memory.
 // Halide's GPU pipelines take host buffers and copy them to the device
 // themselves, but not as they are:
 //  - Halide 21's Vulkan allocator mis-sizes buffers whose size is not a
@@ -22,21 +22,31 @@
 
 #include "lowering/rope_algorithm.h"
 #include "ropegen/spec.h"
-#include "runtime/call_binding.h"
 #include "runtime/device_probe.h"
+#include "runtime/kernel.h"
+#include "runtime/pipeline_arguments.h"
 
 namespace ropegen::runtime {
 
 // What failed on the device (allocation, copy, launch): a user-facing
 // message naming the device, not a bug in rope-gen.
-class DeviceError : public std::runtime_error {
+class DeviceError : public KernelFailure {
  public:
-  using std::runtime_error::runtime_error;
+  using KernelFailure::KernelFailure;
 };
 
+// One part of a call (call::PartViews) as Halide buffers: tensors (d, h, s,
+// b) with the part's mins, positions cropped to it, the rest whole.
+struct DevicePart {
+  Halide::Buffer<> q, out_q, k, out_k, saved_q, saved_k;
+  Halide::Buffer<> positions, cu_seqlens, table, freqs, d_freqs;
+  int64_t offset = 0, seq_len = 1;
+};
+DevicePart wrap(const call::PartViews& part);
+
 struct DevicePipelines {
-  std::function<void(const RopeArguments&)> rope;          // realizes out_q (, out_k)
-  std::function<void(const PassThroughArguments&)> pass;   // realizes pass_out; empty without partial rotary
+  std::function<void(const PipelineArguments&)> rope;          // realizes out_q (, out_k)
+  std::function<void(const PipelineCopy&)> pass;   // realizes pass_out; empty without partial rotary
 };
 
 // Once per process, before Halide's GPU runtime first runs. Halide 21's
@@ -49,12 +59,12 @@ struct DevicePipelines {
 void prepare_device_runtime(const Halide::Target& target);
 
 // How many launches (parts) run_on_device splits `call` into.
-int device_parts(const RopeSpec& spec, const lowering::KernelVariant& variant, const BufferCall& call,
+int device_parts(const RopeSpec& spec, const lowering::KernelVariant& variant, const DevicePart& call,
                  const DeviceInfo& device);
 
-// Runs `call` (already valid for the spec: check_call, bind_call) through
+// Runs `call` (prepared: call/prepare_call.h) through
 // `pipelines` compiled for a GPU target of `device`. Throws DeviceError.
-void run_on_device(const RopeSpec& spec, const lowering::KernelVariant& variant, const BufferCall& call,
+void run_on_device(const RopeSpec& spec, const lowering::KernelVariant& variant, const DevicePart& call,
                    const DeviceInfo& device, const DevicePipelines& pipelines);
 
 }  // namespace ropegen::runtime

@@ -1,8 +1,7 @@
 // Applying a spec to float32 host tensors (what `rope-gen apply` and the
-// tests do): validate the call against the spec, convert to the spec's
-// dtype, run, convert back. Shape mistakes are diagnostics that name both
-// shapes and the fix. Single-tensor encodings (sinusoidal, learned, ALiBi
-// scores) pass their tensor as `q` named "x".
+// tests do): convert to the spec's dtype, run one ropegen::Call, convert
+// back. Single-tensor encodings (sinusoidal, learned, ALiBi scores) pass
+// their tensor as `q` (the library calls it "x").
 #pragma once
 
 #include <cstdint>
@@ -16,13 +15,11 @@
 namespace ropegen::runtime {
 
 struct HostTensor {
-  std::string name;               // as the user knows it: "q", "k", or a file name
   std::vector<int64_t> shape;     // in the spec's layout
   std::vector<float> data;
 };
 
 struct HostPositions {
-  std::string name;
   std::vector<int64_t> shape;
   std::vector<int64_t> values;
   bool is_int64 = false;          // the kernel reads the ids in their own width
@@ -48,16 +45,10 @@ struct ApplyResult {
   std::vector<float> out_q;
   std::optional<std::vector<float>> out_k;
   std::optional<std::vector<float>> d_freqs;  // backward with run-time frequencies
-  int64_t seq_len = 0;  // what the call used
 };
 
+// The request as a ropegen::Call on storage in the spec's dtype, run through
+// Runtime::process() (so prepare_call checks it, and the kernel cache serves it).
 Result<ApplyResult> apply_on_host(const RopeSpec& spec, const ApplyRequest& request);
-
-// The shape checks alone (no compilation): every problem with the call.
-// Only the tensors' shapes are read, not their data.
-std::vector<Diagnostic> check_call(const RopeSpec& spec, const ApplyRequest& request);
-
-// seq_len as HF derives it when the call gives none: max position id + 1.
-int64_t default_seq_len(const RopeSpec& spec, const ApplyRequest& request);
 
 }  // namespace ropegen::runtime

@@ -9,7 +9,9 @@ namespace ropegen::runtime {
 HostStorage::HostStorage(DType dtype, size_t elements)
     : dtype_(dtype), elements_(elements), bytes_(elements * (dtype == DType::F32 ? 4 : 2)) {}
 
-Halide::Type HostStorage::type() const { return lowering::storage_type(dtype_); }
+ElementType HostStorage::element_type() const {
+  return dtype_ == DType::F32 ? ElementType::Float32 : dtype_ == DType::F16 ? ElementType::Float16 : ElementType::BFloat16;
+}
 
 HostStorage to_storage(const std::vector<float>& values, DType dtype) {
   HostStorage s(dtype, values.size());

@@ -7,6 +7,7 @@
 #include <Halide.h>
 
 #include "ropegen/spec.h"
+#include "ropegen/tensor.h"
 
 namespace ropegen::runtime {
 
@@ -14,7 +15,7 @@ class HostStorage {
  public:
   HostStorage(DType dtype, size_t elements);
   void* data() { return bytes_.data(); }
-  Halide::Type type() const;
+  ElementType element_type() const;
   size_t elements() const { return elements_; }
   HostStorage empty_like() const { return HostStorage(dtype_, elements_); }
   std::vector<float> to_float() const;

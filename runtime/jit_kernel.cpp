@@ -2,8 +2,8 @@
 
 #include <stdexcept>
 
-#include "runtime/call_binding.h"
-#include "runtime/call_parts.h"
+#include "call/contract.h"
+#include "call/parts.h"
 #include "runtime/device_call.h"
 #include "runtime/fork_guard.h"
 #include "runtime/halide_messages.h"
@@ -13,6 +13,7 @@ namespace ropegen::runtime {
 
 JitKernel::JitKernel(const RopeSpec& spec, const lowering::KernelVariant& variant, const Halide::Target& target)
     : spec_(lowering::kernel_spec(spec, variant)),
+      contract_(call::call_contract(spec_)),
       target_(with_device_version(target)) {  // GPU targets: for the device's capability / version
   install_halide_message_filter();
   prepare_device_runtime(target_);
@@ -30,25 +31,29 @@ JitKernel::JitKernel(const RopeSpec& spec, const lowering::KernelVariant& varian
   guard_jit_thread_pool(target_);
 }
 
-void JitKernel::run(const RopeCall& call) {
-  run_in_parts(spec_, call, [this](const BufferCall& part) { run_part(part); });
+void JitKernel::run(const call::PreparedCall& call) {
+  try {
+    call::run_in_parts(call, [this](const call::PartViews& part) { run_part(part); });
+  } catch (const Halide::RuntimeError& e) {
+    throw KernelFailure(e.what());
+  }
 }
 
-void JitKernel::run_part(const BufferCall& part) {
-  const BoundCall bound = bind_call(spec_, algorithm_->variant, part);
+void JitKernel::run_part(const call::PartViews& part) {
   if (target_.has_gpu_feature()) {
     // Staged through dense device buffers (runtime/device_call.h).
     const Result<DeviceInfo> device = probe_device(target_);
     if (!device) throw DeviceError(format(device.errors()));
-    run_on_device(spec_, algorithm_->variant, part, *device,
-                  {[this](const RopeArguments& a) { realize(a); }, [this](const PassThroughArguments& c) { realize(c); }});
+    run_on_device(spec_, algorithm_->variant, wrap(part), *device,
+                  {[this](const PipelineArguments& a) { realize(a); }, [this](const PipelineCopy& c) { realize(c); }});
     return;
   }
-  realize(bound.rope);
-  for (const PassThroughArguments& copy : bound.pass_through) realize(copy);
+  const call::BoundPart bound = call::bind_part(contract_, algorithm_->variant, part);
+  realize(wrap(bound.rope));
+  for (const call::PassThroughArguments& copy : bound.pass_through) realize(wrap(copy));
 }
 
-void JitKernel::realize(const RopeArguments& args) {
+void JitKernel::realize(const PipelineArguments& args) {
   lowering::RopeAlgorithm& a = *algorithm_;
   a.q.input.set(args.q);
   if (a.variant.with_k) a.k.input.set(args.k);
@@ -63,7 +68,7 @@ void JitKernel::realize(const RopeArguments& args) {
   pipeline_.realize(Halide::Realization(args.outputs()), target_);
 }
 
-void JitKernel::realize(const PassThroughArguments& copy) {
+void JitKernel::realize(const PipelineCopy& copy) {
   pass_through_->input.set(copy.in);
   pass_through_pipeline_.realize(Halide::Realization({copy.out}), target_);
 }

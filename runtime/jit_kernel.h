@@ -1,37 +1,33 @@
-// A spec compiled for one target in this process (Halide JIT), callable on
-// tensors in the spec's layout. spec() is the kernel's (lowering::kernel_spec). Compilation happens once per kernel object.
+// A spec compiled for one target in this process (Halide JIT). spec() is the
+// kernel's (lowering::kernel_spec). Compilation happens once per kernel object.
 #pragma once
 
-#include <cstdint>
 #include <memory>
-#include <optional>
 
 #include <Halide.h>
 
 #include "lowering/rope_algorithm.h"
 #include "ropegen/spec.h"
 #include "runtime/kernel.h"
+#include "runtime/pipeline_arguments.h"
 
 namespace ropegen::runtime {
 
-struct BufferCall;
-struct RopeArguments;
-struct PassThroughArguments;
-
 // GPU targets run from and to host memory, staged (runtime/device_call.h);
 // run() throws DeviceError when the device fails.
-class JitKernel : public Kernel {
+class JitKernel : public CompiledKernel {
  public:
   JitKernel(const RopeSpec& spec, const lowering::KernelVariant& variant, const Halide::Target& target);
-  void run(const RopeCall& call) override;  // not reentrant: binds the pipeline's parameters
+  void run(const call::PreparedCall& call) override;  // not reentrant: binds the pipeline's parameters
   const RopeSpec& spec() const { return spec_; }
 
  private:
-  void run_part(const BufferCall& part);
-  void realize(const RopeArguments& args);
-  void realize(const PassThroughArguments& copy);
+  void run_part(const call::PartViews& part);
+  void realize(const PipelineArguments& args);
+  void realize(const PipelineCopy& copy);
 
   RopeSpec spec_;
+  ropegen_contract contract_;  // spec_'s
   std::unique_ptr<lowering::RopeAlgorithm> algorithm_;
   Halide::Pipeline pipeline_;
   // Partial-rotary specs only: copies the other dims on out-of-place calls.

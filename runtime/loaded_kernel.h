@@ -1,7 +1,7 @@
 // A kernel loaded from a disk-cache entry with dlopen. Its entry points are
 // called through Halide's <fn>_argv variant, with the arguments that
-// <fn>_metadata lists in call order, taken from call_binding's BoundCall —
-// the same binding the JIT kernel uses. run() is reentrant: each call
+// <fn>_metadata lists in call order (call/argv_entry.h) — the same binding
+// the JIT kernel and AOT libraries use. run() is reentrant: each call
 // builds its own argument array.
 #pragma once
 
@@ -23,7 +23,7 @@ namespace ropegen::runtime {
 // process exits: its Halide runtime owns a thread pool, and dlopen hands
 // the same mapping to any later load of the file. A diagnostic means the
 // object is not a kernel of this spec and variant.
-Result<std::shared_ptr<Kernel>> load_kernel(int fd, const std::string& path, const RopeSpec& spec,
+Result<std::shared_ptr<CompiledKernel>> load_kernel(int fd, const std::string& path, const RopeSpec& spec,
                                             const lowering::KernelVariant& variant, const KernelSymbols& symbols);
 
 }  // namespace ropegen::runtime

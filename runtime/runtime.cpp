@@ -16,9 +16,12 @@
 #include <fmt/format.h>
 
 #include "ropegen/spec_io.h"
+#include "call/contract.h"
+#include "call/prepare_call.h"
 #include "runtime/cache_entry.h"
 #include "runtime/cache_key.h"
 #include "runtime/cache_stats.h"
+#include "runtime/device_probe.h"
 #include "runtime/disk_cache.h"
 #include "runtime/fd_io.h"
 #include "runtime/fork_guard.h"
@@ -31,8 +34,8 @@
 namespace ropegen {
 namespace {
 
-using runtime::Kernel;
-using KernelResult = Result<std::shared_ptr<Kernel>>;
+using runtime::CompiledKernel;
+using KernelResult = Result<std::shared_ptr<CompiledKernel>>;
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
@@ -53,18 +56,65 @@ std::string one_line(std::string text) {
 
 // A JIT kernel binds its parameters on every run; the lock lets it be
 // shared like the reentrant loaded kernels.
-class SerializedKernel : public Kernel {
+class SerializedKernel : public CompiledKernel {
  public:
-  explicit SerializedKernel(std::unique_ptr<Kernel> kernel) : kernel_(std::move(kernel)) {}
-  void run(const runtime::RopeCall& call) override {
-    const runtime::NotDuringFork running;  // never fork with the lock held (runtime/fork_guard.h)
+  explicit SerializedKernel(std::unique_ptr<CompiledKernel> kernel) : kernel_(std::move(kernel)) {}
+  void run(const call::PreparedCall& call) override {
     std::lock_guard<std::mutex> lock(mutex_);
     kernel_->run(call);
   }
 
  private:
   std::mutex mutex_;
-  std::unique_ptr<Kernel> kernel_;
+  std::unique_ptr<CompiledKernel> kernel_;
+};
+
+// What Runtime hands out: every call prepared (call/prepare_call.h) for the
+// spec, then run by the compiled kernel.
+class PreparingKernel : public Kernel {
+ public:
+  PreparingKernel(const RopeSpec& spec, const KernelVariant& variant, std::string target,
+                  std::shared_ptr<CompiledKernel> compiled)
+      : spec_(spec), variant_(variant), contract_(call::call_contract(spec)), target_(std::move(target)),
+        compiled_(std::move(compiled)) {}
+
+  Status run(const Call& c) override {
+    Result<call::PreparedCall> prepared = call::prepare_call(contract_, c);
+    if (!prepared) return prepared.errors();
+    return run_prepared(*prepared);
+  }
+
+  Status run_prepared(const call::PreparedCall& prepared) {
+    if (prepared.variant != variant_)
+      return Diagnostic{{"call", -1, -1},
+                        fmt::format("this kernel was built for {} but the call has {}", describe(variant_),
+                                    describe(prepared.variant)),
+                        {}};
+    try {
+      const runtime::NotDuringFork running;  // a fork() waits for the run (runtime/fork_guard.h)
+      compiled_->run(prepared);
+    } catch (const runtime::KernelFailure& e) {
+      return Diagnostic{{target_, -1, -1}, fmt::format("running the kernel on {} failed: {}", target_, e.what()), {}};
+    } catch (const std::bad_alloc&) {
+      return Diagnostic{{target_, -1, -1}, "out of memory while running the kernel", {}};
+    }
+    return {};
+  }
+
+  const RopeSpec& spec() const override { return spec_; }
+  const KernelVariant& variant() const override { return variant_; }
+
+ private:
+  static std::string describe(const KernelVariant& v) {
+    return fmt::format("{}{}{}", v.with_k ? "q and k" : "q alone", v.backward ? ", backward" : "",
+                       v.position_type == IdType::Int64 ? ", int64 ids" : ", int32 ids");
+  }
+
+  RopeSpec spec_;
+  KernelVariant variant_;
+  ropegen_contract contract_;
+  std::string target_;
+  std::shared_ptr<CompiledKernel> compiled_;
 };
 
 // Shared objects built for another OS or architecture, or with GPU code
@@ -129,7 +179,7 @@ struct Runtime::State {
   std::set<std::string> warned;  // each warning once per Runtime
 
   mutable std::mutex mutex;  // guards memory and the counters
-  std::unordered_map<std::string, std::shared_future<KernelResult>> memory;
+  std::unordered_map<std::string, std::shared_future<Result<std::shared_ptr<Kernel>>>> memory;
   CacheCounters counters, unflushed;
 
   template <typename Change>
@@ -174,7 +224,7 @@ struct Runtime::State {
     note(fmt::format("JIT-compiling {} in memory only: {}", spec.name, why));
     count([&](CacheCounters& c) { ++c.jit_fallbacks, c.last_fallback = one_line(why); });
     try {
-      return std::shared_ptr<Kernel>(
+      return std::shared_ptr<CompiledKernel>(
           std::make_shared<SerializedKernel>(std::make_unique<runtime::JitKernel>(spec, variant, target)));
     } catch (const Halide::Error& e) {
       return Diagnostic{{"--target", -1, -1},
@@ -193,7 +243,7 @@ struct Runtime::State {
   }
 
   struct Lookup {
-    std::shared_ptr<Kernel> kernel;  // the entry, loaded
+    std::shared_ptr<CompiledKernel> kernel;  // the entry, loaded
     std::string refused;             // or why the file there must not be used
   };
   // The key's entry if it is on disk, trusted and sound. With `evict_bad`
@@ -354,8 +404,9 @@ Runtime& Runtime::process() {
   return *instance;
 }
 
-Result<std::shared_ptr<runtime::Kernel>> Runtime::get(const RopeSpec& spec, const lowering::KernelVariant& variant,
-                                                      const std::string& target) {
+Result<std::shared_ptr<Kernel>> Runtime::get(const RopeSpec& spec, const KernelVariant& variant,
+                                             const std::string& target) {
+  using PublicResult = Result<std::shared_ptr<Kernel>>;
   State& s = *state_;
   if (!s.config_errors.empty()) return s.config_errors;
   // Exact in memory: the normalised text, not its hash.
@@ -363,8 +414,8 @@ Result<std::shared_ptr<runtime::Kernel>> Runtime::get(const RopeSpec& spec, cons
   key += runtime::variant_tag(spec, variant);
   key += '\n';
   key += target;
-  std::promise<KernelResult> promise;
-  std::shared_future<KernelResult> found;
+  std::promise<PublicResult> promise;
+  std::shared_future<PublicResult> found;
   {
     std::lock_guard<std::mutex> lock(s.mutex);
     if (auto it = s.memory.find(key); it != s.memory.end()) {
@@ -376,9 +427,13 @@ Result<std::shared_ptr<runtime::Kernel>> Runtime::get(const RopeSpec& spec, cons
     }
   }
   if (found.valid()) return found.get();  // waits while another thread is still building it
-  KernelResult result = [&]() -> KernelResult {
+  PublicResult result = [&]() -> PublicResult {
     try {
-      return s.acquire(spec, variant, target);
+      // GPU targets: the driver and a device must be there (a diagnostic, not Halide's abort).
+      if (Result<Halide::Target> runnable = runtime::runnable_target(target); !runnable) return runnable.errors();
+      KernelResult compiled = s.acquire(spec, variant, target);
+      if (!compiled) return compiled.errors();
+      return std::shared_ptr<Kernel>(std::make_shared<PreparingKernel>(spec, variant, target, std::move(compiled).value()));
     } catch (const std::exception& e) {
       return Diagnostic{{"kernel cache", -1, -1}, fmt::format("internal error while getting a kernel: {}", e.what()), {}};
     } catch (const Halide::Error& e) {  // not a std::exception
@@ -392,6 +447,14 @@ Result<std::shared_ptr<runtime::Kernel>> Runtime::get(const RopeSpec& spec, cons
   }
   s.flush();
   return result;
+}
+
+Status Runtime::run(const RopeSpec& spec, const Call& c, const std::string& target) {
+  Result<call::PreparedCall> prepared = call::prepare_call(spec, c);
+  if (!prepared) return prepared.errors();
+  Result<std::shared_ptr<Kernel>> kernel = get(spec, prepared->variant, target);
+  if (!kernel) return kernel.errors();
+  return static_cast<PreparingKernel&>(*kernel.value()).run_prepared(*prepared);  // get() makes only these
 }
 
 CacheCounters Runtime::counters() const {

@@ -109,7 +109,7 @@ const CompiledEntry* find(const LibraryDescription& lib, bool with_k, bool int64
   for (const auto& e : lib.entries)
     if (e.entry.kind == EntryPoint::Kind::Rope && e.entry.variant.with_k == with_k &&
         e.entry.variant.backward == backward &&
-        (!e.entry.explicit_positions || (e.entry.variant.position_type == Halide::Int(64)) == int64))
+        (!e.entry.explicit_positions || (e.entry.variant.position_type == IdType::Int64) == int64))
       return &e;
   throw std::logic_error("rope-gen: an AOT library without its rope entry points");
 }

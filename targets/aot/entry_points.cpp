@@ -9,13 +9,13 @@ std::vector<EntryPoint> entry_points(const RopeSpec& spec) {
   const bool explicit_positions = spec.positions == PositionsMode::Explicit;
   auto add = [&](const std::string& base, bool with_k, bool backward) {
     if (!explicit_positions) {
-      out.push_back({base, EntryPoint::Kind::Rope, {with_k, Halide::Int(32), backward}, false});
+      out.push_back({base, EntryPoint::Kind::Rope, {with_k, IdType::Int32, backward}, false});
       return;
     }
     // Callers hold ids as int32 or int64; the kernel reads either width
     // directly rather than making the caller convert.
-    out.push_back({base + "_i32", EntryPoint::Kind::Rope, {with_k, Halide::Int(32), backward}, true});
-    out.push_back({base + "_i64", EntryPoint::Kind::Rope, {with_k, Halide::Int(64), backward}, true});
+    out.push_back({base + "_i32", EntryPoint::Kind::Rope, {with_k, IdType::Int32, backward}, true});
+    out.push_back({base + "_i64", EntryPoint::Kind::Rope, {with_k, IdType::Int64, backward}, true});
   };
   if (spec.encoding != Encoding::Rope) {
     add(spec.name + "_apply", false, false);

@@ -87,7 +87,7 @@ ordered_json describe_entry(const RopeSpec& spec, const CompiledEntry& e) {
   } else {
     if (spec.encoding != Encoding::Rope) j["role"] = fmt::format("apply the {} encoding", to_string(spec.encoding));
     else j["role"] = std::string(e.entry.variant.backward ? "gradients of " : "") + (e.entry.variant.with_k ? "rotate q and k" : "rotate q");
-    if (e.entry.explicit_positions) j["position_type"] = type_name(e.entry.variant.position_type);
+    if (e.entry.explicit_positions) j["position_type"] = type_name(lowering::position_type(e.entry.variant));
   }
   ordered_json args = ordered_json::array();
   for (const auto& a : e.arguments) {

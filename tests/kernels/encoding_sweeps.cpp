@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "call/contract.h"
+#include "call/layout_traits.h"
 #include "ropegen/spec_io.h"
 #include "runtime/host_tensor.h"
 #include "support/reference.h"
@@ -28,20 +30,19 @@ int64_t elements(const std::vector<int64_t>& shape) {
 
 // Deterministic data, already rounded to the spec's dtype so that the
 // reference sees exactly what the kernel reads.
-runtime::HostTensor tensor(const std::string& name, std::vector<int64_t> shape, DType dtype, uint32_t seed,
-                           double scale = 1.0) {
+runtime::HostTensor tensor(std::vector<int64_t> shape, DType dtype, uint32_t seed, double scale = 1.0) {
   std::mt19937 gen(seed);
   std::normal_distribution<float> normal(0.0f, static_cast<float>(scale));
   std::vector<float> data(elements(shape));
   for (float& v : data) v = normal(gen);
-  return {name, std::move(shape), runtime::to_storage(data, dtype).to_float()};
+  return {std::move(shape), runtime::to_storage(data, dtype).to_float()};
 }
 
 runtime::HostPositions ids(std::vector<int64_t> shape, int64_t limit, bool int64, uint32_t seed) {
   std::mt19937 gen(seed);
   std::vector<int64_t> v(elements(shape));
   for (int64_t& x : v) x = std::uniform_int_distribution<int64_t>(0, limit - 1)(gen);
-  return {"positions", std::move(shape), std::move(v), int64};
+  return {std::move(shape), std::move(v), int64};
 }
 
 ref::Tensor as_ref(const runtime::HostTensor& t) { return {t.shape, std::vector<double>(t.data.begin(), t.data.end())}; }
@@ -64,6 +65,20 @@ void expect_near(const std::string& what, DType dtype, const std::vector<float>&
   for (size_t i = 0; i < got.size() && bad < 5; ++i)
     if (!(std::abs(got[i] - want[i]) <= relaxed * tolerance(dtype, want[i])))
       ADD_FAILURE() << what << "[" << i << "] = " << got[i] << ", reference " << want[i], ++bad;
+}
+
+// seq_len as HF derives it when the call gives none: the largest position
+// read + 1 (ids; or offset + the longest sequence, packed: by cu_seqlens).
+int64_t hf_seq_len(const RopeSpec& spec, const runtime::ApplyRequest& r) {
+  if (r.seq_len) return *r.seq_len;
+  if (r.positions) return *std::max_element(r.positions->values.begin(), r.positions->values.end()) + 1;
+  const call::LayoutTraits& traits = call::layout_traits(call::tensor_layout(call::call_contract(spec)));
+  int64_t longest = r.q.shape[traits.s];
+  if (r.cu_seqlens) {
+    longest = 0;
+    for (size_t i = 0; i + 1 < r.cu_seqlens->size(); ++i) longest = std::max(longest, (*r.cu_seqlens)[i + 1] - (*r.cu_seqlens)[i]);
+  }
+  return r.offset + longest;
 }
 
 ref::Call reference_call(const runtime::ApplyRequest& r, int64_t seq_len) {
@@ -105,7 +120,7 @@ std::vector<EncodingCase> sweep_sinusoidal_and_learned() {
           const DType dt = parse(spec).dtype;
           const bool packed = std::string(layout) == "td";
           const std::vector<int64_t> shape = packed ? std::vector<int64_t>{11, dim} : std::vector<int64_t>{2, 5, dim};
-          EncodingCase c = make(spec, tensor("x", shape, dt, seed++));
+          EncodingCase c = make(spec, tensor(shape, dt, seed++));
           if (packed) c.request.cu_seqlens = std::vector<int64_t>{0, 4, 4, 11};
           else c.request.offset = dim % 2 ? 7 : 0;
           out.push_back(std::move(c));
@@ -113,7 +128,7 @@ std::vector<EncodingCase> sweep_sinusoidal_and_learned() {
   // Explicit ids ([B, S] int64, [S] shared int32), long positions.
   for (bool shared : {false, true}) {
     const std::string spec = "name: s\nencoding: sinusoidal\ndim: 48\npositions: explicit\n";
-    EncodingCase c = make(spec, tensor("x", {3, 4, 48}, DType::F32, seed++));
+    EncodingCase c = make(spec, tensor({3, 4, 48}, DType::F32, seed++));
     c.request.positions = shared ? ids({4}, 1 << 20, false, seed++) : ids({3, 4}, 100000, true, seed++);
     out.push_back(std::move(c));
   }
@@ -125,8 +140,8 @@ std::vector<EncodingCase> sweep_sinusoidal_and_learned() {
         const DType dt = parse(spec).dtype;
         const bool packed = std::string(layout) == "td";
         const std::vector<int64_t> shape = packed ? std::vector<int64_t>{6, 37} : std::vector<int64_t>{2, 3, 37};
-        EncodingCase c = make(spec, tensor("x", shape, dt, seed++));
-        c.request.table = tensor("table", {20, 37}, dt, seed++);
+        EncodingCase c = make(spec, tensor(shape, dt, seed++));
+        c.request.table = tensor({20, 37}, dt, seed++);
         if (explicit_ids) c.request.positions = ids(packed ? std::vector<int64_t>{6} : std::vector<int64_t>{shape[0], shape[1]}, 20, false, seed++);
         else c.request.offset = 3;
         out.push_back(std::move(c));
@@ -142,7 +157,7 @@ std::vector<EncodingCase> sweep_alibi() {
       for (auto [sq, sk, offset] : {std::tuple{1, 1, 0}, std::tuple{4, 7, 3}, std::tuple{3, 33, 30}, std::tuple{9, 9, 0}})
         for (const char* dtype : {"f32", "bf16"}) {
           const std::string spec = fmt::format("name: a\nencoding: alibi\nnum_heads: {}\nform: {}\ndtype: {}\n", heads, form, dtype);
-          EncodingCase c = make(spec, tensor("x", {2, heads, sq, sk}, parse(spec).dtype, seed++));
+          EncodingCase c = make(spec, tensor({2, heads, sq, sk}, parse(spec).dtype, seed++));
           c.request.offset = offset;
           out.push_back(std::move(c));
         }
@@ -170,7 +185,7 @@ std::vector<EncodingCase> sweep_multi_axis_rope() {
         const std::vector<int64_t> q_shape = packed ? std::vector<int64_t>{7, 4, 20} : std::vector<int64_t>{2, 5, 4, 20};
         std::vector<int64_t> k_shape = q_shape;
         k_shape[packed ? 1 : 2] = 2;
-        EncodingCase c = make(spec, tensor("q", q_shape, DType::F32, seed++), tensor("k", k_shape, DType::F32, seed++));
+        EncodingCase c = make(spec, tensor(q_shape, DType::F32, seed++), tensor(k_shape, DType::F32, seed++));
         std::vector<int64_t> pos_shape(q_shape.begin(), q_shape.end() - (packed ? 2 : 2));
         pos_shape.push_back(a.axes);
         c.request.positions = ids(pos_shape, 4096, pos_shape.size() == 3, seed++);
@@ -202,15 +217,15 @@ std::vector<EncodingCase> sweep_backward_and_runtime_frequencies() {
       if (spec.layout == Layout::BHSD) std::swap(q_shape[1], q_shape[2]);
       std::vector<int64_t> k_shape = q_shape;
       k_shape[spec.layout == Layout::BSHD || spec.layout == Layout::SBHD ? 2 : 1] = 1;
-      EncodingCase c = make(text, tensor("q", q_shape, spec.dtype, seed++), tensor("k", k_shape, spec.dtype, seed++));
+      EncodingCase c = make(text, tensor(q_shape, spec.dtype, seed++), tensor(k_shape, spec.dtype, seed++));
       c.request.backward = backward;
       if (spec.axes.enabled()) c.request.positions = ids({2, 5, 3}, 64, false, seed++);
       if (packed) c.request.cu_seqlens = std::vector<int64_t>{0, 3, 7};
       if (runtime_freqs) {
-        c.request.freqs = tensor("freqs", {spec.num_pairs()}, DType::F32, seed++, 0.3);
+        c.request.freqs = tensor({spec.num_pairs()}, DType::F32, seed++, 0.3);
         if (backward) {
-          c.request.saved_q = tensor("saved_q", q_shape, spec.dtype, seed++);
-          c.request.saved_k = tensor("saved_k", k_shape, spec.dtype, seed++);
+          c.request.saved_q = tensor(q_shape, spec.dtype, seed++);
+          c.request.saved_k = tensor(k_shape, spec.dtype, seed++);
         }
       }
       out.push_back(std::move(c));
@@ -228,7 +243,7 @@ std::optional<runtime::ApplyResult> run_encoding_case(const EncodingCase& c, con
     ADD_FAILURE() << format(result.errors());
     return std::nullopt;
   }
-  const ref::Call call = reference_call(r, result->seq_len);
+  const ref::Call call = reference_call(r, hf_seq_len(spec, r));
   switch (spec.encoding) {
     case Encoding::Sinusoidal:
     case Encoding::Learned:
@@ -239,10 +254,11 @@ std::optional<runtime::ApplyResult> run_encoding_case(const EncodingCase& c, con
       std::vector<double> d_freqs(spec.num_pairs(), 0.0);
       auto check = [&](const runtime::HostTensor& in, const std::vector<float>& got, const std::optional<runtime::HostTensor>& saved,
                        bool is_key) {
-        if (!r.backward) return expect_near(in.name, spec.dtype, got, ref::reference_apply(spec, as_ref(in), is_key, call).data);
+        const std::string name = is_key ? "k" : "q";
+        if (!r.backward) return expect_near(name, spec.dtype, got, ref::reference_apply(spec, as_ref(in), is_key, call).data);
         const ref::Tensor saved_ref = saved ? as_ref(*saved) : ref::Tensor{};
         const ref::Gradients g = ref::reference_backward(spec, as_ref(in), saved ? &saved_ref : nullptr, is_key, call);
-        expect_near("d" + in.name, spec.dtype, got, g.dx.data);
+        expect_near("d" + name, spec.dtype, got, g.dx.data);
         for (size_t i = 0; i < g.d_inv_freq.size(); ++i) d_freqs[i] += g.d_inv_freq[i];
       };
       check(r.q, result->out_q, r.saved_q, false);
@@ -270,10 +286,10 @@ void run_encoding_sweep(const std::vector<EncodingCase>& cases, const std::strin
 double adjoint_error(const std::string& spec_text, const std::string& target) {
   const RopeSpec spec = parse(spec_text);
   runtime::ApplyRequest forward;
-  forward.q = tensor("q", {2, 6, 3, spec.head_dim}, spec.dtype, 7);
+  forward.q = tensor({2, 6, 3, spec.head_dim}, spec.dtype, 7);
   forward.target = target;
   runtime::ApplyRequest backward = forward;
-  backward.q = tensor("q", forward.q.shape, spec.dtype, 8);
+  backward.q = tensor(forward.q.shape, spec.dtype, 8);
   backward.backward = true;
   backward.seq_len = forward.seq_len = 6;
   Result<runtime::ApplyResult> y = runtime::apply_on_host(spec, forward), dx = runtime::apply_on_host(spec, backward);

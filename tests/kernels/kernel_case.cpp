@@ -11,7 +11,7 @@
 #include "lowering/storage.h"
 #include "ropegen/spec_io.h"
 #include "runtime/jit_kernel.h"
-#include "runtime/tensor_view.h"
+#include "call/contract.h"
 #include "support/reference.h"
 
 namespace ropegen::test {
@@ -111,30 +111,36 @@ CaseOutputs run_case_or_throw(const Case& c, const Halide::Target& target) {
 
   lowering::KernelVariant variant;
   variant.with_k = k.has_value();
-  variant.position_type = c.int64_positions ? Halide::Int(64) : Halide::Int(32);
+  variant.position_type = c.int64_positions ? IdType::Int64 : IdType::Int32;
   runtime::JitKernel kernel(spec, variant, target);
 
   const Halide::Type type = lowering::storage_type(spec.dtype);
-  runtime::RopeCall rc;
-  rc.q = runtime::logical_tensor(q.storage.data(), type, spec.layout, q.shape, runtime::dense_strides(q.shape));
+  const ElementType element_type = ropegen::call::element_type(ropegen::call::call_contract(spec));
+  auto tensor = [&](const Halide::Buffer<>& storage, const std::vector<int64_t>& shape) {
+    return ropegen::Tensor::dense(const_cast<void*>(static_cast<const void*>(storage.data())), element_type, shape.data(),
+                                  static_cast<int>(shape.size()));
+  };
+  Call rc;
+  rc.q = tensor(q.storage, q.shape);
   Halide::Buffer<> out_q_storage = c.in_place ? q.storage : Halide::Buffer<>(type, q.storage.number_of_elements());
-  rc.out_q = runtime::logical_tensor(out_q_storage.data(), type, spec.layout, q.shape, runtime::dense_strides(q.shape));
+  rc.out_q = tensor(out_q_storage, q.shape);
   Halide::Buffer<> out_k_storage;
   if (k) {
-    rc.k = runtime::logical_tensor(k->storage.data(), type, spec.layout, k->shape, runtime::dense_strides(k->shape));
+    rc.k = tensor(k->storage, k->shape);
     out_k_storage = c.in_place ? k->storage : Halide::Buffer<>(type, k->storage.number_of_elements());
-    rc.out_k = runtime::logical_tensor(out_k_storage.data(), type, spec.layout, k->shape, runtime::dense_strides(k->shape));
+    rc.out_k = tensor(out_k_storage, k->shape);
   }
   std::vector<int32_t> pos32(pos_values.begin(), pos_values.end());
   std::vector<int64_t> pos64 = pos_values;
   if (c.explicit_positions)
-    rc.positions = runtime::logical_positions(c.int64_positions ? static_cast<void*>(pos64.data()) : pos32.data(),
-                                              variant.position_type, spec.layout, pos_shape, c.B);
+    rc.positions = ropegen::Tensor::dense(c.int64_positions ? static_cast<void*>(pos64.data()) : pos32.data(),
+                                          c.int64_positions ? ElementType::Int64 : ElementType::Int32, pos_shape.data(),
+                                          static_cast<int>(pos_shape.size()));
   std::vector<int32_t> cu(c.cu_seqlens.begin(), c.cu_seqlens.end());
-  if (!cu.empty()) rc.cu_seqlens = Halide::Buffer<int32_t>(cu.data(), static_cast<int>(cu.size()));
+  if (!cu.empty()) rc.cu_seqlens = ropegen::Tensor::dense(cu.data(), ElementType::Int32, {static_cast<int64_t>(cu.size())});
   rc.offset = c.offset;
   rc.seq_len = seq_len;
-  kernel.run(rc);
+  run_prepared(kernel, spec, rc);
 
   auto check = [&](const Tensor& in, const Halide::Buffer<>& out, bool is_key, const char* what) {
     const ref::Tensor want = ref::reference_apply(spec, {in.shape, std::vector<double>(in.values.begin(), in.values.end())},
@@ -197,6 +203,19 @@ int64_t ulp_distance(DType dtype, const Halide::Buffer<>& a, const Halide::Buffe
     return bits < 0 ? int64_t{INT16_MIN} - bits : bits;
   };
   return std::abs(ordered(a) - ordered(b));
+}
+
+ropegen::Tensor host_tensor(const void* data, ElementType type, const std::vector<int64_t>& shape,
+                            const std::vector<int64_t>& strides) {
+  ropegen::Tensor t = ropegen::Tensor::dense(const_cast<void*>(data), type, shape.data(), static_cast<int>(shape.size()));
+  for (size_t i = 0; i < strides.size(); ++i) t.strides[i] = strides[i];
+  return t;
+}
+
+void run_prepared(runtime::CompiledKernel& kernel, const RopeSpec& spec, const Call& call) {
+  Result<call::PreparedCall> prepared = call::prepare_call(spec, call);
+  ASSERT_TRUE(prepared.ok()) << format(prepared.errors());
+  kernel.run(*prepared);
 }
 
 }  // namespace ropegen::test

@@ -10,7 +10,9 @@
 
 #include <Halide.h>
 
+#include "ropegen/call.h"
 #include "ropegen/spec.h"
+#include "runtime/kernel.h"
 
 namespace ropegen::test {
 
@@ -35,6 +37,14 @@ struct CaseOutputs {
 // Runs c on target and checks it against the reference (gtest failures,
 // never throws). The outputs are empty when the case could not run.
 CaseOutputs run_case(const Case& c, const Halide::Target& target);
+
+// Prepares `call` for `spec` (a test failure names what prepare_call
+// refused) and runs it on `kernel`.
+void run_prepared(runtime::CompiledKernel& kernel, const RopeSpec& spec, const Call& call);
+
+// A host tensor over `data`; strides empty: dense.
+ropegen::Tensor host_tensor(const void* data, ElementType type, const std::vector<int64_t>& shape,
+                            const std::vector<int64_t>& strides = {});
 
 // Units in the last place between two stored values of the same dtype (the
 // distance between their positions on the dtype's number line; 0 = the same

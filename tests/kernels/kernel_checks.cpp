@@ -7,9 +7,9 @@
 
 #include <fmt/format.h>
 
+#include "kernels/kernel_case.h"
 #include "runtime/host_tensor.h"
 #include "runtime/jit_kernel.h"
-#include "runtime/tensor_view.h"
 #include "ropegen/spec_io.h"
 #include "support/reference.h"
 
@@ -28,15 +28,15 @@ double max_trig_error(double theta, int64_t max_position, const Halide::Target& 
     for (int i = 0; i < 64; ++i) q[t * 128 + i] = 1.0f;  // half pairing: (x_i, x_{i+64}) = (1, 0)
   runtime::HostStorage in = runtime::to_storage(q, DType::F32), out = in.empty_like();
   lowering::KernelVariant variant;
-  variant.position_type = Halide::Int(64);
+  variant.position_type = IdType::Int64;
   runtime::JitKernel kernel(spec, variant, target);
-  runtime::RopeCall call;
+  Call call;
   const std::vector<int64_t> shape = {tokens, 1, 128};
-  call.q = runtime::logical_tensor(in.data(), in.type(), Layout::THD, shape, runtime::dense_strides(shape));
-  call.out_q = runtime::logical_tensor(out.data(), in.type(), Layout::THD, shape, runtime::dense_strides(shape));
-  call.positions = runtime::logical_positions(ids.data(), Halide::Int(64), Layout::THD, {tokens}, 1);
+  call.q = host_tensor(in.data(), in.element_type(), shape);
+  call.out_q = host_tensor(out.data(), in.element_type(), shape);
+  call.positions = host_tensor(ids.data(), ElementType::Int64, {tokens});
   call.seq_len = max_position + 1;
-  kernel.run(call);
+  run_prepared(kernel, spec, call);
   const std::vector<float> got = out.to_float();
   if (outputs) *outputs = got;
   double worst = 0;
@@ -59,7 +59,8 @@ void check_fused_qkv(const char* layout, bool in_place, const Halide::Target& ta
   const int64_t B = 2, S = 5, Hq = 4, Hk = 2, H = Hq + 2 * Hk, D = 16;
   const bool sbhd = std::string(layout) == "sbhd";
   const std::vector<int64_t> fused_shape = sbhd ? std::vector<int64_t>{S, B, H, D} : std::vector<int64_t>{B, S, H, D};
-  const std::vector<int64_t> strides = runtime::dense_strides(fused_shape);
+  const std::vector<int64_t> strides = sbhd ? std::vector<int64_t>{B * H * D, H * D, D, 1}
+                                            : std::vector<int64_t>{S * H * D, H * D, D, 1};
   std::vector<float> fused(B * S * H * D);
   std::mt19937 rng(3);
   std::normal_distribution<float> dist;
@@ -74,15 +75,16 @@ void check_fused_qkv(const char* layout, bool in_place, const Halide::Target& ta
     s[2] = heads;
     return s;
   };
-  runtime::RopeCall call;
-  call.q = runtime::logical_tensor(fused.data(), Halide::Float(32), spec.layout, shape_with_heads(Hq), strides);
-  call.k = runtime::logical_tensor(fused.data() + Hq * D, Halide::Float(32), spec.layout, shape_with_heads(Hk), strides);
-  call.out_q = runtime::logical_tensor(dst, Halide::Float(32), spec.layout, shape_with_heads(Hq), strides);
-  call.out_k = runtime::logical_tensor(dst + Hq * D, Halide::Float(32), spec.layout, shape_with_heads(Hk), strides);
+  Call call;
+  call.q = host_tensor(fused.data(), ElementType::Float32, shape_with_heads(Hq), strides);
+  call.k = host_tensor(fused.data() + Hq * D, ElementType::Float32, shape_with_heads(Hk), strides);
+  call.out_q = host_tensor(dst, ElementType::Float32, shape_with_heads(Hq), strides);
+  call.out_k = host_tensor(dst + Hq * D, ElementType::Float32, shape_with_heads(Hk), strides);
   call.seq_len = S;
   lowering::KernelVariant variant;
   variant.with_k = true;
-  runtime::JitKernel(spec, variant, target).run(call);
+  runtime::JitKernel kernel(spec, variant, target);
+  run_prepared(kernel, spec, call);
 
   // Reference on dense copies of the slices.
   auto slice = [&](int64_t head0, int64_t heads) {

@@ -11,11 +11,11 @@
 #include "kernels/gpu_parity.h"
 #include "lowering/rope_algorithm.h"
 #include "ropegen/spec_io.h"
-#include "runtime/call_parts.h"
+#include "call/parts.h"
+#include "kernels/kernel_case.h"
 #include "runtime/device_call.h"
 #include "runtime/device_probe.h"
 #include "runtime/jit_kernel.h"
-#include "runtime/tensor_view.h"
 #include "support/reference.h"
 
 namespace ropegen {
@@ -32,21 +32,21 @@ void check_large(const char* layout, int64_t H) {
   const int64_t D = 128, S = (int64_t{300} << 20) / (4 * H * D);  // 300 MiB of f32
   const bool bhsd = std::string(layout) == "bhsd";
   const std::vector<int64_t> shape = bhsd ? std::vector<int64_t>{1, H, S, D} : std::vector<int64_t>{1, S, H, D};
-  const std::vector<int64_t> strides = runtime::dense_strides(shape);
   std::vector<float> q(static_cast<size_t>(S * H * D)), out(q.size());
   for (size_t i = 0; i < q.size(); ++i) q[i] = value_at(static_cast<int64_t>(i));
 
-  runtime::RopeCall call;
-  call.q = runtime::logical_tensor(q.data(), Halide::Float(32), spec.layout, shape, strides);
-  call.out_q = runtime::logical_tensor(out.data(), Halide::Float(32), spec.layout, shape, strides);
+  Call call;
+  call.q = test::host_tensor(q.data(), ElementType::Float32, shape);
+  call.out_q = test::host_tensor(out.data(), ElementType::Float32, shape);
   call.seq_len = S;
+  const call::PreparedCall prepared = std::move(call::prepare_call(spec, call)).value();
   const runtime::DeviceInfo device = *runtime::probe_device(*v.target);
-  const int parts = runtime::device_parts(spec, {}, runtime::part_of(call, {0, S, 0, 1}), device);
+  const int parts = runtime::device_parts(spec, {}, runtime::wrap(call::part_views(prepared, {0, S, 0, 1})), device);
   EXPECT_GT(parts, 1) << "a 300 MiB q must be split under a " << device.max_buffer_bytes << "-byte binding limit";
 
   runtime::JitKernel kernel(spec, {}, *v.target);
   const auto start = std::chrono::steady_clock::now();
-  kernel.run(call);
+  kernel.run(prepared);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("[ LARGE    ] %s q %lld MiB, %lld heads, in %d parts (binding limit %lld MiB): %.1f s\n", layout,
               static_cast<long long>(q.size() * 4 >> 20), static_cast<long long>(H), parts, static_cast<long long>(device.max_buffer_bytes >> 20),

@@ -150,7 +150,7 @@ TEST_F(CacheRobustness, AFifoInTheCacheBlocksNothing) {
 TEST_F(CacheRobustness, AStoppedProcessHoldingALockDelaysOthersOnlyBriefly) {
   const RopeSpec spec = parse_spec("name: locked\nhead_dim: 16\n", "test").value();
   lowering::KernelVariant variant;
-  variant.position_type = Halide::Int(32);
+  variant.position_type = IdType::Int32;
   const runtime::CacheKey key = runtime::cache_key(spec, variant, Halide::get_host_target());
   ASSERT_TRUE(runtime::DiskCache::open(cache(), 1 << 30).ok());
   // A child takes the key's lock and the stats lock, then stops.

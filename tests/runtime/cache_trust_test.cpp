@@ -35,7 +35,7 @@ RopeSpec spec_named(const std::string& name) { return parse_spec("name: " + name
 
 lowering::KernelVariant q_only() {
   lowering::KernelVariant v;
-  v.position_type = Halide::Int(32);
+  v.position_type = IdType::Int32;
   return v;
 }
 
@@ -83,7 +83,7 @@ class CacheTrust : public ::testing::Test {
   // A kernel of `spec` from a fresh Runtime on `dir`: it must come, whatever the cache holds.
   CacheCounters get(const std::string& dir, const RopeSpec& spec) {
     Runtime r(RuntimeOptions{dir, uint64_t{1} << 30});
-    Result<std::shared_ptr<runtime::Kernel>> kernel = r.get(spec, q_only());
+    Result<std::shared_ptr<Kernel>> kernel = r.get(spec, q_only());
     EXPECT_TRUE(kernel.ok()) << (kernel.ok() ? "" : format(kernel.errors()));
     return r.counters();
   }

@@ -22,7 +22,7 @@
 #include "runtime/disk_cache.h"
 #include "runtime/host_tensor.h"
 #include "runtime/jit_kernel.h"
-#include "runtime/tensor_view.h"
+#include "call/prepare_call.h"
 #include "support/run_command.h"
 
 namespace ropegen {
@@ -49,22 +49,22 @@ const char* kPackedYarn =
 lowering::KernelVariant variant(bool with_k, int position_bits = 32) {
   lowering::KernelVariant v;
   v.with_k = with_k;
-  v.position_type = Halide::Int(position_bits);
+  v.position_type = position_bits == 64 ? IdType::Int64 : IdType::Int32;
   return v;
 }
 
-// One call's tensors (random, from a fixed seed) and the RopeCall viewing them.
+// One call's tensors (random, from a fixed seed) and the Call viewing them.
 struct CallData {
   std::vector<int64_t> q_shape, k_shape;
   std::unique_ptr<HostStorage> q, out_q, k, out_k;
   std::vector<int32_t> pos32, cu;
   std::vector<int64_t> pos64;
-  runtime::RopeCall call;
+  Call call;
 
   // Both outputs' bytes, for exact comparison.
   std::string outputs() const {
-    std::string bytes(static_cast<const char*>(out_q->data()), out_q->elements() * out_q->type().bytes());
-    if (out_k) bytes.append(static_cast<const char*>(out_k->data()), out_k->elements() * out_k->type().bytes());
+    std::string bytes(static_cast<const char*>(out_q->data()), out_q->elements() * element_bytes(out_q->element_type()));
+    if (out_k) bytes.append(static_cast<const char*>(out_k->data()), out_k->elements() * element_bytes(out_k->element_type()));
     return bytes;
   }
 };
@@ -81,7 +81,7 @@ std::unique_ptr<HostStorage> random_storage(DType dtype, const std::vector<int64
 // An output buffer full of a canary pattern, so dims a kernel fails to write show.
 std::unique_ptr<HostStorage> canary_like(const HostStorage& s) {
   auto out = std::make_unique<HostStorage>(s.empty_like());
-  std::memset(out->data(), 0x5a, out->elements() * out->type().bytes());
+  std::memset(out->data(), 0x5a, out->elements() * element_bytes(out->element_type()));
   return out;
 }
 
@@ -92,9 +92,8 @@ std::unique_ptr<CallData> make_call(const RopeSpec& spec, const lowering::Kernel
   c->q_shape = thd ? std::vector<int64_t>{10, 3, spec.head_dim} : std::vector<int64_t>{2, 5, 3, spec.head_dim};
   c->k_shape = c->q_shape;
   c->k_shape[thd ? 1 : 2] = 1;
-  const Halide::Type type = lowering::storage_type(spec.dtype);
   auto view = [&](HostStorage& s, const std::vector<int64_t>& shape) {
-    return runtime::logical_tensor(s.data(), type, spec.layout, shape, runtime::dense_strides(shape));
+    return Tensor::dense(s.data(), s.element_type(), shape.data(), static_cast<int>(shape.size()));
   };
   c->q = random_storage(spec.dtype, c->q_shape, rng);
   c->out_q = canary_like(*c->q);
@@ -110,14 +109,17 @@ std::unique_ptr<CallData> make_call(const RopeSpec& spec, const lowering::Kernel
     std::uniform_int_distribution<int64_t> ids(0, 5000);
     for (int i = 0; i < 10; ++i) c->pos64.push_back(ids(rng));
     c->pos32.assign(c->pos64.begin(), c->pos64.end());
-    void* data = v.position_type.bits() == 64 ? static_cast<void*>(c->pos64.data()) : c->pos32.data();
-    c->call.positions = runtime::logical_positions(data, v.position_type, spec.layout, {2, 5}, 2);
+    const bool wide = v.position_type == IdType::Int64;
+    void* data = wide ? static_cast<void*>(c->pos64.data()) : c->pos32.data();
+    c->call.positions = Tensor::dense(data, wide ? ElementType::Int64 : ElementType::Int32, {2, 5});
     c->call.seq_len = 5001;
   } else {
     c->call.seq_len = thd ? 6 : 5;
   }
-  c->cu = thd ? std::vector<int32_t>{0, 4, 10} : std::vector<int32_t>{0, 5};
-  c->call.cu_seqlens = Halide::Buffer<int32_t>(c->cu.data(), static_cast<int>(c->cu.size()));
+  if (thd) {
+    c->cu = {0, 4, 10};
+    c->call.cu_seqlens = Tensor::dense(c->cu.data(), ElementType::Int32, {3});
+  }
   if (in_place) {  // the result is in the inputs
     c->out_q = std::move(c->q);
     if (v.with_k) c->out_k = std::move(c->k);
@@ -125,19 +127,24 @@ std::unique_ptr<CallData> make_call(const RopeSpec& spec, const lowering::Kernel
   return c;
 }
 
-std::string run_kernel(runtime::Kernel& kernel, const RopeSpec& spec, const lowering::KernelVariant& v, bool in_place = false) {
+std::string run_kernel(Kernel& kernel, const RopeSpec& spec, const lowering::KernelVariant& v, bool in_place = false) {
   std::unique_ptr<CallData> c = make_call(spec, v, in_place);
-  kernel.run(c->call);
+  const Status ran = kernel.run(c->call);
+  EXPECT_TRUE(ran.ok()) << (ran.ok() ? "" : format(ran.errors()));
   return c->outputs();
 }
 
 std::string run_jit(const RopeSpec& spec, const lowering::KernelVariant& v, bool in_place = false) {
   runtime::JitKernel jit(spec, v, Halide::get_host_target());
-  return run_kernel(jit, spec, v, in_place);
+  std::unique_ptr<CallData> c = make_call(spec, v, in_place);
+  Result<call::PreparedCall> prepared = call::prepare_call(spec, c->call);
+  EXPECT_TRUE(prepared.ok()) << (prepared.ok() ? "" : format(prepared.errors()));
+  if (prepared) jit.run(*prepared);
+  return c->outputs();
 }
 
-std::shared_ptr<runtime::Kernel> get(Runtime& r, const RopeSpec& spec, const lowering::KernelVariant& v) {
-  Result<std::shared_ptr<runtime::Kernel>> k = r.get(spec, v);
+std::shared_ptr<Kernel> get(Runtime& r, const RopeSpec& spec, const lowering::KernelVariant& v) {
+  Result<std::shared_ptr<Kernel>> k = r.get(spec, v);
   EXPECT_TRUE(k.ok()) << (k.ok() ? "" : format(k.errors()));
   return k.ok() ? k.value() : nullptr;
 }
@@ -215,14 +222,14 @@ TEST_F(RuntimeCache, LoadedKernelsMatchTheJitKernelBitForBit) {
   // The pass-through dims really were copied (no canary left in out_q).
   const RopeSpec partial = spec_from(kPartial);
   std::unique_ptr<CallData> call = make_call(partial, variant(false, 64));
-  get(r, partial, variant(false, 64))->run(call->call);
+  EXPECT_TRUE(get(r, partial, variant(false, 64))->run(call->call).ok());
   EXPECT_EQ(std::memcmp(call->out_q->data(), call->q->data(), 8 * 2), 0);  // dims 0..7 of the first token
 }
 
 TEST_F(RuntimeCache, ThreadsAndRuntimesAskingAtOnceCompileOnce) {
   const RopeSpec spec = spec_from(kFull);
   Runtime a(options()), b(options());
-  std::vector<std::shared_ptr<runtime::Kernel>> got(8);
+  std::vector<std::shared_ptr<Kernel>> got(8);
   std::vector<std::thread> threads;
   for (int i = 0; i < 8; ++i) threads.emplace_back([&, i] { got[i] = get(i % 2 ? a : b, spec, variant(true)); });
   for (auto& t : threads) t.join();
@@ -245,7 +252,7 @@ TEST_F(RuntimeCache, ThreadsAndRuntimesAskingAtOnceCompileOnce) {
 TEST_F(RuntimeCache, DifferentKernelsCompileInParallelThreads) {
   const std::vector<RopeSpec> specs = {spec_from(kFull), spec_from(kPartial), spec_from(kPackedYarn)};
   Runtime r(options());
-  std::vector<std::shared_ptr<runtime::Kernel>> got(specs.size());
+  std::vector<std::shared_ptr<Kernel>> got(specs.size());
   std::vector<std::thread> threads;
   for (size_t i = 0; i < specs.size(); ++i) threads.emplace_back([&, i] { got[i] = get(r, specs[i], variant(true)); });
   for (auto& t : threads) t.join();

@@ -1,4 +1,4 @@
-// The tensors' memory (runtime/call_parts.h): strides past 32 bits run
+// The tensors' memory (call/prepare_call.h, call/parts.h): strides past 32 bits run
 // right (views over sparse memory, canaries around the outputs), a call of
 // more than 2^31 elements is cut into parts, overlapping tensors are
 // refused unless in place or side by side (fused qkv), empty calls do
@@ -13,9 +13,9 @@
 #include <random>
 
 #include "ropegen/spec_io.h"
-#include "runtime/call_parts.h"
+#include "call/parts.h"
+#include "ropegen/runtime.h"
 #include "runtime/jit_kernel.h"
-#include "runtime/tensor_view.h"
 
 namespace ropegen {
 namespace {
@@ -30,12 +30,25 @@ const RopeSpec kPartialIds =
     spec_from("name: wide_ids\nhead_dim: 128\nrotary_dim: 64\nrotary_offset: 32\ndtype: f16\npositions: explicit\n");
 constexpr int64_t D = 128;
 
-runtime::TensorView bshd(void* data, std::vector<int64_t> shape, std::vector<int64_t> strides,
-                         Halide::Type type = Halide::Float(16)) {
-  return runtime::logical_tensor(data, type, Layout::BSHD, shape, strides);
+Tensor bshd(const void* data, std::vector<int64_t> shape, std::vector<int64_t> strides,
+            ElementType type = ElementType::Float16) {
+  Tensor t = Tensor::dense(const_cast<void*>(data), type, shape.data(), static_cast<int>(shape.size()));
+  for (size_t i = 0; i < strides.size(); ++i) t.strides[i] = strides[i];
+  return t;
 }
 
-std::string messages(const RopeSpec& spec, const runtime::RopeCall& call) { return format(runtime::check_tensors(spec, call)); }
+std::string messages(const RopeSpec& spec, const Call& call) {
+  const Result<call::PreparedCall> p = call::prepare_call(spec, call);
+  return p ? "" : format(p.errors());
+}
+
+call::PreparedCall prepared(const RopeSpec& spec, const Call& c) {
+  Result<call::PreparedCall> p = call::prepare_call(spec, c);
+  EXPECT_TRUE(p.ok()) << (p.ok() ? "" : format(p.errors()));
+  return std::move(p).value();
+}
+
+void run(runtime::CompiledKernel& kernel, const RopeSpec& spec, const Call& c) { kernel.run(prepared(spec, c)); }
 
 // Address space without memory: pages appear when touched.
 struct Sparse {
@@ -69,23 +82,23 @@ void check_batch_stride(int64_t batch_stride) {
   for (auto& v : dense_in) v = Halide::float16_t(u(rng));
   runtime::JitKernel kernel(kPartialIds, {}, Halide::get_host_target());
   std::vector<int32_t> ids = {5, 9};
-  runtime::RopeCall dense;
+  Call dense;
   dense.q = bshd(dense_in.data(), {2, 1, 1, D}, {D, D, D, 1});
   dense.out_q = bshd(dense_out.data(), {2, 1, 1, D}, {D, D, D, 1});
-  dense.positions = runtime::logical_positions(ids.data(), Halide::Int(32), Layout::BSHD, {2, 1}, 2);
-  kernel.run(dense);
+  dense.positions = Tensor::dense(ids.data(), ElementType::Int32, {2, 1});
+  run(kernel, kPartialIds, dense);
 
   for (uint8_t* row : {out, out + batch_stride * 2}) {
     std::memset(row - 4 * kMiB + row_bytes, 0xA5, 4 * kMiB - row_bytes);  // out's rows are 4 MiB after in's
     std::memset(row + row_bytes, 0xA5, 4 * kMiB);
   }
   for (int b = 0; b < 2; ++b) std::memcpy(in + b * batch_stride * 2, dense_in.data() + b * D, row_bytes);
-  runtime::RopeCall call = dense;
+  Call call = dense;
   call.q = bshd(in, {2, 1, 1, D}, {batch_stride, D, D, 1});
   call.out_q = bshd(out, {2, 1, 1, D}, {batch_stride, D, D, 1});
   ASSERT_EQ(messages(kPartialIds, call), "");
-  EXPECT_EQ(runtime::plan_parts(call).size(), 2u) << "each batch a part of its own";
-  kernel.run(call);
+  EXPECT_EQ(call::plan_parts(prepared(kPartialIds, call)).size(), 2u) << "each batch a part of its own";
+  run(kernel, kPartialIds, call);
   for (int b = 0; b < 2; ++b) {
     uint8_t* row = out + b * batch_stride * 2;
     EXPECT_EQ(std::memcmp(row, dense_out.data() + b * D, row_bytes), 0) << "batch " << b;
@@ -97,7 +110,7 @@ void check_batch_stride(int64_t batch_stride) {
     }
   }
   call.out_q = call.q;  // in place
-  kernel.run(call);
+  run(kernel, kPartialIds, call);
   for (int b = 0; b < 2; ++b) {
     EXPECT_EQ(std::memcmp(in + b * batch_stride * 2, dense_out.data() + b * D, row_bytes), 0) << "in place, batch " << b;
   }
@@ -124,60 +137,61 @@ TEST(TensorMemory, BackwardSumsDFreqsOverParts) {
   backward.backward = true;
   runtime::JitKernel kernel(spec, backward, Halide::get_host_target());
   auto call_over = [&](float* g, float* saved, float* out, std::vector<int64_t> strides, std::vector<float>& d_freqs) {
-    runtime::RopeCall c;
-    c.q = bshd(g, {2, 1, 1, d}, strides, Halide::Float(32));
-    c.saved_q = bshd(saved, {2, 1, 1, d}, strides, Halide::Float(32));
-    c.out_q = bshd(out, {2, 1, 1, d}, strides, Halide::Float(32));
-    c.freqs = Halide::Buffer<float>(freqs.data(), 8);
-    c.d_freqs = Halide::Buffer<float>(d_freqs.data(), 8);
+    Call c;
+    c.backward = true;
+    c.q = bshd(g, {2, 1, 1, d}, strides, ElementType::Float32);
+    c.saved_q = bshd(saved, {2, 1, 1, d}, strides, ElementType::Float32);
+    c.out_q = bshd(out, {2, 1, 1, d}, strides, ElementType::Float32);
+    c.freqs = Tensor::dense(freqs.data(), ElementType::Float32, {8});
+    c.d_freqs = Tensor::dense(d_freqs.data(), ElementType::Float32, {8});
     c.offset = 3;  // position 3: a non-zero gradient
     c.seq_len = 4;
     return c;
   };
-  kernel.run(call_over(dense_grad.data(), dense_saved.data(), dense_out.data(), {d, d, d, 1}, d_dense));
+  run(kernel, spec, call_over(dense_grad.data(), dense_saved.data(), dense_out.data(), {d, d, d, 1}, d_dense));
   for (int b = 0; b < 2; ++b) {
     std::memcpy(grad + b * batch_stride, dense_grad.data() + b * d, d * 4);
     std::memcpy(grad + b * batch_stride + d, dense_saved.data() + b * d, d * 4);
   }
-  const runtime::RopeCall split = call_over(grad, grad + d, grad + 2 * d, {batch_stride, d, d, 1}, d_parts);
-  ASSERT_EQ(runtime::plan_parts(split).size(), 2u);
-  kernel.run(split);
+  const Call split = call_over(grad, grad + d, grad + 2 * d, {batch_stride, d, d, 1}, d_parts);
+  ASSERT_EQ(call::plan_parts(prepared(spec, split)).size(), 2u);
+  run(kernel, spec, split);
   for (int b = 0; b < 2; ++b) std::memcpy(out_rows.data() + b * d, grad + b * batch_stride + 2 * d, d * 4);
   EXPECT_EQ(out_rows, dense_out);
   for (int r = 0; r < 8; ++r) EXPECT_NEAR(d_parts[r], d_dense[r], 1e-6 + 1e-5 * std::abs(d_dense[r])) << "pair " << r;
 }
 
 TEST(TensorMemory, CallsPast2To31ElementsAreCutIntoParts) {
-  runtime::RopeCall call;  // 2^33 elements, never touched: only planned
+  Call call;  // 2^33 elements, never touched: only planned
   auto* fake = reinterpret_cast<void*>(uintptr_t{1} << 40);
-  call.q = bshd(fake, {4, 1 << 20, 16, D}, runtime::dense_strides({4, 1 << 20, 16, D}));
+  call.q = bshd(fake, {4, 1 << 20, 16, D}, {});
   call.out_q = call.q;
   ASSERT_EQ(messages(kF16, call), "");
-  const std::vector<runtime::CallPart> parts = runtime::plan_parts(call);
+  const call::PreparedCall whole = prepared(kF16, call);
+  const std::vector<call::CallPart> parts = call::plan_parts(whole);
   int64_t tokens = 0;
-  for (const runtime::CallPart& p : parts) {
+  for (const call::CallPart& p : parts) {
     EXPECT_EQ(p.nb, 1);
-    EXPECT_LE(p.ns * 16 * D, runtime::kMaxKernelSpan);
+    EXPECT_LE(p.ns * 16 * D, INT32_MAX);
     tokens += p.ns;
-    const runtime::BufferCall b = runtime::part_of(call, p);
-    EXPECT_EQ(b.q.dim(2).min(), p.s0);  // the caller's coordinates
-    EXPECT_EQ(b.q.dim(3).min(), p.b0);
-    EXPECT_EQ(static_cast<const uint8_t*>(b.q.data()) - static_cast<uint8_t*>(fake),
-              (p.b0 * (int64_t{1} << 20) + p.s0) * 16 * D * 2);
+    const call::PartViews b = call::part_views(whole, p);
+    EXPECT_EQ(b.q.dim[2].min, p.s0);  // the caller's coordinates
+    EXPECT_EQ(b.q.dim[3].min, p.b0);
+    EXPECT_EQ(b.q.buf.host - static_cast<uint8_t*>(fake), (p.b0 * (int64_t{1} << 20) + p.s0) * 16 * D * 2);
   }
   EXPECT_EQ(parts.size(), 8u);
   EXPECT_EQ(tokens, 4 << 20);
   // Batches that fit whole go together.
   call.q = bshd(fake, {64, 8, 2, D}, {int64_t{1} << 24, 2 * D, D, 1});
   call.out_q = call.q;
-  EXPECT_EQ(runtime::plan_parts(call).size(), 1u);
-  call.q.stride[3] = call.out_q.stride[3] = int64_t{1} << 28;
-  EXPECT_EQ(runtime::plan_parts(call).size(), 10u);  // 7 batches of 2^28 per part (8 would reach 2^31): 64 in 10
+  EXPECT_EQ(call::plan_parts(prepared(kF16, call)).size(), 1u);
+  call.q->strides[0] = call.out_q->strides[0] = int64_t{1} << 28;
+  EXPECT_EQ(call::plan_parts(prepared(kF16, call)).size(), 10u);  // 7 batches of 2^28 per part (8 would reach 2^31): 64 in 10
 }
 
 TEST(TensorMemory, OverlapIsRefusedUnlessInPlaceOrSideBySide) {
   std::vector<Halide::float16_t> m(6 * D);
-  runtime::RopeCall call;
+  Call call;
   const std::vector<int64_t> dense = {D, D, D, 1};
   call.q = bshd(m.data(), {1, 2, 1, D}, dense);
   call.out_q = bshd(m.data() + D, {1, 2, 1, D}, dense);  // one token later
@@ -189,7 +203,7 @@ TEST(TensorMemory, OverlapIsRefusedUnlessInPlaceOrSideBySide) {
 
   // In place, k inside q's memory: out_q would overwrite k.
   call.q = call.out_q = bshd(m.data(), {1, 2, 1, D}, dense);
-  call.k = call.out_k = bshd(m.data() + D, {1, 1, 1, D}, dense);
+  call.k = call.out_k = bshd(m.data() + D, {1, 2, 1, D}, dense);
   EXPECT_THAT(messages(kF16, call), HasSubstr("out_q overlaps k in memory"));
   EXPECT_THAT(messages(kF16, call), HasSubstr("out_q overlaps out_k in memory"));
   // Fused qkv: q heads 0..1 and k head 2 of every token, in place.
@@ -199,44 +213,56 @@ TEST(TensorMemory, OverlapIsRefusedUnlessInPlaceOrSideBySide) {
   call.k = call.out_k = bshd(m.data() + D, {1, 2, 1, D}, {6 * D, 3 * D, D, 1});  // k is q's second head
   EXPECT_THAT(messages(kF16, call), HasSubstr("out_q overlaps k in memory"));
 
-  runtime::RopeCall self;
+  Call self;
   self.q = bshd(m.data(), {1, 2, 1, D}, dense);
   self.out_q = bshd(m.data() + 2 * D, {1, 2, 1, D}, {D, 0, D, 1});  // both tokens on one row
   EXPECT_THAT(messages(kF16, self), HasSubstr("out_q's elements overlap each other"));
   self.out_q = bshd(m.data() + 2 * D, {1, 2, 1, D}, {D, D / 2, D, 1});
   EXPECT_THAT(messages(kF16, self), HasSubstr("out_q's elements overlap each other"));
 
-  std::vector<float> f(D);
-  runtime::RopeCall grad;  // dL/d(inv_freq) written over an input
-  grad.q = bshd(f.data(), {1, 1, 1, D}, dense, Halide::Float(32));
-  grad.out_q = bshd(f.data(), {1, 1, 1, D}, dense, Halide::Float(32));
-  grad.d_freqs = Halide::Buffer<float>(f.data() + 8, 8);
-  EXPECT_THAT(messages(spec_from("name: g\nhead_dim: 128\n"), grad), HasSubstr("d_freqs overlaps q in memory"));
+  std::vector<float> f(D), saved(D), freqs(64, 0.5f);
+  Call grad;  // dL/d(inv_freq) written over an input
+  grad.backward = true;
+  grad.q = grad.out_q = bshd(f.data(), {1, 1, 1, D}, dense, ElementType::Float32);
+  grad.saved_q = bshd(saved.data(), {1, 1, 1, D}, dense, ElementType::Float32);
+  grad.freqs = Tensor::dense(freqs.data(), ElementType::Float32, {64});
+  grad.d_freqs = Tensor::dense(f.data() + 8, ElementType::Float32, {64});
+  EXPECT_THAT(messages(spec_from("name: g\nhead_dim: 128\nfrequency: {scheme: runtime}\n"), grad),
+              HasSubstr("d_freqs overlaps q in memory"));
 }
 
 TEST(TensorMemory, SizesThatCannotBeAddressedAreErrors) {
   std::vector<Halide::float16_t> m(D);
-  runtime::RopeCall call;
+  Call call;
   call.q = bshd(m.data(), {2, 1, 1, D}, {INT64_MAX / 2, D, D, 1});
-  call.out_q = bshd(m.data(), {1, 1, 1, D}, {D, D, D, 1});
+  call.out_q = bshd(m.data(), {2, 1, 1, D}, {D, D, D, 1});
   EXPECT_THAT(messages(kF16, call), HasSubstr("q's strides reach past the 64-bit address space"));
-  call.q = bshd(m.data(), {1, 1, 2, D}, {D, D, int64_t{1} << 31, 1});
+  call.q = call.out_q = bshd(m.data(), {1, 1, 2, D}, {D, D, int64_t{1} << 31, 1});
   EXPECT_THAT(messages(kF16, call), HasSubstr("one token of q (2 heads, 2147483648 elements apart) spans more than the "
                                               "2^31-1 elements"));
-  call.q = bshd(m.data(), {1, 1, 1, D}, {D, D, D, 2});
+  call.q = call.out_q = bshd(m.data(), {1, 1, 1, D}, {D, D, D, 2});
   EXPECT_THAT(messages(kF16, call), HasSubstr("the last dim of q must be contiguous (stride 1, not 2)"));
-  call.q = bshd(m.data(), {int64_t{1} << 31, 1, 1, D}, {D, D, D, 1});
-  EXPECT_THAT(messages(kF16, call), HasSubstr("q has a dim of 2147483648 elements"));
-  EXPECT_THROW(runtime::JitKernel(kF16, {}, Halide::get_host_target()).run(call), std::invalid_argument);
+  call.q = call.out_q = bshd(m.data(), {int64_t{1} << 31, 1, 1, D}, {D, D, D, 1});
+  EXPECT_THAT(messages(kF16, call), HasSubstr("q has shape (2147483648, 1, 1, 128): every dim must be in 0..2^31-1"));
+  // What the library hands out refuses it the same way, before compiling anything.
+  Runtime r{RuntimeOptions{}};
+  const Status ran = r.run(kF16, call);
+  ASSERT_FALSE(ran.ok());
+  EXPECT_THAT(format(ran.errors()), HasSubstr("every dim must be in 0..2^31-1"));
+  EXPECT_EQ(r.counters().memory_misses, 0u);
 }
 
 TEST(TensorMemory, EmptyCallsRunNothing) {
-  runtime::RopeCall call;
-  call.q = call.out_q = bshd(nullptr, {2, 0, 4, D}, runtime::dense_strides({2, 0, 4, D}));
-  std::vector<float> d(64, 7.0f);
-  call.d_freqs = Halide::Buffer<float>(d.data(), 64);
+  Call call;
+  std::vector<float> freqs(64, 0.5f), d(64, 7.0f);
+  call.q = call.out_q = bshd(nullptr, {2, 0, 4, D}, {}, ElementType::Float32);
+  call.saved_q = bshd(nullptr, {2, 0, 4, D}, {}, ElementType::Float32);
+  call.freqs = Tensor::dense(freqs.data(), ElementType::Float32, {64});
+  call.d_freqs = Tensor::dense(d.data(), ElementType::Float32, {64});
+  call.backward = true;
   int parts = 0;
-  runtime::run_in_parts(kF16, call, [&](const runtime::BufferCall&) { ++parts; });
+  call::run_in_parts(prepared(spec_from("name: e\nhead_dim: 128\nfrequency: {scheme: runtime}\n"), call),
+                     [&](const call::PartViews&) { ++parts; });
   EXPECT_EQ(parts, 0);
   EXPECT_EQ(d, std::vector<float>(64, 0.0f)) << "dL/d(inv_freq) of no tokens";
 }

@@ -65,7 +65,7 @@ TEST(Ptx, AssemblesForSm80AndSm90) {
     const RopeSpec spec = *parse_spec(c.spec, "ptx");
     lowering::KernelVariant variant;
     variant.with_k = c.with_k;
-    variant.position_type = c.int64_positions ? Halide::Int(64) : Halide::Int(32);
+    variant.position_type = c.int64_positions ? IdType::Int64 : IdType::Int32;
     variant.backward = c.backward;
     const Result<std::string> ptx = targets::cuda_ptx(spec, variant, *targets::parse_target(c.target), c.pass_through);
     ASSERT_TRUE(ptx.ok()) << format(ptx.errors());

@@ -34,7 +34,7 @@ runtime::HostTensor read_float_tensor(const std::string& path, const char* role)
     fail(fmt::format("{} ({}) has dtype {}; {} must be float32 (np.float32); it is converted to the spec's dtype for "
                      "the kernel",
                      role, path, a.dtype, role));
-  runtime::HostTensor t{role, a.shape, std::vector<float>(a.elements())};
+  runtime::HostTensor t{a.shape, std::vector<float>(a.elements())};
   if (!a.data.empty()) std::memcpy(t.data.data(), a.data.data(), a.data.size());  // an empty tensor has no data pointer
   return t;
 }
@@ -66,6 +66,19 @@ void check_flags(const RopeSpec& spec, const ApplyOptions& o) {
   if (o.x.empty() || o.out.empty()) fail(fmt::format("a {} spec needs --x X.npy and --out OUT.npy", to_string(spec.encoding)));
 }
 
+// The library names the call's arguments; here they came from flags.
+std::vector<Diagnostic> with_flags(std::vector<Diagnostic> errors) {
+  static const std::pair<const char*, const char*> flags[] = {
+      {"q", "--q"},           {"x", "--x"},           {"k", "--k"},           {"out_q", "--out-q"},
+      {"out_k", "--out-k"},   {"out", "--out"},       {"positions", "--positions"}, {"cu_seqlens", "--cu-seqlens"},
+      {"table", "--table"},   {"freqs", "--freqs"},   {"saved_q", "--saved-q"}, {"saved_k", "--saved-k"},
+      {"d_freqs", "--out-freqs"}, {"offset", "--offset"}, {"seq_len", "--seq-len"}, {"backward", "--backward"}};
+  for (Diagnostic& d : errors)
+    for (auto [name, flag] : flags)
+      if (d.where.file == name) d.where.file = flag;
+  return errors;
+}
+
 void run_apply(const ApplyOptions& o) {
   const RopeSpec spec = unwrap(load_spec(o.spec));
   check_flags(spec, o);
@@ -76,7 +89,7 @@ void run_apply(const ApplyOptions& o) {
   r.k = optional_tensor(o.k, "k");
   if (!o.positions.empty()) {
     NpyInts ids = read_npy_ints(o.positions, "positions");
-    r.positions = runtime::HostPositions{"positions", ids.shape, ids.values, ids.is_int64};
+    r.positions = runtime::HostPositions{ids.shape, ids.values, ids.is_int64};
   }
   if (!o.cu_seqlens.empty()) r.cu_seqlens = read_npy_ints(o.cu_seqlens, "cu_seqlens").values;
   r.table = optional_tensor(o.table, "table");
@@ -88,7 +101,9 @@ void run_apply(const ApplyOptions& o) {
   r.seq_len = o.seq_len;
   r.target = o.target;
 
-  const runtime::ApplyResult result = unwrap(runtime::apply_on_host(spec, r));
+  Result<runtime::ApplyResult> applied = runtime::apply_on_host(spec, r);
+  if (!applied) applied = with_flags(applied.errors());
+  const runtime::ApplyResult result = unwrap(std::move(applied));
   write_file_atomically(rope ? o.out_q : o.out, npy_bytes(result.out_q, r.q.shape));
   if (result.out_k) write_file_atomically(o.out_k, npy_bytes(*result.out_k, r.k->shape));
   if (result.d_freqs) write_file_atomically(o.out_freqs, npy_bytes(*result.d_freqs, r.freqs->shape));

@@ -1,0 +1,36 @@
+// A part of a call (call/parts.h) as the Halide::Buffers the JIT pipelines
+// realize: the same views, wrapped without copying.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <Halide.h>
+
+#include "call/parts.h"
+
+namespace ropegen::runtime {
+
+// The rotary pipeline's inputs and outputs (lowering::RopeAlgorithm).
+struct PipelineArguments {
+  Halide::Buffer<> q, k, positions, cu_seqlens, table, freqs, saved_q, saved_k;
+  int64_t offset = 0, seq_len = 1;
+  Halide::Buffer<> out_q, out_k, d_freqs;
+
+  std::vector<Halide::Buffer<>> outputs() const;  // out_q (, out_k) (, d_freqs): the pipeline's output order
+};
+
+// lowering::PassThroughCopy's pass_in -> pass_out.
+struct PipelineCopy {
+  Halide::Buffer<> in, out;
+};
+
+// A raw view as a Halide::Buffer (not owning its data); undefined stays undefined.
+Halide::Buffer<> wrap(const call::RawBuffer& b);
+// The host side of a Halide::Buffer as a raw view.
+call::RawBuffer unwrap(const Halide::Buffer<>& b);
+
+PipelineArguments wrap(const call::RopeArguments& a);
+PipelineCopy wrap(const call::PassThroughArguments& c);
+
+}  // namespace ropegen::runtime
