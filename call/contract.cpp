@@ -41,6 +41,16 @@ ropegen_contract kernel_contract(const ropegen_contract& contract, const KernelV
 
 Encoding encoding(const ropegen_contract& c) { return static_cast<Encoding>(c.encoding); }
 
+const char* encoding_name(const ropegen_contract& c) {
+  switch (encoding(c)) {
+    case Encoding::Rope: return "rope";
+    case Encoding::Sinusoidal: return "sinusoidal";
+    case Encoding::Learned: return "learned";
+    case Encoding::Alibi: return "alibi";
+  }
+  return "?";
+}
+
 Layout tensor_layout(const ropegen_contract& c) {
   return encoding(c) == Encoding::Alibi ? Layout::BHSD : static_cast<Layout>(c.layout);
 }

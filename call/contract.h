@@ -16,6 +16,7 @@ ropegen_contract call_contract(const RopeSpec& spec);
 ropegen_contract kernel_contract(const ropegen_contract& contract, const KernelVariant& variant);
 
 Encoding encoding(const ropegen_contract& c);
+const char* encoding_name(const ropegen_contract& c);  // "rope", ...: the spec's spelling (call/ does not link dsl/)
 // The layout of the call's tensors: the spec's, and bhsd for ALiBi's scores
 // [B, H, Sq, Sk] (keys as the row, query rows as tokens).
 Layout tensor_layout(const ropegen_contract& c);

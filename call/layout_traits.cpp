@@ -9,13 +9,13 @@ std::vector<int64_t> LayoutTraits::token_dims(const int64_t* shape) const {
 
 const LayoutTraits& layout_traits(Layout layout) {
   //                                  rank  d  h  s  b
-  static const LayoutTraits bshd{4, 3, 2, 1, 0, Layout::BSHD};
-  static const LayoutTraits bhsd{4, 3, 1, 2, 0, Layout::BHSD};
-  static const LayoutTraits sbhd{4, 3, 2, 0, 1, Layout::SBHD};
-  static const LayoutTraits thd{3, 2, 1, 0, -1, Layout::THD};
-  static const LayoutTraits bsd{3, 2, -1, 1, 0, Layout::BSHD};
-  static const LayoutTraits sbd{3, 2, -1, 0, 1, Layout::SBHD};
-  static const LayoutTraits td{2, 1, -1, 0, -1, Layout::THD};
+  static const LayoutTraits bshd{4, 3, 2, 1, 0, Layout::BSHD, "bshd", "[B, S, H, D]"};
+  static const LayoutTraits bhsd{4, 3, 1, 2, 0, Layout::BHSD, "bhsd", "[B, H, S, D]"};
+  static const LayoutTraits sbhd{4, 3, 2, 0, 1, Layout::SBHD, "sbhd", "[S, B, H, D]"};
+  static const LayoutTraits thd{3, 2, 1, 0, -1, Layout::THD, "thd", "[T, H, D]"};
+  static const LayoutTraits bsd{3, 2, -1, 1, 0, Layout::BSHD, "bsd", "[B, S, D]"};
+  static const LayoutTraits sbd{3, 2, -1, 0, 1, Layout::SBHD, "sbd", "[S, B, D]"};
+  static const LayoutTraits td{2, 1, -1, 0, -1, Layout::THD, "td", "[T, D]"};
   switch (layout) {
     case Layout::BSHD: return bshd;
     case Layout::BHSD: return bhsd;

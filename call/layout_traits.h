@@ -14,6 +14,8 @@ struct LayoutTraits {
   int rank;            // dims of a tensor
   int d, h, s, b;      // their index in the shape; -1: absent (one head, one batch)
   Layout with_heads;   // the layout with a heads dim: bsd -> bshd, sbd -> sbhd, td -> thd
+  const char* name;    // "bshd": the spec's spelling (call/ does not link dsl/)
+  const char* dims;    // "[B, S, H, D]"
 
   bool packed() const { return b < 0; }
   // The shape positions have: the token dims in the layout's order

@@ -120,6 +120,7 @@ std::vector<Diagnostic> check_memory(const std::vector<Argument>& args) {
     const Argument& a = args[i];
     const View& t = *a.view;
     if (!ranges[i]) continue;
+    // The kernels read a row (the head dim) with stride 1; ids take any strides.
     if (a.tensor && t.extent[0] > 1 && t.stride[0] != 1) {
       errors.push_back(error(a.name, fmt::format("the last dim of {} must be contiguous (stride 1, not {})", a.name, t.stride[0])));
       continue;

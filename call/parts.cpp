@@ -95,7 +95,8 @@ halide_type_t halide_type(ElementType type) {
   switch (type) {
     case ElementType::Float32: return halide_type_t(halide_type_float, 32);
     case ElementType::Float16: return halide_type_t(halide_type_float, 16);
-    case ElementType::BFloat16: return halide_type_t(halide_type_uint, 16);  // bit patterns (lowering/storage.h)
+    // The kernels take bfloat16 as its bit patterns (lowering/storage.cpp's storage_type).
+    case ElementType::BFloat16: return halide_type_t(halide_type_uint, 16);
     case ElementType::Int32: return halide_type_t(halide_type_int, 32);
     case ElementType::Int64: return halide_type_t(halide_type_int, 64);
   }

@@ -45,7 +45,7 @@ class RawBuffer {
   halide_dimension_t dim[5]{};
 };
 
-// The kernels' storage type: bfloat16 is passed as its uint16 bit patterns.
+// The type a kernel's buffer has for a tensor of `type` (bfloat16: uint16 bit patterns).
 halide_type_t halide_type(ElementType type);
 
 // Tokens [s0, s0 + ns) of batches [b0, b0 + nb).

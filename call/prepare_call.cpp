@@ -140,12 +140,11 @@ class Preparer {
   }
 
   void check_tensor(const Tensor& t, const char* name) {
-    const Layout layout = tensor_layout(c_);
     const bool alibi = encoding(c_) == Encoding::Alibi;
     if (t.rank != traits_.rank) {
       errors_.push_back(error(name, fmt::format("{} has shape {} but {} needs {} dims {}", name, shape_str(t),
-                                                alibi ? "alibi (attention scores)" : fmt::format("layout {}", to_string(layout)),
-                                                traits_.rank, alibi ? "[B, H, Sq, Sk]" : layout_dims(layout))));
+                                                alibi ? "alibi (attention scores)" : fmt::format("layout {}", traits_.name),
+                                                traits_.rank, alibi ? "[B, H, Sq, Sk]" : traits_.dims)));
       return;
     }
     const auto [want_d, d_name] = row_dim();
@@ -225,7 +224,7 @@ class Preparer {
       errors_.push_back(error("positions", fmt::format("positions have shape {} but {} {} in layout {} needs {} (the token "
                                                        "dims{}) or {} shared by the batch",
                                                        shape_str(p), input_name(c_), shape_str(q_),
-                                                       to_string(tensor_layout(c_)), shape_str(want), axes_note,
+                                                       traits_.name, shape_str(want), axes_note,
                                                        shape_str(shared))));
       return;
     }
@@ -310,7 +309,7 @@ class Preparer {
     if (encoding(c_) != Encoding::Learned) {
       if (call_.table)
         errors_.push_back(error("table", fmt::format("table is for `encoding: learned`; this spec is {}",
-                                                     to_string(encoding(c_)))));
+                                                     encoding_name(c_))));
       return;
     }
     if (!call_.table) {
@@ -380,7 +379,7 @@ class Preparer {
   void check_backward() {
     if (call_.backward && !is_rope(c_))
       errors_.push_back(error("backward", fmt::format("backward kernels are for rope specs; this spec is {}",
-                                                      to_string(encoding(c_)))));
+                                                      encoding_name(c_))));
     const bool gradient = call_.backward && c_.runtime_frequencies;
     if (!gradient) {
       if (call_.saved_q || call_.saved_k)

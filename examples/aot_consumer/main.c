@@ -1,9 +1,10 @@
 /* A C program using the AOT library of examples/llama3_8b.yaml, built with
  *   rope-gen build examples/llama3_8b.yaml -o DIR
- * It rotates a small deterministic q and k (bshd, bf16, GQA: k has fewer
- * heads) out of place at positions 7.. (decode after 7 cached tokens), and
- * checks every element against an inline float64 transcription of
- * Hugging Face's llama3 RoPE. Prints PASS/FAIL and the max error. */
+ * It describes a small deterministic q and k (bshd, bf16, GQA: k has fewer
+ * heads) as ropegen_tensors, rotates them out of place at positions 7..
+ * (decode after 7 cached tokens) with one llama3_8b_run() call, and checks
+ * every element against an inline float64 transcription of Hugging Face's
+ * llama3 RoPE. Prints PASS/FAIL and the max error. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -65,21 +66,41 @@ static double check(const uint16_t *in, const uint16_t *out, int heads, int *bad
   return max_error;
 }
 
+/* A dense bf16 tensor on the CPU (strides NULL: row-major). */
+static ropegen_tensor bf16_tensor(void *data, int64_t *shape) {
+  ropegen_tensor t;
+  memset(&t, 0, sizeof t);
+  t.data = data;
+  t.device.device_type = ROPEGEN_DEVICE_CPU;
+  t.ndim = 4;
+  t.dtype.code = ROPEGEN_DTYPE_BFLOAT;
+  t.dtype.bits = 16;
+  t.dtype.lanes = 1;
+  t.shape = shape;
+  return t;
+}
+
 int main(void) {
   static uint16_t q[B * S * H * D], k[B * S * HK * D], out_q[B * S * H * D], out_k[B * S * HK * D];
-  const int64_t q_shape[4] = {B, S, H, D}, q_strides[4] = {S * H * D, H * D, D, 1};
-  const int64_t k_shape[4] = {B, S, HK, D}, k_strides[4] = {S * HK * D, HK * D, D, 1};
-  int i, bad = 0, err;
+  int64_t q_shape[4] = {B, S, H, D}, k_shape[4] = {B, S, HK, D};
+  ropegen_tensor tq = bf16_tensor(q, q_shape), tk = bf16_tensor(k, k_shape);
+  ropegen_tensor tout_q = bf16_tensor(out_q, q_shape), tout_k = bf16_tensor(out_k, k_shape);
+  ropegen_call call;
+  ropegen_message message;
+  int i, bad = 0, status;
   double max_error;
   for (i = 0; i < B * S * H * D; ++i) q[i] = to_bf16((float)sin(0.37 * i + 0.1));
   for (i = 0; i < B * S * HK * D; ++i) k[i] = to_bf16((float)cos(0.23 * i - 0.4));
 
-  err = llama3_8b_rope(q, out_q, q_shape, q_strides, k, out_k, k_shape, k_strides,
-                       NULL, 0, NULL, 0, /* positions: implicit (offset + index) */
-                       NULL, 0,          /* cu_seqlens: thd only */
-                       OFFSET, 0);       /* seq_len: unused by llama3 scaling */
-  if (err != LLAMA3_8B_ROPE_OK) {
-    printf("FAIL: llama3_8b_rope returned %d (%s)\n", err, llama3_8b_rope_error_string(err));
+  memset(&call, 0, sizeof call); /* positions NULL: implicit (offset + index) */
+  call.q = &tq;
+  call.k = &tk;
+  call.out_q = &tout_q;
+  call.out_k = &tout_k;
+  call.offset = OFFSET;
+  status = llama3_8b_run(&call, &message);
+  if (status != ROPEGEN_OK) {
+    printf("FAIL: llama3_8b_run returned %d (%s): %s\n", status, ropegen_status_string(status), message.text);
     return 1;
   }
   max_error = check(q, out_q, H, &bad);
@@ -87,7 +108,7 @@ int main(void) {
     const double k_error = check(k, out_k, HK, &bad);
     if (k_error > max_error) max_error = k_error;
   }
-  printf("%s: llama3_8b_rope on q [%d, %d, %d, %d] and k [%d, %d, %d, %d] (bf16), max error %.3g, %d out of tolerance\n",
+  printf("%s: llama3_8b_run on q [%d, %d, %d, %d] and k [%d, %d, %d, %d] (bf16), max error %.3g, %d out of tolerance\n",
          bad ? "FAIL" : "PASS", B, S, H, D, B, S, HK, D, max_error, bad);
   return bad ? 1 : 0;
 }

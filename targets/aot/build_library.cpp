@@ -7,7 +7,9 @@
 
 #include <fmt/format.h>
 
-#include "targets/aot/c_header.h"
+#include "targets/aot/ar_archive.h"
+#include "targets/aot/embedded_files.h"
+#include "targets/aot/generated_header.h"
 #include "targets/aot/library.h"
 #include "targets/aot/manifest.h"
 
@@ -69,6 +71,29 @@ std::optional<Diagnostic> fix_include_guard(const fs::path& header, const EntryP
   return write_text(header, text);
 }
 
+// rope-gen's embedded call library holds objects for the machine rope-gen
+// runs on: they go into libraries for the same architecture and OS.
+bool can_hold_call_library(const Halide::Target& runtime_target) {
+  const Halide::Target host = Halide::get_host_target();
+  return runtime_target.arch == host.arch && runtime_target.bits == host.bits && runtime_target.os == host.os;
+}
+
+// The call library's objects (ropegen_library_run and the checks behind it)
+// into objects/, named apart from the kernels' objects.
+std::optional<Diagnostic> extract_call_library(const fs::path& objects) {
+  const std::string where = "rope-gen's embedded call library";
+  Result<std::vector<ArchiveMember>> members =
+      read_ar_archive(embedded::bytes(embedded::call_archive, embedded::call_archive_size), where);
+  if (!members) {
+    Diagnostic d = members.errors().front();
+    d.message += " (rope-gen was built wrong; please report)";
+    return d;
+  }
+  for (const ArchiveMember& m : *members)
+    if (auto e = write_text(objects / ("ropegen_call_" + m.name), std::string(m.data))) return e;
+  return std::nullopt;
+}
+
 std::vector<std::string> object_files(const fs::path& objects) {
   std::vector<std::string> files;
   for (const auto& f : fs::directory_iterator(objects))
@@ -96,6 +121,9 @@ Result<std::vector<std::string>> build_aot_library(const RopeSpec& spec, const s
     }
     // Every entry was built with no_runtime: the runtime goes in once.
     Halide::compile_standalone_runtime((objects / (spec.name + "_halide_runtime.o")).string(), lib.runtime_target);
+    lib.has_call_library = can_hold_call_library(lib.runtime_target);
+    if (lib.has_call_library)
+      if (auto e = extract_call_library(objects)) return *e;
     Halide::create_static_library(object_files(objects), lib.runtime_target, (dir / library_file(spec)).string());
   } catch (const Halide::CompileError& e) {
     return error("--targets", fmt::format("Halide cannot compile {} for these targets: {}", spec.name, e.what()));
@@ -109,8 +137,12 @@ Result<std::vector<std::string>> build_aot_library(const RopeSpec& spec, const s
     return error(ROPEGEN_HALIDE_RUNTIME_HEADER,
                  fmt::format("cannot copy Halide's runtime header {}: {}", ROPEGEN_HALIDE_RUNTIME_HEADER, ec.message()));
   written.push_back(halide_runtime_header_file());
+  if (auto e = write_text(dir / c_header_file(),
+                          std::string(embedded::bytes(embedded::ropegen_c_header, embedded::ropegen_c_header_size))))
+    return *e;
+  written.push_back(c_header_file());
 
-  if (auto e = write_text(dir / header_file(spec), c_header(lib))) return *e;
+  if (auto e = write_text(dir / header_file(spec), generated_header(lib))) return *e;
   written.push_back(header_file(spec));
   if (auto e = write_text(dir / manifest_file(), manifest_json(lib))) return *e;
   written.push_back(manifest_file());

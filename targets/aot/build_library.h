@@ -1,8 +1,9 @@
 // Compiles a spec into an AOT library: every entry point for every target
 // (Halide::compile_multitarget: one dispatching function per entry, the
 // per-target variants behind it, all built with no_runtime), the Halide
-// runtime once, merged into ONE archive, plus the C header, Halide's
-// per-entry headers, HalideRuntime.h and manifest.json.
+// runtime once and the call library (ropegen_library_run, embedded in
+// rope-gen), merged into ONE archive, plus ropegen_c.h, the generated
+// <name>.h, Halide's per-entry headers, HalideRuntime.h and manifest.json.
 #pragma once
 
 #include <string>

@@ -1,5 +1,5 @@
 // What an AOT library holds once compiled: the spec, its targets and each
-// entry point's argument list as Halide compiled it. The C header and
+// entry point's argument list as Halide compiled it. The generated header and
 // manifest.json are both written from this, so they cannot disagree with
 // the objects in the archive.
 #pragma once
@@ -25,6 +25,10 @@ struct LibraryDescription {
   std::vector<AotTarget> targets;  // dispatch order; the last is the baseline
   Halide::Target runtime_target;
   std::vector<CompiledEntry> entries;
+  // Whether the archive holds ropegen_library_run (call/): rope-gen carries
+  // that library for its own architecture only; a cross-compiled library's
+  // user links call/ built for theirs.
+  bool has_call_library = false;
 };
 
 // File names inside the output directory.
@@ -33,7 +37,9 @@ inline std::string header_file(const RopeSpec& spec) { return spec.name + ".h"; 
 inline std::string entry_header_file(const EntryPoint& e) { return e.name + ".h"; }
 inline const char* manifest_file() { return "manifest.json"; }
 inline const char* halide_runtime_header_file() { return "HalideRuntime.h"; }
-// What a program linking the archive also needs (Halide's runtime uses threads and dlopen).
-inline const char* link_libraries() { return "-lpthread -ldl -lm"; }
+inline const char* c_header_file() { return "ropegen_c.h"; }
+// What a program linking the archive also needs: the call checks are C++
+// (libstdc++), Halide's runtime uses threads and dlopen.
+inline const char* link_libraries() { return "-lstdc++ -lpthread -ldl -lm"; }
 
 }  // namespace ropegen::targets::aot

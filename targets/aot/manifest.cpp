@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ropegen/spec_io.h"
-#include "targets/aot/c_header.h"
+#include "targets/aot/generated_header.h"
 
 namespace ropegen::targets::aot {
 namespace {
@@ -131,6 +131,7 @@ std::string manifest_json(const LibraryDescription& lib) {
   for (const auto& e : lib.entries) headers.push_back(entry_header_file(e.entry));
   j["files"] = {{"library", library_file(spec)},
                 {"header", header_file(spec)},
+                {"c_header", c_header_file()},
                 {"halide_runtime_header", halide_runtime_header_file()},
                 {"entry_headers", headers}};
   j["link"] = link_libraries();
@@ -144,10 +145,16 @@ std::string manifest_json(const LibraryDescription& lib) {
                  {"output_pairing", to_string(spec.output_pairing)},
                  {"in_place", spec.output_pairing == spec.pairing},
                  {"positions", to_string(spec.positions)}};
-  if (no_convenience_call(spec).empty())
-    j["c_api"] = {{"function", spec.name + "_rope"},
-                  {"declaration", rope_function_declaration(spec) + ";"},
-                  {"backward", rope_function_declaration(spec, true) + ";"}};
+  j["c_entry"] = {
+      {"function", run_function(spec)},
+      {"declaration", fmt::format("int {}(const ropegen_call *call, ropegen_message *message);", run_function(spec))},
+      {"header", header_file(spec)},
+      {"calls", "ropegen_library_run"},
+      {"in_library", lib.has_call_library},
+      {"note", lib.has_call_library
+                   ? "ropegen_library_run is in the archive"
+                   : "ropegen_library_run is not in this cross-compiled archive: link rope-gen's call/ library "
+                     "(libropegen_call.a) built for its architecture"}};
   ordered_json entries = ordered_json::array();
   for (const auto& e : lib.entries) entries.push_back(describe_entry(spec, e));
   j["entry_points"] = entries;

@@ -1,8 +1,10 @@
 // rope-gen build, end to end as a C user sees it: build a library, check its
-// files and manifest, compile tests/aot/rope_driver.c against only those
-// files with the system C compiler, run it, and compare what it wrote with
-// the independent float64 reference. Plus cross-compilation (AArch64
-// objects) and the errors that must exit 2 and leave nothing behind.
+// files and manifest, compile tests/aot/rope_driver.c (ropegen_call structs
+// filled in C, one <name>_run() call) against only those files with the
+// system C compiler, run it, and compare what it wrote with the independent
+// float64 reference. Invalid calls come back as ROPEGEN_ERROR_INVALID_ARGUMENT
+// with prepare_call's message. Plus cross-compilation (AArch64 objects) and
+// the errors that must exit 2 and leave nothing behind.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -23,6 +25,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using test::run_command;
 
 const std::string kTool = ROPEGEN_BINARY;
@@ -141,7 +144,9 @@ struct Scenario {
   std::vector<int64_t> positions_shape, positions;
   bool positions_int64 = false;
   std::vector<int64_t> cu_seqlens;
-  int64_t offset = 0, seq_len = 0;  // 0: the header derives it
+  bool cu_seqlens_int64 = false;
+  int64_t offset = 0, seq_len = 0;  // 0: the library derives it
+  bool backward = false;
 };
 
 std::string join(const std::vector<int64_t>& v) { return fmt::format("{}", fmt::join(v, " ")); }
@@ -149,7 +154,8 @@ std::string join(const std::vector<int64_t>& v) { return fmt::format("{}", fmt::
 // Writes the driver's inputs; returns the driver's stdout.
 std::string run_driver(const std::string& exe, const std::string& dir, DType dtype, const Scenario& s) {
   fs::create_directories(dir);
-  std::string call = fmt::format("{} {} {} {}\n", s.q.shape.size(), join(s.q.shape), join(s.q.strides), s.q.elements);
+  std::string call = dtype == DType::F32 ? "2 32\n" : dtype == DType::BF16 ? "4 16\n" : "2 16\n";  // DLPack code, bits
+  call += fmt::format("{} {} {} {}\n", s.q.shape.size(), join(s.q.shape), join(s.q.strides), s.q.elements);
   test::write_text(dir + "/q.bin", storage_of(dtype, s.q, kSentinel).bytes());
   test::write_text(dir + "/out_q.bin", Storage{dtype, std::vector<float>(s.q.elements, kSentinel)}.bytes());
   if (s.k) {
@@ -173,8 +179,8 @@ std::string run_driver(const std::string& exe, const std::string& dir, DType dty
     test::write_text(dir + "/positions.bin", bytes);
   }
   if (s.cu_seqlens.empty()) call += "0\n";
-  else call += fmt::format("{} {}\n", s.cu_seqlens.size() - 1, join(s.cu_seqlens));
-  call += fmt::format("{} {}\n", s.offset, s.seq_len);
+  else call += fmt::format("{} {} {}\n", s.cu_seqlens.size() - 1, join(s.cu_seqlens), s.cu_seqlens_int64 ? 1 : 0);
+  call += fmt::format("{} {} {}\n", s.offset, s.seq_len, s.backward ? 1 : 0);
   test::write_text(dir + "/call.txt", call);
   const auto r = run_command(exe + " " + dir);
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -196,8 +202,11 @@ void check_output(const RopeSpec& spec, const std::string& result_file, const St
   if (!s.positions.empty())
     call.positions = ref::Tensor{s.positions_shape, std::vector<double>(s.positions.begin(), s.positions.end())};
   if (s.seq_len > 0) call.seq_len = s.seq_len;
-  const ref::Tensor want = backward ? ref::reference_backward(spec, {in.shape, in.dense}, nullptr, is_key, call).dx
-                                    : ref::reference_apply(spec, {in.shape, in.dense}, is_key, call);
+  const ref::Tensor x{in.shape, in.dense};
+  const ref::Tensor want = spec.encoding == Encoding::Alibi ? ref::reference_alibi(spec, x, s.offset)
+                           : spec.encoding != Encoding::Rope ? ref::reference_add_positions(spec, x, call)
+                           : backward ? ref::reference_backward(spec, x, nullptr, is_key, call).dx
+                                      : ref::reference_apply(spec, x, is_key, call);
   const Storage got = Storage::from_bytes(spec.dtype, test::read_text(result_file));
   ASSERT_EQ(static_cast<int64_t>(got.values.size()), in.elements) << what;
   std::vector<bool> touched(in.elements, false);
@@ -218,14 +227,13 @@ std::string build_library(const std::string& spec, const std::string& targets, c
   return r.out;
 }
 
-// The driver, compiled as a C99 user would: only the library's directory.
-// `function`: <name>_rope, or <name>_rope_backward.
-std::string compile_driver(const std::string& lib, const std::string& name, int element_bytes, const std::string& exe,
-                           const std::string& function = "rope") {
+// The driver, compiled and linked as a C99 user would: only the library's
+// directory, and the link line its header documents.
+std::string compile_driver(const std::string& lib, const std::string& name, const std::string& exe) {
   const auto r = run_command(fmt::format(
-      "cc -std=c99 -Wall -Wextra -pedantic -Werror -DROPE_HEADER='\"{0}.h\"' -DROPE_FN={0}_{5} -DELEMENT_BYTES={1} "
-      "-I {2} {3} {2}/lib{0}.a -lpthread -ldl -lm -o {4}",
-      name, element_bytes, lib, kDriver, exe, function));
+      "cc -std=c99 -Wall -Wextra -pedantic -Werror -DROPE_HEADER='\"{0}.h\"' -DRUN_FN={0}_run "
+      "-I {1} {2} {1}/lib{0}.a -lstdc++ -lpthread -ldl -lm -o {3}",
+      name, lib, kDriver, exe));
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return exe;
 }
@@ -243,8 +251,8 @@ TEST_F(AotBuild, HostLibraryFilesManifestAndNumbers) {
   EXPECT_EQ(summary["name"], "aot_a");
 
   // Files and manifest.
-  for (const char* f : {"libaot_a.a", "aot_a.h", "HalideRuntime.h", "manifest.json", "aot_a_q_i32.h", "aot_a_qk_i64.h",
-                        "aot_a_pass_through.h"})
+  for (const char* f : {"libaot_a.a", "aot_a.h", "ropegen_c.h", "HalideRuntime.h", "manifest.json", "aot_a_q_i32.h",
+                        "aot_a_qk_i64.h", "aot_a_pass_through.h"})
     EXPECT_TRUE(fs::exists(lib + "/" + f)) << f;
   for (const auto& e : fs::directory_iterator(lib))
     EXPECT_NE(e.path().filename().string().substr(0, 1), ".") << "staging left behind: " << e.path();
@@ -266,14 +274,23 @@ TEST_F(AotBuild, HostLibraryFilesManifestAndNumbers) {
   EXPECT_EQ(out_q["kind"], "output_buffer");
   EXPECT_EQ(out_q["dims"], nlohmann::json::array({"m", "r", "h", "s", "b"}));  // interleaved rotary view
   EXPECT_EQ(out_q["shape"], nlohmann::json::parse(R"([2, 8, "H", "S", "B"])"));
-  EXPECT_THAT(test::read_text(lib + "/aot_a.h"), HasSubstr(manifest["c_api"]["declaration"].get<std::string>().substr(0, 60)));
+  EXPECT_EQ(manifest["c_entry"]["function"], "aot_a_run");
+  EXPECT_EQ(manifest["c_entry"]["in_library"], true);
+  EXPECT_EQ(manifest["link"], "-lstdc++ -lpthread -ldl -lm");
+  EXPECT_EQ(test::read_text(lib + "/ropegen_c.h"), test::read_text(ROPEGEN_SOURCE_DIR "/include/ropegen/ropegen_c.h"));
+  const std::string header = test::read_text(lib + "/aot_a.h");
+  EXPECT_THAT(header, HasSubstr("static inline int aot_a_run(const ropegen_call *call, ropegen_message *message)"));
+  EXPECT_THAT(header, HasSubstr("#define AOT_A_LAYOUT \"sbhd\""));
+  EXPECT_THAT(header, HasSubstr("{aot_a_qk_i64_argv, aot_a_qk_i64_metadata, 1, 1, 0, 0},"));
+  EXPECT_THAT(header, HasSubstr("{aot_a_pass_through_argv, aot_a_pass_through_metadata, 0, 0, 0, 1},"));
+  EXPECT_THAT(header, Not(HasSubstr("HalideRuntime.h\"")));  // the generated header needs no Halide header
 
   // The header is C++ too.
   test::write_text(path("check.cpp"), "#include \"aot_a.h\"\nint main() { return AOT_A_HEAD_DIM == 24 ? 0 : 1; }\n");
   const auto cxx = run_command("c++ -std=c++17 -Wall -Wextra -Werror -fsyntax-only -I " + lib + " " + path("check.cpp"));
   EXPECT_EQ(cxx.exit_code, 0) << cxx.err;
 
-  const std::string exe = compile_driver(lib, "aot_a", 4, path("driver"));
+  const std::string exe = compile_driver(lib, "aot_a", path("driver"));
   const DType f32 = DType::F32;
   // [S, B, H, D] = [5, 2, 3, 24]; q's heads padded to 32 elements (a view into a wider buffer).
   Scenario s;
@@ -305,19 +322,29 @@ TEST_F(AotBuild, HostLibraryFilesManifestAndNumbers) {
   }
   {
     SCOPED_TRACE("the backward call: dL/dq and dL/dk of upstream gradients, out of place");
-    const std::string backward = compile_driver(lib, "aot_a", 4, path("driver_backward"), "rope_backward");
-    EXPECT_EQ(run_driver(backward, path("call6"), f32, s), "rc=0\n");
-    check_output(spec, path("call6/result_q.bin"), s.q, false, s, "dq", true);
-    check_output(spec, path("call6/result_k.bin"), *s.k, true, s, "dk", true);
+    Scenario t = s;
+    t.backward = true;
+    EXPECT_EQ(run_driver(exe, path("call6"), f32, t), "rc=0\n");
+    check_output(spec, path("call6/result_q.bin"), t.q, false, t, "dq", true);
+    check_output(spec, path("call6/result_k.bin"), *t.k, true, t, "dk", true);
   }
   {
-    SCOPED_TRACE("errors the header catches before any kernel runs");
+    SCOPED_TRACE("invalid calls: ROPEGEN_ERROR_INVALID_ARGUMENT (1), prepare_call's message, nothing written");
     Scenario t = s;
     t.positions_shape = {2, 5};  // [B, S]: sbhd wants [S, B]
-    EXPECT_EQ(run_driver(exe, path("call4"), f32, t), "rc=4\n");
+    std::string out = run_driver(exe, path("call4"), f32, t);
+    EXPECT_THAT(out, ::testing::StartsWith("rc=1\ninvalid argument: positions: "));
     t = s;
     t.k = make_tensor(f32, {4, 2, 2, 24}, {2 * 2 * 24, 2 * 24, 24, 1}, 0.7);  // fewer tokens than q
-    EXPECT_EQ(run_driver(exe, path("call5"), f32, t), "rc=2\n");
+    out = run_driver(exe, path("call5"), f32, t);
+    EXPECT_THAT(out, ::testing::StartsWith("rc=1\ninvalid argument: k: "));
+    t = s;
+    t.q = make_tensor(f32, {5, 2, 3, 20}, {2 * 3 * 20, 3 * 20, 20, 1}, 0.1);  // head_dim 20, the spec's is 24
+    out = run_driver(exe, path("call7"), f32, t);
+    EXPECT_THAT(out, ::testing::StartsWith("rc=1\ninvalid argument: q: "));
+    EXPECT_THAT(out, HasSubstr("head_dim"));
+    EXPECT_EQ(Storage::from_bytes(f32, test::read_text(path("call7/result_q.bin"))).values,
+              std::vector<float>(t.q.elements, kSentinel));
   }
 }
 
@@ -325,7 +352,7 @@ TEST_F(AotBuild, ThdCuSeqlensBf16Library) {
   const RopeSpec spec = parse(kSpecB);
   const std::string lib = path("lib");
   build_library(write_spec(kSpecB), "host", lib);
-  const std::string exe = compile_driver(lib, "aot_b", 2, path("driver"));
+  const std::string exe = compile_driver(lib, "aot_b", path("driver"));
   Scenario s;
   s.q = make_tensor(DType::BF16, {7, 3, 16}, {48, 16, 1}, 0.2);
   s.k = make_tensor(DType::BF16, {7, 1, 16}, {16, 16, 1}, 0.9);
@@ -335,8 +362,14 @@ TEST_F(AotBuild, ThdCuSeqlensBf16Library) {
   check_output(spec, path("call1/result_q.bin"), s.q, false, s, "q");
   check_output(spec, path("call1/result_k.bin"), *s.k, true, s, "k");
 
+  s.cu_seqlens = {0, 2, 2, 7}, s.cu_seqlens_int64 = true;  // an empty sequence, int64 starts, in place
+  s.in_place = true;
+  EXPECT_EQ(run_driver(exe, path("call3"), DType::BF16, s), "rc=0\n");
+  check_output(spec, path("call3/result_q.bin"), s.q, false, s, "q");
+  check_output(spec, path("call3/result_k.bin"), *s.k, true, s, "k");
+
   s.cu_seqlens = {0, 4, 3, 7};  // decreasing
-  EXPECT_EQ(run_driver(exe, path("call2"), DType::BF16, s), "rc=5\n");
+  EXPECT_THAT(run_driver(exe, path("call2"), DType::BF16, s), ::testing::StartsWith("rc=1\ninvalid argument: cu_seqlens: "));
 }
 
 // The e_machine of every ELF member of an ar archive.
@@ -355,20 +388,34 @@ std::vector<int> archive_machines(const std::string& file) {
   return machines;
 }
 
-TEST_F(AotBuild, OtherEncodingsGetTheirEntryPointAndADocumentedHeader) {
+TEST_F(AotBuild, OtherEncodingsGoThroughTheSameCall) {
   const std::string lib = path("alibi");
   build_library(write_spec("name: aot_alibi\nencoding: alibi\nnum_heads: 12\nform: causal\n"), "host", lib);
   const auto manifest = nlohmann::json::parse(test::read_text(lib + "/manifest.json"));
   ASSERT_EQ(manifest["entry_points"].size(), 1u);
   EXPECT_EQ(manifest["entry_points"][0]["name"], "aot_alibi_apply");
-  EXPECT_FALSE(manifest.contains("c_api"));
+  EXPECT_EQ(manifest["c_entry"]["function"], "aot_alibi_run");
   EXPECT_EQ(manifest["entry_points"][0]["arguments"][0]["shape"], nlohmann::json::parse(R"(["Sk", 12, "Sq", "B"])"));
   const std::string header = test::read_text(lib + "/aot_alibi.h");
-  EXPECT_THAT(header, HasSubstr("#include \"aot_alibi_apply.h\""));
-  EXPECT_THAT(header, HasSubstr("ALiBi scores (key, head, query, batch)"));
-  test::write_text(path("check.c"), "#include \"aot_alibi.h\"\nint main(void) { int (*f)(struct halide_buffer_t *, int64_t, struct halide_buffer_t *) = aot_alibi_apply; return !f; }\n");
-  const auto cc = run_command("cc -std=c99 -Wall -Wextra -Werror -fsyntax-only -I " + lib + " " + path("check.c"));
+  EXPECT_THAT(header, HasSubstr("#define AOT_ALIBI_NUM_HEADS 12"));
+  EXPECT_THAT(header, HasSubstr("[B, 12, Sq, Sk]"));
+  test::write_text(path("check.c"), "#include \"aot_alibi.h\"\nint main(void) { int (*f)(const ropegen_call *, ropegen_message *) = aot_alibi_run; return !f; }\n");
+  const auto cc = run_command("cc -std=c99 -Wall -Wextra -pedantic -Werror -fsyntax-only -I " + lib + " " + path("check.c"));
   EXPECT_EQ(cc.exit_code, 0) << cc.err;
+
+  // Sinusoidal x + PE through <name>_run(), against the reference.
+  const char* sinusoidal = "name: aot_sin\nencoding: sinusoidal\ndim: 12\nlayout: sbd\ndtype: f32\n";
+  const RopeSpec spec = parse(sinusoidal);
+  const std::string sin_lib = path("sin");
+  build_library(write_spec(sinusoidal), "host", sin_lib);
+  const std::string exe = compile_driver(sin_lib, "aot_sin", path("driver"));
+  Scenario s;
+  s.q = make_tensor(DType::F32, {6, 2, 12}, {2 * 16, 16, 1}, 0.3);  // rows padded to 16
+  s.offset = 5;
+  EXPECT_EQ(run_driver(exe, path("call1"), DType::F32, s), "rc=0\n");
+  check_output(spec, path("call1/result_q.bin"), s.q, false, s, "x");
+  s.q = make_tensor(DType::F32, {6, 2, 10}, {2 * 10, 10, 1}, 0.3);  // dim 10, the spec's is 12
+  EXPECT_THAT(run_driver(exe, path("call2"), DType::F32, s), ::testing::StartsWith("rc=1\ninvalid argument: "));
 }
 
 TEST_F(AotBuild, CrossCompilesAnAArch64Library) {
@@ -376,9 +423,11 @@ TEST_F(AotBuild, CrossCompilesAnAArch64Library) {
   const auto summary = nlohmann::json::parse(build_library(write_spec(kSpecB), "arm-64-linux", lib));
   EXPECT_EQ(summary["targets"], nlohmann::json::array({"arm-64-linux"}));
   const std::vector<int> machines = archive_machines(lib + "/libaot_b.a");
-  EXPECT_EQ(machines.size(), 5u);  // q, qk, their backward, runtime
+  EXPECT_EQ(machines.size(), 5u);  // q, qk, their backward, runtime; not rope-gen's own x86-64 call library
   for (int m : machines) EXPECT_EQ(m, 183) << "EM_AARCH64";
-  EXPECT_EQ(nlohmann::json::parse(test::read_text(lib + "/manifest.json"))["architecture"], "arm-64");
+  const auto manifest = nlohmann::json::parse(test::read_text(lib + "/manifest.json"));
+  EXPECT_EQ(manifest["architecture"], "arm-64");
+  EXPECT_EQ(manifest["c_entry"]["in_library"], false);
 }
 
 TEST_F(AotBuild, TargetErrorsExitTwoAndLeaveNothing) {

@@ -1,15 +1,17 @@
-/* Calls <name>_rope() of a built AOT library exactly as a C user would,
- * with the inputs aot_build_test.cpp wrote; compiled by that test with the
- * system C compiler against only the files `rope-gen build` produced.
- *   -DROPE_HEADER='"name.h"' -DROPE_FN=name_rope -DELEMENT_BYTES=4|2
+/* Calls <name>_run() of a built AOT library exactly as a C user would:
+ * ropegen_tensor and ropegen_call structs filled in C, one call. Compiled by
+ * aot_build_test.cpp with the system C compiler against only the files
+ * `rope-gen build` produced:
+ *   -DROPE_HEADER='"name.h"' -DRUN_FN=name_run
  * Usage: rope_driver DIR. DIR/call.txt holds integers in this order:
- *   rank, q_shape[rank], q_strides[rank], q_elements,
+ *   dtype_code dtype_bits, rank, q_shape[rank], q_strides[rank], q_elements,
  *   has_k [k_shape[rank], k_strides[rank], k_elements], in_place,
  *   positions_rank [positions_shape[rank], positions_are_int64],
- *   num_sequences [cu_seqlens[num_sequences + 1]], offset, seq_len
+ *   num_sequences [cu_seqlens[num_sequences + 1], cu_seqlens_are_int64],
+ *   offset, seq_len, backward
  * and DIR/{q,k,out_q,out_k,positions}.bin the raw data (out_*: the output
  * buffers' initial contents). Writes DIR/result_{q,k}.bin (the output
- * buffers after the call) and prints the return code. */
+ * buffers after the call) and prints "rc=N", then the message if N != 0. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,7 +28,7 @@ static void *read_file(const char *name, size_t bytes) {
   snprintf(path, sizeof path, "%s/%s", dir, name);
   f = fopen(path, "rb");
   if (!f || fread(data, 1, bytes, f) != bytes) {
-    fprintf(stderr, "cannot read %zu bytes from %s\n", bytes, path);
+    fprintf(stderr, "cannot read %lu bytes from %s\n", (unsigned long)bytes, path);
     exit(100);
   }
   fclose(f);
@@ -43,61 +45,111 @@ static void write_file(const char *name, const void *data, size_t bytes) {
 }
 
 static int64_t next(FILE *f) {
-  long long v;
-  if (fscanf(f, "%lld", &v) != 1) exit(102);
+  long v;
+  if (fscanf(f, "%ld", &v) != 1) exit(102);
   return (int64_t)v;
 }
 
+/* A CPU tensor over `data`. */
+static ropegen_tensor tensor(void *data, int ndim, int64_t *shape, int64_t *strides, int code, int bits) {
+  ropegen_tensor t;
+  memset(&t, 0, sizeof t);
+  t.data = data;
+  t.device.device_type = ROPEGEN_DEVICE_CPU;
+  t.ndim = ndim;
+  t.dtype.code = (uint8_t)code;
+  t.dtype.bits = (uint8_t)bits;
+  t.dtype.lanes = 1;
+  t.shape = shape;
+  t.strides = strides;
+  return t;
+}
+
 int main(int argc, char **argv) {
-  int64_t q_shape[4], q_strides[4], k_shape[4], k_strides[4], positions_shape[2];
-  int64_t q_elements, k_elements = 0, offset, seq_len;
-  int rank, has_k, in_place, positions_rank, positions_are_int64 = 0, num_sequences, i, rc;
-  void *q, *k = NULL, *out_q, *out_k = NULL, *positions = NULL;
-  int32_t *cu_seqlens = NULL;
-  FILE *call;
+  int64_t q_shape[4], q_strides[4], k_shape[4], k_strides[4], positions_shape[3], cu_shape[1];
+  int64_t q_elements, k_elements = 0, cu[64];
+  int code, bits, bytes, rank, has_k, in_place, positions_rank, positions_are_int64 = 0, num_sequences, i, rc;
+  int cu_int64 = 0;
+  void *q, *k = NULL, *out_q, *out_k = NULL, *positions = NULL, *cu_data = NULL;
+  ropegen_tensor tq, tk, tout_q, tout_k, tpositions, tcu;
+  ropegen_call call;
+  ropegen_message message;
+  FILE *in;
   char path[8192];
   if (argc != 2) return 103;
   snprintf(dir, sizeof dir, "%s", argv[1]);
   snprintf(path, sizeof path, "%s/call.txt", dir);
-  if (!(call = fopen(path, "r"))) return 104;
+  if (!(in = fopen(path, "r"))) return 104;
+  memset(&call, 0, sizeof call);
 
-  rank = (int)next(call);
-  for (i = 0; i < rank; ++i) q_shape[i] = next(call);
-  for (i = 0; i < rank; ++i) q_strides[i] = next(call);
-  q_elements = next(call);
-  has_k = (int)next(call);
+  code = (int)next(in);
+  bits = (int)next(in);
+  bytes = bits / 8;
+  rank = (int)next(in);
+  for (i = 0; i < rank; ++i) q_shape[i] = next(in);
+  for (i = 0; i < rank; ++i) q_strides[i] = next(in);
+  q_elements = next(in);
+  has_k = (int)next(in);
   if (has_k) {
-    for (i = 0; i < rank; ++i) k_shape[i] = next(call);
-    for (i = 0; i < rank; ++i) k_strides[i] = next(call);
-    k_elements = next(call);
+    for (i = 0; i < rank; ++i) k_shape[i] = next(in);
+    for (i = 0; i < rank; ++i) k_strides[i] = next(in);
+    k_elements = next(in);
   }
-  in_place = (int)next(call);
-  positions_rank = (int)next(call);
+  in_place = (int)next(in);
+  positions_rank = (int)next(in);
   if (positions_rank) {
     int64_t n = 1;
-    for (i = 0; i < positions_rank; ++i) n *= positions_shape[i] = next(call);
-    positions_are_int64 = (int)next(call);
+    for (i = 0; i < positions_rank; ++i) n *= positions_shape[i] = next(in);
+    positions_are_int64 = (int)next(in);
     positions = read_file("positions.bin", (size_t)n * (positions_are_int64 ? 8 : 4));
+    tpositions = tensor(positions, positions_rank, positions_shape, NULL, ROPEGEN_DTYPE_INT, positions_are_int64 ? 64 : 32);
+    call.positions = &tpositions;
   }
-  num_sequences = (int)next(call);
+  num_sequences = (int)next(in);
   if (num_sequences) {
-    cu_seqlens = (int32_t *)malloc(sizeof(int32_t) * (size_t)(num_sequences + 1));
-    for (i = 0; i <= num_sequences; ++i) cu_seqlens[i] = (int32_t)next(call);
+    if (num_sequences >= 63) return 105;
+    for (i = 0; i <= num_sequences; ++i) cu[i] = next(in);
+    cu_int64 = (int)next(in);
+    cu_data = malloc(sizeof(int64_t) * (size_t)(num_sequences + 1));
+    for (i = 0; i <= num_sequences; ++i) {
+      if (cu_int64) ((int64_t *)cu_data)[i] = cu[i];
+      else ((int32_t *)cu_data)[i] = (int32_t)cu[i];
+    }
+    cu_shape[0] = num_sequences + 1;
+    tcu = tensor(cu_data, 1, cu_shape, NULL, ROPEGEN_DTYPE_INT, cu_int64 ? 64 : 32);
+    call.cu_seqlens = &tcu;
   }
-  offset = next(call);
-  seq_len = next(call);
-  fclose(call);
+  call.offset = next(in);
+  call.seq_len = next(in);
+  call.backward = (int32_t)next(in);
+  fclose(in);
 
-  q = read_file("q.bin", (size_t)q_elements * ELEMENT_BYTES);
-  out_q = in_place ? q : read_file("out_q.bin", (size_t)q_elements * ELEMENT_BYTES);
-  if (has_k) {
-    k = read_file("k.bin", (size_t)k_elements * ELEMENT_BYTES);
-    out_k = in_place ? k : read_file("out_k.bin", (size_t)k_elements * ELEMENT_BYTES);
+  q = read_file("q.bin", (size_t)q_elements * bytes);
+  tq = tensor(q, rank, q_shape, q_strides, code, bits);
+  call.q = &tq;
+  if (!in_place) {
+    out_q = read_file("out_q.bin", (size_t)q_elements * bytes);
+    tout_q = tensor(out_q, rank, q_shape, q_strides, code, bits);
+    call.out_q = &tout_q;
+  } else {
+    out_q = q; /* out_q NULL: in place */
   }
-  rc = ROPE_FN(q, out_q, q_shape, q_strides, k, out_k, k_shape, k_strides, positions, positions_are_int64,
-               positions_shape, positions_rank, cu_seqlens, num_sequences, offset, seq_len);
-  write_file("result_q.bin", out_q, (size_t)q_elements * ELEMENT_BYTES);
-  if (has_k) write_file("result_k.bin", out_k, (size_t)k_elements * ELEMENT_BYTES);
+  if (has_k) {
+    k = read_file("k.bin", (size_t)k_elements * bytes);
+    tk = tensor(k, rank, k_shape, k_strides, code, bits);
+    call.k = &tk;
+    if (!in_place) {
+      out_k = read_file("out_k.bin", (size_t)k_elements * bytes);
+      tout_k = tensor(out_k, rank, k_shape, k_strides, code, bits);
+      call.out_k = &tout_k;
+    } else {
+      out_k = k;
+    }
+  }
+  rc = RUN_FN(&call, &message);
+  write_file("result_q.bin", out_q, (size_t)q_elements * bytes);
+  if (has_k) write_file("result_k.bin", out_k, (size_t)k_elements * bytes);
   printf("rc=%d\n", rc);
+  if (rc != ROPEGEN_OK) printf("%s: %s\n", ropegen_status_string(rc), message.text);
   return 0;
 }

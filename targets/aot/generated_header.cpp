@@ -1,0 +1,200 @@
+#include "generated_header.h"
+
+#include <cctype>
+
+#include <fmt/format.h>
+
+#include "call/contract.h"
+#include "ropegen/spec_io.h"
+
+namespace ropegen::targets::aot {
+namespace {
+
+std::string upper(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// ropegen_c.h's ropegen_contract, field by field, as a C initializer.
+static_assert(sizeof(ropegen_contract) == 12 * 4, "ropegen_contract changed: update contract_initializer");
+std::string contract_initializer(const ropegen_contract& c) {
+  return fmt::format(
+      "{{\n"
+      "    {} /* encoding */, {} /* layout */, {{{}, {}, {}}} /* dtype: code, bits, lanes */,\n"
+      "    {} /* row_dim */, {} /* num_heads */, {} /* rotary_offset */, {} /* rotary_dim */,\n"
+      "    {} /* pairing */, {} /* output_pairing */, {} /* explicit_positions */,\n"
+      "    {} /* position_axes */, {} /* runtime_frequencies */\n"
+      "  }}",
+      c.encoding, c.layout, c.dtype.code, c.dtype.bits, c.dtype.lanes, c.row_dim, c.num_heads, c.rotary_offset,
+      c.rotary_dim, c.pairing, c.output_pairing, c.explicit_positions, c.position_axes, c.runtime_frequencies);
+}
+
+// The shape of q (x, the scores) in the spec's layout.
+std::string tensor_shape(const RopeSpec& spec, const char* heads = "H") {
+  if (spec.encoding == Encoding::Alibi) return fmt::format("[B, {}, Sq, Sk]", spec.num_heads);
+  const std::string row = spec.encoding == Encoding::Rope ? std::to_string(spec.head_dim) : std::to_string(spec.dim);
+  switch (spec.layout) {
+    case Layout::BSHD: return fmt::format("[B, S, {}, {}]", heads, row);
+    case Layout::BHSD: return fmt::format("[B, {}, S, {}]", heads, row);
+    case Layout::SBHD: return fmt::format("[S, B, {}, {}]", heads, row);
+    case Layout::THD: return fmt::format("[T, {}, {}]", heads, row);
+    case Layout::BSD: return fmt::format("[B, S, {}]", row);
+    case Layout::SBD: return fmt::format("[S, B, {}]", row);
+    case Layout::TD: return fmt::format("[T, {}]", row);
+  }
+  return "?";
+}
+
+bool packed(const RopeSpec& spec) { return spec.layout == Layout::THD || spec.layout == Layout::TD; }
+
+std::string token_dims(const RopeSpec& spec) {
+  if (packed(spec)) return "[T]";
+  return spec.layout == Layout::SBHD || spec.layout == Layout::SBD ? "[S, B] (or [S] shared by the batch)"
+                                                                   : "[B, S] (or [S] shared by the batch)";
+}
+
+const char* element(DType t) {
+  switch (t) {
+    case DType::F32: return "float32";
+    case DType::F16: return "float16 (uint16_t bit patterns)";
+    case DType::BF16: return "bfloat16 (uint16_t bit patterns)";
+  }
+  return "?";
+}
+
+// What each of ropegen_call's fields means for this spec.
+std::string call_doc(const RopeSpec& spec) {
+  std::string out;
+  auto line = [&](const std::string& field, const std::string& text) { out += fmt::format(" *   {:<13}{}\n", field, text); };
+  const std::string dtype = element(spec.dtype);
+  switch (spec.encoding) {
+    case Encoding::Rope:
+      line("q", fmt::format("{} {}, {} dims per head; rotates dims {} .. {} ({} pairing{})", tensor_shape(spec), dtype,
+                            spec.head_dim, spec.rotary_offset, spec.rotary_offset + spec.rotary_dim - 1,
+                            to_string(spec.pairing),
+                            spec.output_pairing != spec.pairing ? fmt::format(", written {}", to_string(spec.output_pairing)) : ""));
+      line("k", fmt::format("NULL, or {}: like q but for its number of heads", tensor_shape(spec, "Hk")));
+      line("out_q/out_k", spec.output_pairing == spec.pairing
+                              ? std::string("shaped like q and k; NULL (or == q, k): in place")
+                              : std::string("shaped like q and k, required: this spec moves dims, so not in place"));
+      break;
+    case Encoding::Sinusoidal:
+    case Encoding::Learned:
+      line("q", fmt::format("x, {} {}: adds the {} position encoding", tensor_shape(spec), dtype, to_string(spec.encoding)));
+      line("out_q", "shaped like x; NULL: in place");
+      if (spec.encoding == Encoding::Learned) line("table", fmt::format("[max_len, {}] {}, the learned positions", spec.dim, dtype));
+      break;
+    case Encoding::Alibi:
+      line("q", fmt::format("the attention scores {} {}: adds each head's linear bias", tensor_shape(spec), dtype));
+      line("out_q", "shaped like q; NULL: in place");
+      break;
+  }
+  if (spec.encoding == Encoding::Alibi) {
+    line("offset", "query row r sits at offset + r, key j at j (no position ids)");
+  } else if (spec.positions == PositionsMode::Explicit) {
+    line("positions", fmt::format("int32 or int64 ids, {}{}", token_dims(spec),
+                                  spec.axes.enabled() ? fmt::format(" plus a trailing [{}] (one id per axis)", spec.axes.count()) : ""));
+  } else {
+    line("positions", "NULL: implicit, token s of each sequence is at offset + s");
+    line("offset", "the first token's position (the KV cache's length)");
+  }
+  if (packed(spec)) line("cu_seqlens", "int32 or int64 [n + 1], sequence starts 0 .. T; NULL: one sequence");
+  if (spec.encoding == Encoding::Rope && spec.frequency.scheme == FrequencyScheme::Runtime) {
+    line("freqs", fmt::format("float32 [{}], inv_freq, given per call", spec.num_pairs()));
+    line("saved_q/k", "backward: the forward's inputs; d_freqs float32 [rotary_dim / 2] receives dL/d(inv_freq)");
+  }
+  if (spec.encoding == Encoding::Rope) line("backward", "nonzero: q and k are dL/d(out), out_q/out_k receive dL/d(in)");
+  return out;
+}
+
+std::string entry_declarations(const LibraryDescription& lib) {
+  std::string out;
+  for (const CompiledEntry& e : lib.entries)
+    out += fmt::format("int {0}_argv(void **args);\nconst struct halide_filter_metadata_t *{0}_metadata(void);\n",
+                       e.entry.name);
+  return out;
+}
+
+std::string entry_table(const LibraryDescription& lib) {
+  std::string out;
+  for (const CompiledEntry& e : lib.entries) {
+    const bool pass = e.entry.kind == EntryPoint::Kind::PassThrough;
+    const bool int64 = e.entry.explicit_positions && e.entry.variant.position_type == Halide::Int(64);
+    out += fmt::format("  {{{0}_argv, {0}_metadata, {1}, {2}, {3}, {4}}},\n", e.entry.name, pass ? 0 : e.entry.variant.with_k,
+                       int64 ? 1 : 0, pass ? 0 : e.entry.variant.backward, pass ? 1 : 0);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string run_function(const RopeSpec& spec) { return spec.name + "_run"; }
+
+std::string generated_header(const LibraryDescription& lib) {
+  const RopeSpec& spec = lib.spec;
+  const std::string n = spec.name, N = upper(spec.name), hash = spec_hash(spec);
+  std::string h;
+  h += fmt::format(
+      "/* {0}.h: the C interface of lib{0}.a, built by rope-gen from the spec `{0}`\n"
+      " * (hash {1}; manifest.json has the spec). Generated: do not edit.\n"
+      " *\n"
+      " * One function runs every call the spec allows:\n"
+      " *   int {2}(const ropegen_call *call, ropegen_message *message);\n"
+      " * It checks the call against the spec first (shapes, dtypes, strides,\n"
+      " * aliasing, ids): a call that does not fit changes nothing and returns\n"
+      " * ROPEGEN_ERROR_INVALID_ARGUMENT, and `message` (may be NULL) names the\n"
+      " * argument. Returns ROPEGEN_OK (0) or a ropegen_status (ropegen_c.h).\n"
+      " * The call's tensors (ropegen_tensor, DLPack's DLTensor) for this spec:\n"
+      "{3}"
+      " * Unset fields must be NULL / 0.\n"
+      " *\n"
+      " * Link: cc app.c lib{0}.a {4}\n"
+      " * (the archive holds the kernels, Halide's runtime and rope-gen's C++ call\n"
+      " * checks, hence libstdc++).\n"
+      " */\n"
+      "#ifndef ROPEGEN_{5}_H\n"
+      "#define ROPEGEN_{5}_H\n\n"
+      "#include \"ropegen_c.h\"\n\n",
+      n, hash, run_function(spec), call_doc(spec), link_libraries(), N);
+
+  h += fmt::format("#define {}_SPEC_HASH \"{}\"\n", N, hash);
+  h += fmt::format("#define {}_ENCODING \"{}\"\n", N, to_string(spec.encoding));
+  h += fmt::format("#define {}_LAYOUT \"{}\"\n", N, to_string(spec.encoding == Encoding::Alibi ? Layout::BHSD : spec.layout));
+  h += fmt::format("#define {}_DTYPE \"{}\"\n", N, to_string(spec.dtype));
+  if (spec.encoding == Encoding::Rope) {
+    h += fmt::format("#define {}_HEAD_DIM {}\n", N, spec.head_dim);
+    h += fmt::format("#define {}_ROTARY_DIM {}\n", N, spec.rotary_dim);
+    h += fmt::format("#define {}_ROTARY_OFFSET {}\n", N, spec.rotary_offset);
+  } else if (spec.encoding == Encoding::Alibi) {
+    h += fmt::format("#define {}_NUM_HEADS {}\n", N, spec.num_heads);
+  } else {
+    h += fmt::format("#define {}_DIM {}\n", N, spec.dim);
+  }
+  h += fmt::format("#define {}_EXPLICIT_POSITIONS {}\n\n", N, call::call_contract(spec).explicit_positions);
+
+  h += "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n";
+  h += "/* The compiled entry points, in Halide's _argv form (their typed form is in\n"
+       " * the <entry>.h files next to this one, which need HalideRuntime.h). */\n";
+  h += entry_declarations(lib);
+  h += "\n#ifdef __cplusplus\n}  /* extern \"C\" */\n#endif\n\n";
+
+  h += fmt::format("static const ropegen_entry {}_entries_[] = {{\n  /* argv, metadata, with_k, int64_positions, backward, pass_through */\n{}}};\n\n",
+                   n, entry_table(lib));
+  h += fmt::format(
+      "static const ropegen_library {0}_library_ = {{\n"
+      "  \"{0}\", \"{1}\",\n"
+      "  {2},\n"
+      "  {3}, {0}_entries_\n"
+      "}};\n\n",
+      n, hash, contract_initializer(call::call_contract(spec)), lib.entries.size());
+  h += fmt::format(
+      "/* Checks `call` against the spec and runs it (see the top of this file). */\n"
+      "static inline int {0}(const ropegen_call *call, ropegen_message *message) {{\n"
+      "  return ropegen_library_run(&{1}_library_, call, message);\n"
+      "}}\n\n"
+      "#endif /* ROPEGEN_{2}_H */\n",
+      run_function(spec), n, N);
+  return h;
+}
+
+}  // namespace ropegen::targets::aot
