@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "base/hash.h"
 #include "ropegen/spec_io.h"
 
 namespace ropegen {
@@ -112,12 +113,7 @@ std::string to_yaml(const RopeSpec& spec) {
 }
 
 std::string spec_hash(const RopeSpec& spec) {
-  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a 64
-  for (unsigned char c : to_yaml(spec)) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
-  return fmt::format("{:016x}", h);
+  return base::hash_hex(to_yaml(spec));
 }
 
 }  // namespace ropegen

@@ -24,15 +24,6 @@ struct OpenFile {
 
 }  // namespace
 
-const char* file_kind(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "not a regular file";
-}
-
 Result<std::string> read_regular_file(const std::string& path, size_t limit) {
   // O_NONBLOCK: opening a FIFO must not wait for a writer.
   const OpenFile file{::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC)};

@@ -9,12 +9,13 @@
 #include <cstddef>
 #include <string>
 
+#include "base/file_write.h"
 #include "ropegen/result.h"
 
 namespace ropegen::dsl {
 
 // What a file that is not a regular one is, for messages: "a directory", "a FIFO (named pipe)", ...
-const char* file_kind(mode_t mode);
+using base::file_kind;
 
 // At most `limit` bytes of the regular file at `path` (a caller that must
 // refuse larger files asks for one byte more than it accepts). The error's

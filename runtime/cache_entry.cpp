@@ -19,7 +19,7 @@
 namespace ropegen::runtime {
 namespace {
 
-constexpr char kMagic[8] = {'R', 'G', 'K', 'E', 'R', 'N', '0', '1'};
+constexpr char kMagic[8] = {'R', 'G', 'K', 'E', 'R', 'N', '0', '2'};  // 02: XXH3 checksum
 constexpr size_t kTrailerBytes = 32;
 // Entries are a few MB; anything claiming more is not ours (and is not
 // read into memory).

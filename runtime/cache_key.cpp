@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "base/hash.h"
 #include "ropegen/spec_io.h"
 #include "runtime/build_id.h"
 
@@ -12,13 +13,8 @@ namespace ropegen::runtime {
 namespace {
 
 // Bump when the entry layout, the symbols or the argument binding change.
-constexpr int kCacheFormat = 1;
-
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
-  return h;
-}
+// 2: keys and checksums are XXH3 64 (base/hash).
+constexpr int kCacheFormat = 2;
 
 }  // namespace
 
@@ -40,7 +36,7 @@ CacheKey cache_key(const RopeSpec& spec, const lowering::KernelVariant& variant,
       "spec {} {}\n",
       kCacheFormat, ROPEGEN_VERSION, code_build_id(), HALIDE_VERSION_MAJOR, HALIDE_VERSION_MINOR,
       HALIDE_VERSION_PATCH, target.to_string(), variant_tag(spec, variant), spec_hash(spec), spec.name);
-  key.hex = fmt::format("{:016x}", fnv1a(key.text));
+  key.hex = base::hash_hex(key.text);
   return key;
 }
 
@@ -53,7 +49,7 @@ CacheKey runtime_object_key(const Halide::Target& target) {
       "target {}\n",
       kCacheFormat, ROPEGEN_VERSION, code_build_id(), HALIDE_VERSION_MAJOR, HALIDE_VERSION_MINOR, HALIDE_VERSION_PATCH,
       target.to_string());
-  key.hex = fmt::format("{:016x}", fnv1a(key.text));
+  key.hex = base::hash_hex(key.text);
   return key;
 }
 
@@ -73,25 +69,6 @@ KeyFields key_fields(const std::string& text) {
   return f;
 }
 
-uint64_t checksum64(const void* data, size_t bytes) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  // Each step is invertible in h, so changing any one word always changes
-  // the result; the shift carries high bits down so that changes in two
-  // words cannot cancel the way they can with a bare multiply.
-  auto mix = [](uint64_t h, uint64_t word) {
-    h = (h ^ word) * 0x9e3779b97f4a7c15ull;
-    return h ^ (h >> 32);
-  };
-  uint64_t h = 0xcbf29ce484222325ull;
-  size_t i = 0;
-  for (; i + 8 <= bytes; i += 8) {
-    uint64_t word;
-    std::memcpy(&word, p + i, 8);
-    h = mix(h, word);
-  }
-  uint64_t tail = 0;
-  std::memcpy(&tail, p + i, bytes - i);
-  return mix(mix(h, tail), bytes);
-}
+uint64_t checksum64(const void* data, size_t bytes) { return base::hash64(data, bytes); }
 
 }  // namespace ropegen::runtime

@@ -17,7 +17,7 @@ namespace ropegen::runtime {
 
 struct CacheKey {
   std::string text;  // one "field value" line per input (the ABI tag)
-  std::string hex;   // 16 hex digits of FNV-1a 64 over text: names the entry's file and symbols
+  std::string hex;   // 16 hex digits of XXH3 64 over text (base/hash): names the entry's file and symbols
 };
 
 // "q", "qk", and for explicit positions "q_i32", "qk_i64", ...: the AOT
@@ -37,9 +37,8 @@ struct KeyFields {
 };
 KeyFields key_fields(const std::string& text);
 
-// A 64-bit checksum over 8-byte words (the tail zero-padded) and the
-// length: fast enough (~GB/s) to check a whole entry on every load. It
-// guards against truncation and damage, not against an attacker.
+// XXH3 64 (base/hash): fast enough (many GB/s) to check a whole entry on
+// every load. It guards against truncation and damage, not against an attacker.
 uint64_t checksum64(const void* data, size_t bytes);
 
 }  // namespace ropegen::runtime

@@ -73,8 +73,10 @@ std::optional<Diagnostic> add_to_stats(const DiskCache& cache, const CacheCounte
   const std::string path = cache.path(kStatsName), tmp = path + ".tmp";  // only ever written under the lock
   if (!cache.replaceable(kStatsName)) return Diagnostic{{path, -1, -1}, fmt::format("{} is not rope-gen's: left as it is", path), {}};
   cache.remove(std::string(kStatsName) + ".tmp");  // left by a process that died while writing
-  if (!write_new_file(tmp, text) || std::rename(tmp.c_str(), path.c_str()) != 0)
+  if (!write_new_file(tmp, text))
     return Diagnostic{{path, -1, -1}, fmt::format("cannot update {}: {}", path, std::strerror(errno)), {}};
+  if (const auto failure = base::publish_file(tmp, path, {/*only_own_files=*/true, /*sync_dir=*/false}))
+    return Diagnostic{{path, -1, -1}, fmt::format("cannot update {}: {}", path, failure->why), {}};
   return std::nullopt;
 }
 

@@ -289,6 +289,7 @@ DevicePart wrap(const call::PartViews& v) {
 void prepare_device_runtime(const Halide::Target& target) {
   if (!target.has_feature(Halide::Target::Vulkan)) return;
   // pool : min block (MiB) : max block : max blocks : size multiple; 0 = no limit.
+  // Only if unset (overwrite = 0): a value of the user's, empty included, is their opt-out (device_call.h).
   static std::once_flag once;
   std::call_once(once, [] { setenv("HL_VK_ALLOC_CONFIG", "0:1:0:0:256", /*overwrite=*/0); });
 }

@@ -54,8 +54,16 @@ struct DevicePipelines {
 // a multiple at least the device's alignment: device copies then overrun
 // their regions (on lavapipe, whose device memory is the host heap: heap
 // corruption after a few dozen kernels, measured). HL_VK_ALLOC_CONFIG's
-// last field sets that multiple (256, as the staged buffers); a setting of
-// the user's own is kept.
+// last field sets that multiple (256, as the staged buffers).
+//
+// This is the one environment variable rope-gen sets, once, before its first
+// Vulkan kernel, and only when HL_VK_ALLOC_CONFIG is unset: Halide 21 reads
+// the allocator settings from the environment when its Vulkan runtime first
+// creates a context, and offers no per-pipeline or JITHandlers hook for them
+// (its runtime's halide_vulkan_set_alloc_config is not in the public headers
+// and would be process-wide anyway). To opt out, set HL_VK_ALLOC_CONFIG
+// yourself (empty: Halide's defaults); keep a last field that is a multiple
+// of 256, or Vulkan calls may overrun their regions as above.
 void prepare_device_runtime(const Halide::Target& target);
 
 // How many launches (parts) run_on_device splits `call` into.

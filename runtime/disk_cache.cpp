@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "base/file_write.h"
 #include "runtime/cache_entry.h"
 #include "runtime/cache_marker.h"
 
@@ -32,6 +33,8 @@ constexpr auto kAbandoned = std::chrono::hours(1);
 // for when another process holds them long.
 constexpr milliseconds kHousekeepingWait(2000);
 constexpr const char* kWorkPrefix = "build-";
+// Entries and runtime objects replace only this user's regular files, durably.
+constexpr base::ReplaceRules kCacheFiles{/*only_own_files=*/true, /*sync_dir=*/true};
 
 Diagnostic error(const std::string& path, std::string message) { return Diagnostic{{path, -1, -1}, std::move(message), {}}; }
 
@@ -177,21 +180,16 @@ Result<std::string> DiskCache::make_work_dir() const {
 
 std::optional<Diagnostic> DiskCache::publish(const std::string& sealed_file, const std::string& name) const {
   const std::string target = path(name);
-  if (!replaceable(name)) return error(target, fmt::format("{} is not rope-gen's: left as it is", target));
-  if (::rename(sealed_file.c_str(), target.c_str()) != 0)
-    return error(target, fmt::format("cannot move a new file into {}: {}", target, errno_text()));
-  // The rename is durable once the directory is synced.
-  UniqueFd dir(::open(fs::path(target).parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (dir.valid()) ::fsync(dir.get());
-  return std::nullopt;
+  const auto failure = base::publish_file(sealed_file, target, kCacheFiles);
+  if (!failure) return std::nullopt;
+  if (failure->refused) return error(target, fmt::format("{} is not rope-gen's: left as it is", target));
+  return error(target, fmt::format("cannot move a new file into {}: {}", target, failure->why));
 }
 
 void DiskCache::touch(const CacheKey& key) const { ::utimensat(AT_FDCWD, path(entry_name(key)).c_str(), nullptr, AT_SYMLINK_NOFOLLOW); }
 
 bool DiskCache::replaceable(const std::string& name) const {
-  struct stat st;
-  if (::lstat(path(name).c_str(), &st) != 0) return errno == ENOENT;
-  return S_ISREG(st.st_mode) && owned_by_me(st);
+  return !base::check_replaceable(path(name), kCacheFiles);
 }
 
 void DiskCache::remove(const std::string& name) const {

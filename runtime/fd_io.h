@@ -8,12 +8,13 @@
 
 #include <sys/types.h>
 
+#include "base/file_write.h"
+
 namespace ropegen::runtime {
 
 bool read_at(int fd, void* out, size_t bytes, off_t offset);
-bool write_all(int fd, const void* data, size_t bytes);
-// Creates `path` (mode 0600; it must not exist, and is not followed if a
-// link), writes `bytes`, closes it. On failure the partial file is removed.
-bool write_new_file(const std::string& path, std::string_view bytes);
+// The writes are base/file_write's.
+using base::write_all;
+using base::write_new_file;
 
 }  // namespace ropegen::runtime

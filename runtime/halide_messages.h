@@ -1,14 +1,19 @@
 // Halide prints compile-time warnings to stderr; for rope-gen's users they
 // are noise (e.g. "bfloat16 operation is emulated" on CPUs without native
-// bf16, which is expected: bf16 is only converted on load and store). They
-// are shown with ROPEGEN_VERBOSE=1. Errors still throw Halide::CompileError.
+// bf16, which is expected: bf16 is only converted on load and store). The
+// CLI hides them (shown with ROPEGEN_VERBOSE=1) by installing this reporter
+// for its whole process at start. The library (runtime/, the Python module)
+// never installs it: Halide's reporter is process-wide, has no getter (a
+// user's own could not be restored) and is not needed for errors, which
+// Halide throws as Halide::CompileError itself (the wheel is built with
+// exceptions); library users see Halide's warnings as Halide prints them.
 #pragma once
 
 #include <Halide.h>
 
 namespace ropegen::runtime {
 
-// Idempotent; called before any compilation.
+// Idempotent; for a program's main (tools/rope-gen/main.cpp), never the library.
 void install_halide_message_filter();
 
 // The same for what a JIT pipeline's runtime prints while it runs (Halide's

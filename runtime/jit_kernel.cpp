@@ -15,7 +15,6 @@ JitKernel::JitKernel(const RopeSpec& spec, const lowering::KernelVariant& varian
     : spec_(lowering::kernel_spec(spec, variant)),
       contract_(call::call_contract(spec_)),
       target_(with_device_version(target)) {  // GPU targets: for the device's capability / version
-  install_halide_message_filter();
   prepare_device_runtime(target_);
   algorithm_ = std::make_unique<lowering::RopeAlgorithm>(targets::scheduled_algorithm(spec, variant, target_));
   pipeline_ = Halide::Pipeline(algorithm_->outputs());

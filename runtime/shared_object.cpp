@@ -14,7 +14,6 @@
 #include <fmt/format.h>
 
 #include "runtime/fd_io.h"
-#include "runtime/halide_messages.h"
 #include "runtime/memory_output.h"
 #include "targets/aot/entry_points.h"
 
@@ -88,7 +87,6 @@ KernelSymbols kernel_symbols(const RopeSpec& spec, const CacheKey& key) {
 }
 
 std::optional<Diagnostic> compile_runtime_object(const Halide::Target& target, const std::string& path) {
-  install_halide_message_filter();
   try {
     return write_through_memory(path, [&](const std::string& memory) {
       Halide::compile_standalone_runtime(memory, target.without_feature(Halide::Target::NoRuntime));
@@ -101,7 +99,6 @@ std::optional<Diagnostic> compile_runtime_object(const Halide::Target& target, c
 Result<std::string> compile_shared_object(const RopeSpec& spec, const lowering::KernelVariant& variant,
                                           const Halide::Target& target, const KernelSymbols& symbols,
                                           const std::string& runtime_object, const std::string& work_dir) {
-  install_halide_message_filter();
   std::vector<std::string> objects;
   try {
     // Every entry without a runtime; the runtime comes in once (as in rope-gen build).

@@ -24,7 +24,7 @@ Result<RopeSpec> load_spec(const std::string& path);
 // The normalised spec: every field explicit, fixed key order, shortest
 // round-trip numbers. Parsing it yields the same spec (a fixed point).
 std::string to_yaml(const RopeSpec& spec);
-// 16 hex digits identifying the normalised spec (FNV-1a 64 of to_yaml()).
+// 16 hex digits identifying the normalised spec (XXH3 64 of to_yaml()).
 std::string spec_hash(const RopeSpec& spec);
 
 }  // namespace ropegen

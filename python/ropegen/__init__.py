@@ -7,6 +7,7 @@
     dq, dk = rope.backward(grad_q, grad_k, positions=position_ids)  # dL/dq, dL/dk
     y = ropegen.compile("examples/transformer_sinusoidal.yaml")(x)  # x + PE (sinusoidal, learned: table=, alibi: scores)
     inv_freq, attention_factor = ropegen.freqs(spec, seq_len=8192)
+    spec = ropegen.from_hf("path/to/model")                # a Hugging Face config.json -> spec text
 
 Kernels are compiled once per spec and kept in memory and on disk
 ($ROPEGEN_CACHE_DIR, default ~/.cache/rope-gen), so later calls and later
@@ -17,7 +18,7 @@ import os
 
 from . import _ropegen
 
-__all__ = ["compile", "freqs", "Kernel"]
+__all__ = ["compile", "freqs", "from_hf", "Kernel"]
 
 
 def _spec_text(spec):
@@ -108,3 +109,23 @@ def freqs(spec, seq_len=None):
     text, source = _spec_text(spec)
     inv_freq, attention_factor = _ropegen.freqs(text, source, seq_len)
     return numpy.asarray(inv_freq, dtype=numpy.float64), attention_factor
+
+
+def from_hf(config, name=None, layer_type=None, pairing=None, vision=False):
+    """A spec from a Hugging Face model config, as `rope-gen from-hf` makes it: the normalised
+    spec's YAML text, which compile() and freqs() take as it is.
+
+    config: a dict (a loaded config.json), JSON text, or the path of a config.json or of a
+    directory holding one (a hub snapshot). name: the spec's name (default: model_type);
+    layer_type: for models whose layer types differ in RoPE (e.g. "sliding_attention");
+    pairing: "half" or "interleaved", for a model_type rope-gen's table does not know;
+    vision: the vision tower's 2D RoPE instead of the text model's.
+    Errors are ValueErrors naming the config key."""
+    options = (name, layer_type, pairing, bool(vision))
+    if isinstance(config, dict):
+        return _ropegen.from_hf(json.dumps(config), "<dict>", *options)
+    if isinstance(config, os.PathLike) or (isinstance(config, str) and not config.lstrip().startswith("{")):
+        return _ropegen.from_hf_file(os.fspath(config), *options)
+    if isinstance(config, str):
+        return _ropegen.from_hf(config, "<string>", *options)
+    raise TypeError("config must be a dict, JSON text or the path of a config.json (or its directory)")

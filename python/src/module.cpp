@@ -17,6 +17,10 @@
 namespace nb = nanobind;
 using namespace ropegen;
 
+namespace ropegen::python {
+void bind_from_hf(nb::module_& m);  // from_hf_binding.cpp
+}
+
 namespace {
 
 using python::Input;
@@ -114,6 +118,7 @@ class SpecKernel {
 
 NB_MODULE(_ropegen, m) {
   m.doc() = "rope-gen kernels; use the `ropegen` package rather than this module";
+  python::bind_from_hf(m);
   nb::class_<SpecKernel>(m, "Kernel")
       .def("__call__", &SpecKernel::call, nb::arg("q").none(), nb::arg("k").none(), nb::arg("positions").none(),
            nb::arg("offset").none(), nb::arg("seq_len").none(), nb::arg("out_q").none(), nb::arg("out_k").none(),

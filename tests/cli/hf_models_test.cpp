@@ -1,4 +1,4 @@
-// Every model type of the generated model table (tools/hf_config/hf_models.json)
+// Every model type of the generated model table (hf/hf_models.json)
 // through `rope-gen from-hf` -> `rope-gen apply`, against HF's own rotary
 // module and apply function rerun in float64 on the same tiny config
 // (tests/golden/data/hf_models/<model_type>.json, written by
@@ -31,7 +31,7 @@ json load(const std::string& path) {
 }
 
 bool refused(const std::string& type) {
-  const json* entry = cli::hf_model(type);
+  const json* entry = hf::hf_model(type);
   return !entry || entry->contains("refused");
 }
 
@@ -39,7 +39,7 @@ bool refused(const std::string& type) {
 // without a text model of their own that has a pairing.
 std::vector<std::string> table_types(bool refusing) {
   std::vector<std::string> out;
-  for (auto& [type, entry] : cli::hf_models().at("models").items()) {
+  for (auto& [type, entry] : hf::hf_models().at("models").items()) {
     const bool text_ok = entry.contains("text_model_type") && !refused(entry.at("text_model_type"));
     if (refusing ? refused(type) && !text_ok : !refused(type)) out.push_back(type);
   }
@@ -148,7 +148,7 @@ TEST(HfModelTable, EveryModelTypeWithAPairingHasItsGoldenCase) {
   for (const auto& f : std::filesystem::directory_iterator(kGolden)) files += f.path().extension() == ".json";
   EXPECT_EQ(real_cases().size(), 23u);
   EXPECT_EQ(files, table_types(false).size());
-  EXPECT_EQ(cli::hf_models().at("transformers"), "5.23.0");
+  EXPECT_EQ(hf::hf_models().at("transformers"), "5.23.0");
 }
 
 }  // namespace

@@ -29,9 +29,9 @@ json load(const std::string& path) {
   return json::parse(in);
 }
 
-// The multimodal model_type of every tower from-hf --vision converts (tools/hf_config/hf_vision.json).
+// The multimodal model_type of every tower from-hf --vision converts (hf/hf_vision.json).
 std::vector<std::string> tower_model_types() {
-  const json table = load(ROPEGEN_SOURCE_DIR "/tools/hf_config/hf_vision.json");
+  const json table = load(ROPEGEN_SOURCE_DIR "/hf/hf_vision.json");
   std::vector<std::string> out;
   for (auto& [type, t] : table.at("towers").items()) out.push_back(t.at("model_type").get<std::string>());
   return out;

@@ -12,17 +12,17 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
-  ropegen::Result<nlohmann::json> config = ropegen::cli::parse_hf_config(text, "fuzz.json");
+  ropegen::Result<nlohmann::json> config = ropegen::hf::parse_hf_config(text, "fuzz.json");
   if (!config.ok()) return 0;
-  ropegen::cli::HfImportOptions options;
-  (void)ropegen::cli::hf_layer_types(*config, "fuzz.json", options);
+  ropegen::hf::HfImportOptions options;
+  (void)ropegen::hf::hf_layer_types(*config, "fuzz.json", options);
   for (const char* layer : {"", "sliding_attention", "full_attention", "nope", "--vision"}) {
     const bool vision = std::string(layer) == "--vision";
     options.layer_type = *layer && !vision ? std::optional<std::string>(layer) : std::nullopt;
     options.pairing = *layer && !vision ? std::optional<ropegen::Pairing>(ropegen::Pairing::Half) : std::nullopt;
-    ropegen::Result<ropegen::cli::HfImport> import =
-        vision ? ropegen::cli::spec_from_hf_vision_config(*config, "fuzz.json", options)
-               : ropegen::cli::spec_from_hf_config(*config, "fuzz.json", options);
+    ropegen::Result<ropegen::hf::HfImport> import =
+        vision ? ropegen::hf::spec_from_hf_vision_config(*config, "fuzz.json", options)
+               : ropegen::hf::spec_from_hf_config(*config, "fuzz.json", options);
     if (!import.ok()) {
       (void)ropegen::format(import.errors());
       continue;

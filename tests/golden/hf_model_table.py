@@ -15,7 +15,7 @@ A model type whose code does not fit (no standard forward, an apply function of 
 spec cannot express) is kept in the table with `refused` and the reason; from-hf then exits 2 naming it.
 
 Outputs (from the repository root):
-  tools/hf_config/hf_models.json         the table (transformers and torch versions inside); the build embeds it
+  hf/hf_models.json                      the table (transformers and torch versions inside); the build embeds it
   tests/golden/data/hf_models/<t>.json   per model type: a tiny config of that model (real RoPE keys and defaults),
                                           q, explicit position ids up to several thousand, HF's float32 output and a
                                           float64 rerun of the same code, and the tolerance
@@ -38,7 +38,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-TABLE = ROOT / "tools" / "hf_config" / "hf_models.json"
+TABLE = ROOT / "hf" / "hf_models.json"
 GOLDEN = HERE / "data" / "hf_models"
 REAL_CONFIGS = HERE / "hf_configs"  # real config.json files (reconstructed, see its README)
 sys.path.insert(0, str(HERE))

@@ -6,7 +6,7 @@ Per tower, measured by running that code: which key sizes the head (`size_key`, 
 the pairing and the frequency layout (the angle of every pair at every patch of a grid, against the layouts the spec
 can express: `per_axis` = each axis restarts theta^(-2j/(d/2)) over its d/4 pairs; `even_then_odd` = theta^(-2i/d),
 even i on the first axis, odd i on the second), and the rope_type the config class defaults to. Written to
-tools/hf_config/hf_vision.json (embedded by the build). A tower whose layout is none of those stops the script.
+hf/hf_vision.json (embedded by the build). A tower whose layout is none of those stops the script.
 
 Golden cases: random q at the grid's patch ids, in float32 and rerun in float64 (hf_model_table.float64_sticks).
 
@@ -29,7 +29,7 @@ sys.path.insert(0, str(HERE))
 from hf_model_table import Hf, float64_sticks, jsonable, seed_of  # noqa: E402
 
 OUT = HERE / "data" / "hf_vision"
-TABLE = HERE.parent.parent / "tools" / "hf_config" / "hf_vision.json"
+TABLE = HERE.parent.parent / "hf" / "hf_vision.json"
 HEADS, HEAD = 2, 16
 GRID = 4  # patches per side
 

@@ -12,11 +12,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/file_write.h"
 #include "build_output_dir.h"
 #include "cli_error.h"
 #include "commands.h"
 #include "ropegen/spec_io.h"
-#include "runtime/halide_messages.h"
 #include "targets/aot/build_library.h"
 
 namespace ropegen::cli {
@@ -66,14 +66,12 @@ void run_build(const BuildOptions& o) {
 
   const BuildOutputDir out_dir(out);
   Staging staging(out);
-  runtime::install_halide_message_filter();  // as for JIT kernels: warnings only with ROPEGEN_VERBOSE=1
   const std::vector<std::string> files = unwrap(targets::aot::build_aot_library(spec, targets, staging.dir()));
   out_dir.check_replaceable(files);
   // manifest.json comes last in `files`: it appears once everything it lists is in place.
   for (const std::string& f : files) {
-    std::error_code ec;
-    fs::rename(staging.dir() / f, out / f, ec);
-    if (ec) fail(fmt::format("cannot move {} into {}: {}", f, out.string(), ec.message()));
+    if (const auto failure = base::publish_file(staging.dir() / f, out / f, {}))
+      fail(fmt::format("cannot move {} into {}: {}", f, out.string(), failure->why));
   }
   staging.commit();
 

@@ -11,16 +11,20 @@
 #include "commands.h"
 #include "hf_config.h"
 #include "hf_json.h"
-#include "hf_vision.h"
 #include "output_files.h"
 
 namespace ropegen::cli {
 namespace {
 
+// The converter is the library's (hf/, include/ropegen/from_hf.h): this file only parses flags and writes.
+using hf::HfConfigFile;
+using hf::HfImport;
+using hf::HfImportOptions;
+
 // --all-layer-types -o DIR: DIR/<name>_<layer type>.yaml for every layer type
 // with RoPE, all checked before any is written; NoPE layers are reported.
 void write_layer_type_specs(const HfConfigFile& file, const HfImportOptions& options, const std::string& dir) {
-  const std::vector<std::string> types = unwrap(hf_layer_types(file.config, file.path, options));
+  const std::vector<std::string> types = unwrap(hf::hf_layer_types(file.config, file.path, options));
   if (types.empty() || types == std::vector<std::string>{"nope"})
     fail("--all-layer-types: this config names no layer types (every layer with RoPE has the same); leave the flag "
          "out");
@@ -32,8 +36,8 @@ void write_layer_type_specs(const HfConfigFile& file, const HfImportOptions& opt
     with_rope.push_back(type);
     HfImportOptions one = options;
     one.layer_type = type;
-    one.name = unwrap(spec_from_hf_config(file.config, file.path, one)).spec.name + "_" + type;
-    imports.push_back(unwrap(spec_from_hf_config(file.config, file.path, one)));
+    one.name = unwrap(hf::spec_from_hf_config(file.config, file.path, one)).spec.name + "_" + type;
+    imports.push_back(unwrap(hf::spec_from_hf_config(file.config, file.path, one)));
     outputs.push_back({fmt::format("-o (layer type {})", type), dir + "/" + imports.back().spec.name + ".yaml"});
   }
   std::error_code ec;
@@ -41,7 +45,7 @@ void write_layer_type_specs(const HfConfigFile& file, const HfImportOptions& opt
     fail(fmt::format("-o {}: not a directory{}", dir, ec ? " and cannot be created: " + ec.message() : ""));
   check_outputs(outputs);
   for (size_t i = 0; i < imports.size(); ++i) {
-    write_file_atomically(outputs[i].path, hf_import_text(imports[i], file.path));
+    write_file_atomically(outputs[i].path, hf::hf_import_text(imports[i], file.path));
     std::cout << fmt::format("layer type {}: {}\n", with_rope[i], outputs[i].path);
   }
   if (types.back() == "nope")
@@ -81,11 +85,9 @@ void add_from_hf_command(CLI::App& app) {
   out_dir->needs(all);
   cmd->callback([path, options, pairing, dir, all] {
     if (!pairing->empty()) options->pairing = *pairing == "half" ? Pairing::Half : Pairing::Interleaved;
-    const HfConfigFile file = unwrap(read_hf_config(*path));
+    const HfConfigFile file = unwrap(hf::read_hf_config(*path));
     if (all->count() > 0) return write_layer_type_specs(file, *options, *dir);
-    const HfImport import = unwrap(options->vision ? spec_from_hf_vision_config(file.config, file.path, *options)
-                                                   : spec_from_hf_config(file.config, file.path, *options));
-    std::cout << hf_import_text(import, file.path);
+    std::cout << hf::hf_import_text(unwrap(hf::import_hf(file.config, file.path, *options)), file.path);
   });
 }
 

@@ -11,8 +11,11 @@
 
 #include "cli_error.h"
 #include "commands.h"
+#include "runtime/halide_messages.h"
 
 int main(int argc, char** argv) {
+  // The CLI owns its process: Halide's compile-time warnings only with ROPEGEN_VERBOSE=1.
+  ropegen::runtime::install_halide_message_filter();
   CLI::App app{"rope-gen: a kernel compiler for rotary (and other) positional encodings.\n"
                "A YAML spec in, exact kernels out. See README.md for the spec reference."};
   app.name("rope-gen");

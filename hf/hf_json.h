@@ -12,7 +12,7 @@
 
 #include "ropegen/result.h"
 
-namespace ropegen::cli {
+namespace ropegen::hf {
 
 inline constexpr size_t kMaxHfConfigBytes = 16u << 20;  // real configs are a few KB; LongRoPE lists a few more
 inline constexpr int kMaxHfConfigDepth = 32;
@@ -53,4 +53,4 @@ class JsonReader {
   std::vector<Diagnostic>* errors_;
 };
 
-}  // namespace ropegen::cli
+}  // namespace ropegen::hf

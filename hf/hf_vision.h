@@ -12,9 +12,9 @@
 
 #include "hf_config.h"
 
-namespace ropegen::cli {
+namespace ropegen::hf {
 
 Result<HfImport> spec_from_hf_vision_config(const nlohmann::json& config, const std::string& file,
                                             const HfImportOptions& options);
 
-}  // namespace ropegen::cli
+}  // namespace ropegen::hf

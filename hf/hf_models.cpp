@@ -1,6 +1,6 @@
 #include "hf_models.h"
 
-namespace ropegen::cli {
+namespace ropegen::hf {
 
 extern const char* const kHfModelsJson;
 
@@ -15,4 +15,4 @@ const nlohmann::json* hf_model(const std::string& model_type) {
   return it == models.end() ? nullptr : &*it;
 }
 
-}  // namespace ropegen::cli
+}  // namespace ropegen::hf

@@ -12,22 +12,19 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ropegen/from_hf.h"
 #include "ropegen/result.h"
 #include "ropegen/spec.h"
 
-namespace ropegen::cli {
+namespace ropegen::hf {
 
 struct HfImport {
   RopeSpec spec;
   std::vector<std::string> notes;  // where each value came from; printed as comments
 };
 
-struct HfImportOptions {
-  std::optional<std::string> name;        // default: from model_type
-  std::optional<std::string> layer_type;  // for models whose layer types differ in RoPE (e.g. gemma3)
-  std::optional<Pairing> pairing;         // for model types the table does not know or refuses
-  bool vision = false;                    // the vision tower's 2D RoPE instead of the text model's (hf_vision.h)
-};
+// The public options (include/ropegen/from_hf.h); `vision` picks hf_vision.h's importer.
+using HfImportOptions = FromHfOptions;
 
 class JsonReader;
 
@@ -42,6 +39,10 @@ Result<HfImport> validated_import(HfImport import, const std::string& file);
 Result<HfImport> spec_from_hf_config(const nlohmann::json& config, const std::string& file,
                                      const HfImportOptions& options);
 
+// The text model's spec (spec_from_hf_config) or, with options.vision, its vision tower's
+// (spec_from_hf_vision_config): what `rope-gen from-hf` and ropegen::from_hf both call.
+Result<HfImport> import_hf(const nlohmann::json& config, const std::string& file, const HfImportOptions& options);
+
 // The config's layer types as --layer-type takes them (`nope` for NoPE layers); empty when the config names none.
 Result<std::vector<std::string>> hf_layer_types(const nlohmann::json& config, const std::string& file,
                                                 const HfImportOptions& options);
@@ -49,4 +50,4 @@ Result<std::vector<std::string>> hf_layer_types(const nlohmann::json& config, co
 // The spec text printed by `rope-gen from-hf`: notes as comments, then the normalised spec.
 std::string hf_import_text(const HfImport& import, const std::string& file);
 
-}  // namespace ropegen::cli
+}  // namespace ropegen::hf

@@ -11,9 +11,10 @@
 
 #include "hf_json.h"
 #include "hf_models.h"
+#include "hf_vision.h"
 #include "ropegen/spec_io.h"
 
-namespace ropegen::cli {
+namespace ropegen::hf {
 namespace {
 
 using json = nlohmann::json;
@@ -546,6 +547,10 @@ Result<HfImport> spec_from_hf_config(const json& config, const std::string& file
   return Importer(config, file, options).run();
 }
 
+Result<HfImport> import_hf(const json& config, const std::string& file, const HfImportOptions& options) {
+  return options.vision ? spec_from_hf_vision_config(config, file, options) : spec_from_hf_config(config, file, options);
+}
+
 Result<std::vector<std::string>> hf_layer_types(const json& config, const std::string& file,
                                                 const HfImportOptions& options) {
   return Importer(config, file, options).layer_types();
@@ -557,4 +562,4 @@ std::string hf_import_text(const HfImport& import, const std::string& file) {
   return out + to_yaml(import.spec);
 }
 
-}  // namespace ropegen::cli
+}  // namespace ropegen::hf

@@ -11,7 +11,7 @@
 #include "hf_json.h"
 #include "ropegen/spec_io.h"
 
-namespace ropegen::cli {
+namespace ropegen::hf {
 
 extern const char* const kHfVisionJson;
 
@@ -185,4 +185,4 @@ Result<HfImport> spec_from_hf_vision_config(const json& config, const std::strin
   return VisionImporter(config, file, options).run();
 }
 
-}  // namespace ropegen::cli
+}  // namespace ropegen::hf

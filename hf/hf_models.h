@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace ropegen::cli {
+namespace ropegen::hf {
 
 // The whole table: {"transformers", "torch", "models": {model_type: entry}}.
 const nlohmann::json& hf_models();
@@ -16,4 +16,4 @@ const nlohmann::json& hf_models();
 // The entry of a model_type, or nullptr when the table does not have it.
 const nlohmann::json* hf_model(const std::string& model_type);
 
-}  // namespace ropegen::cli
+}  // namespace ropegen::hf

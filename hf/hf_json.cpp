@@ -9,7 +9,7 @@
 
 #include "dsl/regular_file.h"
 
-namespace ropegen::cli {
+namespace ropegen::hf {
 namespace {
 
 using json = nlohmann::json;
@@ -176,4 +176,4 @@ std::optional<std::vector<std::string>> JsonReader::strings(const json& j, const
   return list_of<std::string>(*this, find(j, key), where, key, "strings", [](const json& e) { return e.is_string(); });
 }
 
-}  // namespace ropegen::cli
+}  // namespace ropegen::hf
