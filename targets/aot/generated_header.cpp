@@ -119,7 +119,7 @@ std::string entry_table(const LibraryDescription& lib) {
   std::string out;
   for (const CompiledEntry& e : lib.entries) {
     const bool pass = e.entry.kind == EntryPoint::Kind::PassThrough;
-    const bool int64 = e.entry.explicit_positions && e.entry.variant.position_type == Halide::Int(64);
+    const bool int64 = e.entry.explicit_positions && e.entry.variant.position_type == IdType::Int64;
     out += fmt::format("  {{{0}_argv, {0}_metadata, {1}, {2}, {3}, {4}}},\n", e.entry.name, pass ? 0 : e.entry.variant.with_k,
                        int64 ? 1 : 0, pass ? 0 : e.entry.variant.backward, pass ? 1 : 0);
   }

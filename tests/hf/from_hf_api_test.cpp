@@ -17,8 +17,14 @@ const std::string kLlama3 = R"({
                    "original_max_position_embeddings": 8192, "rope_type": "llama3"}
 })";
 
+FromHfOptions named(const std::string& name) {
+  FromHfOptions o;
+  o.name = name;
+  return o;
+}
+
 TEST(FromHf, Llama3FromText) {
-  const Result<RopeSpec> spec = from_hf(kLlama3, {/*name=*/"llama3_8b"});
+  const Result<RopeSpec> spec = from_hf(kLlama3, named("llama3_8b"));
   ASSERT_TRUE(spec.ok()) << format(spec.errors());
   EXPECT_EQ(spec->name, "llama3_8b");
   EXPECT_EQ(spec->head_dim, 128);

@@ -185,7 +185,8 @@ std::vector<EncodingCase> sweep_multi_axis_rope() {
         const std::vector<int64_t> q_shape = packed ? std::vector<int64_t>{7, 4, 20} : std::vector<int64_t>{2, 5, 4, 20};
         std::vector<int64_t> k_shape = q_shape;
         k_shape[packed ? 1 : 2] = 2;
-        EncodingCase c = make(spec, tensor(q_shape, DType::F32, seed++), tensor(k_shape, DType::F32, seed++));
+        runtime::HostTensor q = tensor(q_shape, DType::F32, seed++);
+        EncodingCase c = make(spec, std::move(q), tensor(k_shape, DType::F32, seed++));
         std::vector<int64_t> pos_shape(q_shape.begin(), q_shape.end() - (packed ? 2 : 2));
         pos_shape.push_back(a.axes);
         c.request.positions = ids(pos_shape, 4096, pos_shape.size() == 3, seed++);
@@ -217,7 +218,8 @@ std::vector<EncodingCase> sweep_backward_and_runtime_frequencies() {
       if (spec.layout == Layout::BHSD) std::swap(q_shape[1], q_shape[2]);
       std::vector<int64_t> k_shape = q_shape;
       k_shape[spec.layout == Layout::BSHD || spec.layout == Layout::SBHD ? 2 : 1] = 1;
-      EncodingCase c = make(text, tensor(q_shape, spec.dtype, seed++), tensor(k_shape, spec.dtype, seed++));
+      runtime::HostTensor q = tensor(q_shape, spec.dtype, seed++);
+      EncodingCase c = make(text, std::move(q), tensor(k_shape, spec.dtype, seed++));
       c.request.backward = backward;
       if (spec.axes.enabled()) c.request.positions = ids({2, 5, 3}, 64, false, seed++);
       if (packed) c.request.cu_seqlens = std::vector<int64_t>{0, 3, 7};

@@ -3,6 +3,7 @@
 // only) and checks the rotated values against the formula.
 #include <ropegen/call.h>
 #include <ropegen/diagnostics.h>
+#include <ropegen/from_hf.h>
 #include <ropegen/kernel.h>
 #include <ropegen/position_limits.h>
 #include <ropegen/result.h>
