@@ -15,7 +15,8 @@
 #include "runtime/device_probe.h"
 #include "runtime/host_memory.h"
 #include "runtime/host_tensor.h"
-#include "lowering/rope_algorithm.h"
+#include "call/contract.h"
+#include "call/layout_traits.h"
 #include "targets/target_names.h"
 
 namespace ropegen::bench {
@@ -23,17 +24,14 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// B sequences of S tokens in a layout (packed: B * S tokens).
 std::vector<int64_t> layout_shape(Layout layout, int64_t b, int64_t s, int64_t h, int64_t d) {
-  switch (layout) {
-    case Layout::BSHD: return {b, s, h, d};
-    case Layout::BHSD: return {b, h, s, d};
-    case Layout::SBHD: return {s, b, h, d};
-    case Layout::THD: return {b * s, h, d};
-    case Layout::BSD: return {b, s, d};
-    case Layout::SBD: return {s, b, d};
-    case Layout::TD: return {b * s, d};
-  }
-  return {};
+  const call::LayoutTraits& t = call::layout_traits(layout);
+  std::vector<int64_t> shape(t.rank);
+  shape[t.d] = d, shape[t.s] = t.packed() ? b * s : s;
+  if (t.h >= 0) shape[t.h] = h;
+  if (!t.packed()) shape[t.b] = b;
+  return shape;
 }
 
 // The tensor the kernel reads (q, x or the scores) in its layout.
@@ -99,7 +97,7 @@ Result<BenchResult> bench_rope(const RopeSpec& spec, const BenchOptions& o) {
     return Diagnostic{{"--k-heads", -1, -1}, "k and backward kernels are for rope specs", {}};
   if (rope && spec.frequency.scheme == FrequencyScheme::Runtime && o.backward)
     return Diagnostic{{"--backward", -1, -1}, "bench times the backward of static frequencies only", {}};
-  const Layout layout = lowering::tensor_layout(spec);
+  const Layout layout = call::tensor_layout(call::call_contract(spec));
   const std::vector<int64_t> q_shape = tensor_shape(spec, o, o.heads);
   const std::vector<int64_t> k_shape = tensor_shape(spec, o, o.k_heads);
   const int axes = std::max(1, spec.axes.count());
@@ -151,10 +149,7 @@ Result<BenchResult> bench_rope(const RopeSpec& spec, const BenchOptions& o) {
   std::vector<int32_t> ids(o.batch * o.seq * axes);
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i / axes % o.seq);
   if (spec.positions == PositionsMode::Explicit && spec.encoding != Encoding::Alibi) {
-    const Layout heads_layout = lowering::with_heads(spec.layout);
-    std::vector<int64_t> id_shape = heads_layout == Layout::THD    ? std::vector<int64_t>{o.batch * o.seq}
-                                    : heads_layout == Layout::SBHD ? std::vector<int64_t>{o.seq, o.batch}
-                                                                   : std::vector<int64_t>{o.batch, o.seq};
+    std::vector<int64_t> id_shape = call::layout_traits(layout).token_dims(q_shape.data());
     if (spec.axes.enabled()) id_shape.push_back(axes);
     call.positions = Tensor::dense(ids.data(), ElementType::Int32, id_shape.data(), static_cast<int>(id_shape.size()));
   }
@@ -172,7 +167,7 @@ Result<BenchResult> bench_rope(const RopeSpec& spec, const BenchOptions& o) {
   // Packed layouts: B sequences of S tokens.
   std::vector<int32_t> cu;
   for (int64_t b = 0; b <= o.batch; ++b) cu.push_back(static_cast<int32_t>(b * o.seq));
-  if (layout == Layout::THD || layout == Layout::TD)
+  if (call::layout_traits(layout).packed())
     call.cu_seqlens = Tensor::dense(cu.data(), ElementType::Int32, {static_cast<int64_t>(cu.size())});
   call.seq_len = o.seq;
   call.backward = o.backward;

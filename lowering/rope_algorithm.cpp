@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "call/contract.h"
+#include "call/layout_traits.h"
 #include "ropegen/rope_math.h"
 #include "constant_table.h"
 #include "exp.h"
@@ -18,18 +20,9 @@ RopeSpec kernel_spec(const RopeSpec& spec, const KernelVariant& variant) {
   return s;
 }
 
-Layout with_heads(Layout layout) {
-  switch (layout) {
-    case Layout::BSD: return Layout::BSHD;
-    case Layout::SBD: return Layout::SBHD;
-    case Layout::TD: return Layout::THD;
-    default: return layout;
-  }
+Layout kernel_layout(const RopeSpec& spec) {
+  return call::layout_traits(call::tensor_layout(call::call_contract(spec))).with_heads;
 }
-
-Layout tensor_layout(const RopeSpec& spec) { return spec.encoding == Encoding::Alibi ? Layout::BHSD : spec.layout; }
-
-Layout kernel_layout(const RopeSpec& spec) { return with_heads(tensor_layout(spec)); }
 
 namespace detail {
 
@@ -39,7 +32,7 @@ Expr position_expr(const RopeSpec& spec, RopeAlgorithm& a, const Expr& axis) {
     return cast<double>(spec.axes.enabled() ? a.positions(axis, a.s, a.b) : a.positions(a.s, a.b));
   }
   a.uses_offset = true;
-  if (spec.layout != Layout::THD && spec.layout != Layout::TD) return cast<double>(a.offset + a.s);
+  if (!call::layout_traits(spec.layout).packed()) return cast<double>(a.offset + a.s);
   a.uses_cu_seqlens = true;
   // The sequence of token s: how many starts cu[1 .. n-1] are <= s.
   RDom later_starts(1, a.cu_seqlens.dim(0).extent() - 2, "later_starts");

@@ -32,12 +32,9 @@ inline Halide::Type position_type(const KernelVariant& v) {
 // (pairing). Schedules and argument binding use this one.
 RopeSpec kernel_spec(const RopeSpec& spec, const KernelVariant& variant);
 
-// The layout a spec's tensors are in: the spec's, and bhsd for ALiBi's
-// scores [B, H, Sq, Sk] (keys dense, query rows as tokens).
-Layout tensor_layout(const RopeSpec& spec);
-// The (d, h, s, b) layout a kernel's tensor is in: bsd, sbd and td are
-// bshd, sbhd and thd with one head.
-Layout with_heads(Layout layout);
+// The (d, h, s, b) layout a kernel's tensor is in (call/layout_traits.h):
+// bsd, sbd and td are bshd, sbhd and thd with one head; ALiBi's scores
+// [B, H, Sq, Sk] are bhsd (keys dense, query rows as tokens).
 Layout kernel_layout(const RopeSpec& spec);
 
 // One rotated tensor (q or k): its input and the stages the schedule places.

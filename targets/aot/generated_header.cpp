@@ -1,10 +1,14 @@
 #include "generated_header.h"
 
 #include <cctype>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "call/contract.h"
+#include "call/layout_traits.h"
 #include "ropegen/spec_io.h"
 
 namespace ropegen::targets::aot {
@@ -32,25 +36,21 @@ std::string contract_initializer(const ropegen_contract& c) {
 // The shape of q (x, the scores) in the spec's layout.
 std::string tensor_shape(const RopeSpec& spec, const char* heads = "H") {
   if (spec.encoding == Encoding::Alibi) return fmt::format("[B, {}, Sq, Sk]", spec.num_heads);
-  const std::string row = spec.encoding == Encoding::Rope ? std::to_string(spec.head_dim) : std::to_string(spec.dim);
-  switch (spec.layout) {
-    case Layout::BSHD: return fmt::format("[B, S, {}, {}]", heads, row);
-    case Layout::BHSD: return fmt::format("[B, {}, S, {}]", heads, row);
-    case Layout::SBHD: return fmt::format("[S, B, {}, {}]", heads, row);
-    case Layout::THD: return fmt::format("[T, {}, {}]", heads, row);
-    case Layout::BSD: return fmt::format("[B, S, {}]", row);
-    case Layout::SBD: return fmt::format("[S, B, {}]", row);
-    case Layout::TD: return fmt::format("[T, {}]", row);
-  }
-  return "?";
+  const call::LayoutTraits& t = call::layout_traits(spec.layout);
+  std::vector<std::string> dims(t.rank);
+  dims[t.d] = spec.encoding == Encoding::Rope ? std::to_string(spec.head_dim) : std::to_string(spec.dim);
+  dims[t.s] = t.packed() ? "T" : "S";
+  if (t.h >= 0) dims[t.h] = heads;
+  if (!t.packed()) dims[t.b] = "B";
+  return fmt::format("[{}]", fmt::join(dims, ", "));
 }
 
-bool packed(const RopeSpec& spec) { return spec.layout == Layout::THD || spec.layout == Layout::TD; }
+bool packed(const RopeSpec& spec) { return call::layout_traits(spec.layout).packed(); }
 
 std::string token_dims(const RopeSpec& spec) {
-  if (packed(spec)) return "[T]";
-  return spec.layout == Layout::SBHD || spec.layout == Layout::SBD ? "[S, B] (or [S] shared by the batch)"
-                                                                   : "[B, S] (or [S] shared by the batch)";
+  const call::LayoutTraits& t = call::layout_traits(spec.layout);
+  if (t.packed()) return "[T]";
+  return t.s < t.b ? "[S, B] (or [S] shared by the batch)" : "[B, S] (or [S] shared by the batch)";
 }
 
 const char* element(DType t) {
