@@ -66,7 +66,7 @@ class Importer {
   Importer(const json& config, std::string file, const HfImportOptions& options)
       : outer_(config), file_(std::move(file)), options_(options), r_(file_, &errors_) {}
 
-  // The layer types, as --layer-type takes them; NoPE layers as `nope`.
+  // The layer types, as layer_type takes them; NoPE layers as `nope`.
   Result<std::vector<std::string>> layer_types() {
     if (!read_model()) return errors_;
     return types_;
@@ -128,20 +128,20 @@ class Importer {
     if (!entry_) {
       if (options_.pairing) {
         out_.notes.push_back(fmt::format("model_type `{}` is not in rope-gen's table (transformers {}): pairing {} "
-                                         "as --pairing says; defaults are HF's generic ones",
+                                         "as pairing says; defaults are HF's generic ones",
                                          named, version, to_string(*options_.pairing)));
         return;
       }
       r_.error(fmt::format("model_type `{}` is not in rope-gen's model table (generated from transformers {}); "
-                           "if its attention applies RoPE, say how its apply function pairs dims: --pairing half "
-                           "(rotate_half: (i, i + d/2)) or --pairing interleaved ((2i, 2i+1))",
+                           "if its attention applies RoPE, say how its apply function pairs dims: pairing half "
+                           "(rotate_half: (i, i + d/2)) or pairing interleaved ((2i, 2i+1))",
                            model_type_.empty() ? "(none)" : named, version));
       return;
     }
     if (entry_->contains("defaults")) defaults_ = &entry_->at("defaults");
     if (auto refused = entry_->find("refused"); refused != entry_->end() && !options_.pairing) {
       r_.error(fmt::format("model_type `{}`: rope-gen cannot tell its RoPE from transformers {}: {}; if the text "
-                           "attention is plain RoPE, say how it pairs dims: --pairing half or --pairing interleaved",
+                           "attention is plain RoPE, say how it pairs dims: pairing half or pairing interleaved",
                            named, version, refused->get<std::string>()));
     }
     table_type_ = named;
@@ -170,7 +170,7 @@ class Importer {
   // The rope parameters of each layer type (HF 5.x `rope_parameters`, possibly
   // nested per layer type; 4.x `rope_scaling` + `rope_theta`, with the keys
   // the config class moves to other layer types, e.g. Gemma 3's
-  // rope_local_base_freq), and the layer types as --layer-type names them.
+  // rope_local_base_freq), and the layer types as layer_type names them.
   void collect_layer_types() {
     const json* given = r_.object(*c_, where_, "rope_parameters");
     given_ = given != nullptr;
@@ -238,11 +238,11 @@ class Importer {
       if (given) rope_where_ += *chosen + ".";
       out_.notes.push_back(fmt::format("layer type {}: its own rope parameters", *chosen));
     } else if (chosen && (!per_layer.empty() || !config_types.count(*chosen))) {
-      r_.error(fmt::format("--layer-type {}: this config has no such layer type with RoPE parameters; it has {}",
+      r_.error(fmt::format("layer_type {}: this config has no such layer type with RoPE parameters; it has {}",
                            *chosen, types.empty() ? std::string("one RoPE for every layer")
                                                   : fmt::format("{}", fmt::join(types, ", "))));
     } else if (!chosen && differ) {
-      r_.error(fmt::format("this config's layer types differ in RoPE ({}); choose one with --layer-type",
+      r_.error(fmt::format("this config's layer types differ in RoPE ({}); choose one with layer_type",
                            fmt::join(types, ", ")));
     } else if (!per_layer.empty()) {
       rope_ = per_layer.begin()->second;
@@ -368,7 +368,7 @@ class Importer {
       s.pairing = s.output_pairing = Pairing::Half;
     }
     if (options_.pairing && *options_.pairing != s.pairing) {
-      r_.error(fmt::format("--pairing {}: transformers' {} pairs {} ({}); the flag is for model types the table "
+      r_.error(fmt::format("pairing {}: transformers' {} pairs {} ({}); the flag is for model types the table "
                            "does not know", to_string(*options_.pairing), table_type_, to_string(s.pairing), apply));
       return;
     }
@@ -530,7 +530,7 @@ class Importer {
   json rope_ = json::object();
   size_t nope_layer_count_ = 0;  // entries of no_rope_layers
   // Every layer type's rope parameters (empty: one set for all), where a default filled each one's theta ("": for
-  // all), the layer types as --layer-type names them, the NoPE layers, the config's layer_types.
+  // all), the layer types as layer_type names them, the NoPE layers, the config's layer_types.
   std::map<std::string, json> per_layer_;
   std::map<std::string, std::string> theta_notes_;
   std::vector<std::string> types_;

@@ -67,7 +67,7 @@ class VisionImporter {
       v_ = vision;
       where_ = "vision_config.";
     } else if (errors_.empty() && !towers().contains(model_type)) {
-      r_.error(fmt::format("--vision: this config (model_type `{}`) has no `vision_config`; --vision converts the "
+      r_.error(fmt::format("vision: this config (model_type `{}`) has no `vision_config`; vision converts the "
                            "vision tower of a multimodal config", model_type.empty() ? "(none)" : model_type));
       return;
     }
@@ -79,7 +79,7 @@ class VisionImporter {
       }
     }
     if (!tower_ && errors_.empty())
-      r_.error(fmt::format("--vision: vision tower `{}` (model_type `{}`) is not one whose 2D RoPE rope-gen has "
+      r_.error(fmt::format("vision: vision tower `{}` (model_type `{}`) is not one whose 2D RoPE rope-gen has "
                            "checked against transformers; it converts {}",
                            vision_type.empty() ? "(vision_config.model_type not given)" : vision_type,
                            model_type.empty() ? "(none)" : model_type, known_towers()));
@@ -95,7 +95,7 @@ class VisionImporter {
       std::optional<int> heads = r_.positive_int(*v_, where_, "num_attention_heads");
       if (!heads) heads = r_.positive_int(*v_, where_, "num_heads");
       if (!size || !heads) {
-        r_.error(fmt::format("--vision: cannot tell the {} head size: `{}{}` needs {}`{}{}` and "
+        r_.error(fmt::format("vision: cannot tell the {} head size: `{}{}` needs {}`{}{}` and "
                              "`{}num_attention_heads` (or `num_heads`)", tower_type_, where_,
                              reads_head_dim ? "head_dim" : size_key, reads_head_dim ? "or " : "", where_, size_key,
                              where_));
@@ -104,7 +104,7 @@ class VisionImporter {
       head = *size / *heads;
     }
     if (*head % 4 != 0) {
-      r_.error(fmt::format("--vision: the {} head size {} is not a multiple of 4; HF's 2D RoPE gives each of h and w "
+      r_.error(fmt::format("vision: the {} head size {} is not a multiple of 4; HF's 2D RoPE gives each of h and w "
                            "head_dim / 4 pairs", tower_type_, *head));
       return std::nullopt;
     }

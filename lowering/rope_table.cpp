@@ -69,7 +69,7 @@ RopeTable slope_table(const RopeSpec& spec) {
 Result<RopeTable> rope_table(const RopeSpec& spec, const std::vector<int64_t>& positions,
                              std::optional<int64_t> seq_len) {
   if (spec.encoding == Encoding::Alibi) return slope_table(spec);
-  if (spec.encoding == Encoding::Learned) return no_table(spec, "a learned encoding's table is its own (passed with --table)");
+  if (spec.encoding == Encoding::Learned) return no_table(spec, "a learned encoding's table is its own (passed as the call's table)");
   if (spec.xpos.enabled) return no_table(spec, "a spec with xpos has no cos/sin table: queries and keys are scaled differently");
   if (spec.frequency.scheme == FrequencyScheme::Runtime)
     return no_table(spec, "a spec with `frequency: {scheme: runtime}` has no table: its frequencies are given per call");

@@ -13,7 +13,7 @@ namespace {
 
 using Halide::Target;
 
-Diagnostic error(std::string message) { return Diagnostic{{"--target", -1, -1}, std::move(message), {}}; }
+Diagnostic error(std::string message) { return Diagnostic{{"target", -1, -1}, std::move(message), {}}; }
 
 // One probe per API per process: drivers do not come and go while it runs.
 const ProbeResult& cached_probe(Target::Feature api) {

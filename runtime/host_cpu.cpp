@@ -26,7 +26,7 @@ constexpr Target::Feature kCpuFeatures[] = {
 
 std::string platform(const Target& t) { return Target(t.os, t.arch, t.bits).to_string(); }
 
-Diagnostic error(std::string message) { return Diagnostic{{"--target", -1, -1}, std::move(message), {}}; }
+Diagnostic error(std::string message) { return Diagnostic{{"target", -1, -1}, std::move(message), {}}; }
 
 }  // namespace
 

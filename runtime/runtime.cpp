@@ -227,7 +227,7 @@ struct Runtime::State {
       return std::shared_ptr<CompiledKernel>(
           std::make_shared<SerializedKernel>(std::make_unique<runtime::JitKernel>(spec, variant, target)));
     } catch (const Halide::Error& e) {
-      return Diagnostic{{"--target", -1, -1},
+      return Diagnostic{{"target", -1, -1},
                         fmt::format("Halide cannot compile {} for {}: {}", spec.name, target.to_string(), e.what()), {}};
     }
   }

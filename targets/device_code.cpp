@@ -8,7 +8,7 @@ namespace ropegen::targets {
 
 Result<std::string> cuda_ptx(const RopeSpec& spec, const lowering::KernelVariant& variant, const Halide::Target& target,
                              bool pass_through) {
-  const Diagnostic not_cuda{{"--target", -1, -1}, fmt::format("target `{}` is not a CUDA target", target.to_string()), {}};
+  const Diagnostic not_cuda{{"target", -1, -1}, fmt::format("target `{}` is not a CUDA target", target.to_string()), {}};
   if (!target.has_feature(Halide::Target::CUDA)) return not_cuda;
   try {
     Halide::Module module = [&] {
@@ -21,12 +21,12 @@ Result<std::string> cuda_ptx(const RopeSpec& spec, const lowering::KernelVariant
       return Halide::Pipeline(a.outputs()).compile_to_module(a.arguments(), spec.name + "_rope", target);
     }();
     const Halide::Buffer<> ptx = module.get_cuda_ptx_assembly_buffer();
-    if (!ptx.defined()) return Diagnostic{{"--target", -1, -1}, "Halide produced no PTX for " + spec.name, {}};
+    if (!ptx.defined()) return Diagnostic{{"target", -1, -1}, "Halide produced no PTX for " + spec.name, {}};
     std::string text(static_cast<const char*>(ptx.data()), ptx.size_in_bytes());
     text.erase(text.find_last_not_of('\0') + 1);  // the buffer ends in NULs
     return text;
   } catch (const Halide::CompileError& e) {
-    return Diagnostic{{"--target", -1, -1}, fmt::format("Halide cannot compile {} for {}: {}", spec.name,
+    return Diagnostic{{"target", -1, -1}, fmt::format("Halide cannot compile {} for {}: {}", spec.name,
                                                         target.to_string(), e.what()), {}};
   }
 }

@@ -7,7 +7,7 @@ namespace {
 
 using Halide::Target;
 
-Diagnostic error(std::string message) { return Diagnostic{{"--target", -1, -1}, std::move(message), {}}; }
+Diagnostic error(std::string message) { return Diagnostic{{"target", -1, -1}, std::move(message), {}}; }
 
 // Halide expands a leading "host" itself, and for host-cuda / host-vulkan
 // also asks the GPU driver for its capability — which aborts the process

@@ -97,7 +97,7 @@ TEST_F(FromHf, Gemma3LayerTypesFromTheShortConfig) {
   auto r = run_command(kTool + " from-hf " + config);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("layer types differ in RoPE (full_attention, sliding_attention); choose one with "
-                               "--layer-type"));
+                               "layer_type"));
   r = run_command(kTool + " from-hf " + config + " --layer-type sliding_attention");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("head_dim: 256\nrotary_dim: 256\n"));
@@ -108,7 +108,7 @@ TEST_F(FromHf, Gemma3LayerTypesFromTheShortConfig) {
   EXPECT_THAT(r.out, HasSubstr("# rope_theta 1000000.0 is the default of transformers' gemma3_text config class"));
   r = run_command(kTool + " from-hf " + config + " --layer-type chunked_attention");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.err, HasSubstr("--layer-type chunked_attention: this config has no such layer type with RoPE "
+  EXPECT_THAT(r.err, HasSubstr("layer_type chunked_attention: this config has no such layer type with RoPE "
                                "parameters; it has full_attention, sliding_attention"));
 }
 
@@ -172,7 +172,7 @@ TEST_F(FromHf, UnknownModelTypeNeedsThePairingFlag) {
   EXPECT_EQ(r.out, "");
   EXPECT_THAT(r.err, HasSubstr("model_type `mystery` is not in rope-gen's model table (generated from transformers "
                                "5.23.0)"));
-  EXPECT_THAT(r.err, HasSubstr("--pairing half (rotate_half: (i, i + d/2)) or --pairing interleaved ((2i, 2i+1))"));
+  EXPECT_THAT(r.err, HasSubstr("pairing half (rotate_half: (i, i + d/2)) or pairing interleaved ((2i, 2i+1))"));
   r = from_hf(mystery, " --pairing interleaved");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("head_dim: 64\nrotary_dim: 32\nrotary_offset: 0\npairing: interleaved\n"));
@@ -181,7 +181,7 @@ TEST_F(FromHf, UnknownModelTypeNeedsThePairingFlag) {
   // A model the table knows: the flag may not contradict HF.
   r = from_hf(R"({"model_type": "cohere", "hidden_size": 512, "num_attention_heads": 8})", " --pairing half");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.err, HasSubstr("--pairing half: transformers' cohere pairs interleaved"));
+  EXPECT_THAT(r.err, HasSubstr("pairing half: transformers' cohere pairs interleaved"));
 }
 
 TEST_F(FromHf, RefusedModelTypeNamesTheReason) {
@@ -361,17 +361,17 @@ TEST_F(FromHf, VisionTowersAsTwoAxisSpecs) {
 TEST_F(FromHf, VisionRefusesWhatItHasNotChecked) {
   auto r = run_command(kTool + " from-hf --vision " + kReal + "gemma3_4b.json");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.err, HasSubstr("--vision: vision tower `siglip_vision_model` (model_type `gemma3`) is not one whose "
+  EXPECT_THAT(r.err, HasSubstr("vision: vision tower `siglip_vision_model` (model_type `gemma3`) is not one whose "
                                "2D RoPE rope-gen has checked against transformers; it converts llama4_vision_model (llama4), "
                                "pixtral (mistral3), qwen2_5_vl_vision (qwen2_5_vl), qwen2_vl_vision (qwen2_vl), "
                                "qwen3_vl_moe_vision (qwen3_vl_moe), qwen3_vl_vision (qwen3_vl)\n"));
   EXPECT_EQ(r.out, "");
   r = run_command(kTool + " from-hf --vision " + kReal + "mistral_7b.json");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.err, HasSubstr("--vision: this config (model_type `mistral`) has no `vision_config`"));
+  EXPECT_THAT(r.err, HasSubstr("vision: this config (model_type `mistral`) has no `vision_config`"));
   r = from_hf(R"({"model_type": "qwen2_5_vl", "vision_config": {"hidden_size": 1260, "num_heads": 30}})", " --vision");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.err, HasSubstr("--vision: the qwen2_5_vl_vision head size 42 is not a multiple of 4"));
+  EXPECT_THAT(r.err, HasSubstr("vision: the qwen2_5_vl_vision head size 42 is not a multiple of 4"));
   r = from_hf(R"({"model_type": "qwen2_5_vl", "vision_config": {"hidden_size": 1280}})", " --vision");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("`vision_config.num_attention_heads` (or `num_heads`)"));

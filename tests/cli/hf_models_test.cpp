@@ -119,7 +119,7 @@ TEST_P(HfRefused, ExitsTwoNamingThePairingFlag) {
                                                {"num_attention_heads", 4}}.dump());
   const auto r = test::run_command(kTool + " from-hf " + dir_ + "/config.json");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("--pairing half or --pairing interleaved"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("pairing half or pairing interleaved"), std::string::npos) << r.err;
   EXPECT_EQ(r.out, "");
 }
 
