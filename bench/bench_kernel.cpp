@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <cstdlib>
 #include <functional>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -18,6 +20,8 @@
 #include "call/contract.h"
 #include "call/layout_traits.h"
 #include "targets/target_names.h"
+#include "table_kernel.h"
+#include "worker_pool.h"
 
 namespace ropegen::bench {
 namespace {
@@ -45,39 +49,52 @@ std::vector<int64_t> tensor_shape(const RopeSpec& spec, const BenchOptions& o, i
   return {};
 }
 
-// Median seconds of `fn` over repeated runs after a warm-up.
-double median_seconds(const std::function<void()>& fn, double min_seconds, int* runs) {
-  for (int i = 0; i < 3; ++i) fn();
-  std::vector<double> times;
-  const auto start = Clock::now();
-  while (times.size() < 10 || (std::chrono::duration<double>(Clock::now() - start).count() < min_seconds && times.size() < 10000)) {
-    const auto t0 = Clock::now();
-    fn();
-    times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+// One side of the comparison: what a run does, and the seconds each timed run took.
+struct Side {
+  std::function<void()> run;
+  std::vector<double> seconds;
+  int reps = 1;  // runs per batch
+
+  double median() {
+    std::nth_element(seconds.begin(), seconds.begin() + seconds.size() / 2, seconds.end());
+    return seconds[seconds.size() / 2];
   }
-  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
-  *runs = static_cast<int>(times.size());
-  return times[times.size() / 2];
+};
+
+double time_one(const std::function<void()>& fn) {
+  const auto t0 = Clock::now();
+  fn();
+  return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// The yardstick: one thread copies with memcpy; several threads copy with a
-// parallel Halide pipeline on the same thread pool as the kernel.
-std::function<void()> make_copy(void* dst, const void* src, int64_t bytes, int threads, const Halide::Target& target) {
-  if (threads == 1) return [=] { std::memcpy(dst, src, bytes); };
-  const int64_t words = bytes / 4;
-  auto in = std::make_shared<Halide::Buffer<uint32_t>>(static_cast<uint32_t*>(const_cast<void*>(src)), static_cast<int>(words));
-  auto out = std::make_shared<Halide::Buffer<uint32_t>>(static_cast<uint32_t*>(dst), static_cast<int>(words));
-  Halide::ImageParam input(Halide::UInt(32), 1, "copy_in");
-  Halide::Func copy("copy");
-  Halide::Var x("x"), xo("xo"), xi("xi");
-  copy(x) = input(x);
-  copy.split(x, xo, xi, 1 << 16, Halide::TailStrategy::GuardWithIf).parallel(xo).vectorize(xi, target.natural_vector_size<uint32_t>());
-  auto pipeline = std::make_shared<Halide::Pipeline>(copy);
-  pipeline->compile_jit(target);
-  return [=]() mutable {
-    input.set(*in);
-    pipeline->realize(*out, target);
-  };
+// `passes` passes; in each, every side runs one untimed warm-up and a batch
+// of timed runs (about min_seconds / passes), the sides in turn and the
+// first side rotating from pass to pass.
+void measure_interleaved(std::vector<Side*> sides, int passes, double min_seconds) {
+  for (Side* side : sides) {
+    double estimate = 1e9;
+    for (int i = 0; i < 3; ++i) estimate = std::min(estimate, time_one(side->run));
+    side->reps = static_cast<int>(std::clamp(min_seconds / passes / std::max(estimate, 1e-9), 1.0, 20000.0));
+  }
+  for (int pass = 0; pass < passes; ++pass) {
+    for (size_t j = 0; j < sides.size(); ++j) {
+      Side& side = *sides[(pass + j) % sides.size()];
+      side.run();
+      for (int i = 0; i < side.reps; ++i) side.seconds.push_back(time_one(side.run));
+    }
+  }
+}
+
+// Halide's pool size: HL_NUM_THREADS, else one thread per core (as Halide's runtime).
+Result<int> halide_threads() {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const char* env = std::getenv("HL_NUM_THREADS");
+  if (!env || !*env) return cores;
+  char* end = nullptr;
+  const long n = std::strtol(env, &end, 10);
+  if (*end != '\0' || n < 1 || n > 1024)
+    return Diagnostic{{"HL_NUM_THREADS", -1, -1}, fmt::format("HL_NUM_THREADS={} is not a thread count in 1..1024", env), {}};
+  return static_cast<int>(n);
 }
 
 }  // namespace
@@ -86,8 +103,15 @@ Result<BenchResult> bench_rope(const RopeSpec& spec, const BenchOptions& o) {
   // GPU targets: the driver and a device must be there (a diagnostic, not Halide's abort).
   Result<Halide::Target> target = runtime::runnable_target(o.target);
   if (!target) return target.errors();
-  if (o.threads > 0) setenv("HL_NUM_THREADS", std::to_string(o.threads).c_str(), 1);
-  const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency());
+  Result<int> pool_threads = halide_threads();
+  if (!pool_threads) return pool_threads.errors();
+  const int threads = o.threads > 0 ? o.threads : *pool_threads;
+  if (threads != *pool_threads)
+    return Diagnostic{{"threads", -1, -1},
+                      fmt::format("threads is {} but Halide's pool has {} (HL_NUM_THREADS): set HL_NUM_THREADS={} "
+                                  "before the first kernel runs, so the copy and the kernel use the same threads",
+                                  threads, *pool_threads, threads),
+                      {}};
 
   KernelVariant variant;
   variant.with_k = o.k_heads > 0;
@@ -97,6 +121,11 @@ Result<BenchResult> bench_rope(const RopeSpec& spec, const BenchOptions& o) {
     return Diagnostic{{"--k-heads", -1, -1}, "k and backward kernels are for rope specs", {}};
   if (rope && spec.frequency.scheme == FrequencyScheme::Runtime && o.backward)
     return Diagnostic{{"--backward", -1, -1}, "bench times the backward of static frequencies only", {}};
+  const bool random = o.positions == BenchPositions::Random;
+  if (random && (spec.positions != PositionsMode::Explicit || spec.encoding == Encoding::Alibi))
+    return Diagnostic{{"--positions", -1, -1}, "random positions need a spec with `positions: explicit`", {}};
+  if (o.table_kernel && (!rope || o.backward))
+    return Diagnostic{{"--table-kernel", -1, -1}, "the table kernel is a rope forward kernel", {}};
   const Layout layout = call::tensor_layout(call::call_contract(spec));
   const std::vector<int64_t> q_shape = tensor_shape(spec, o, o.heads);
   const std::vector<int64_t> k_shape = tensor_shape(spec, o, o.k_heads);
@@ -133,21 +162,28 @@ Result<BenchResult> bench_rope(const RopeSpec& spec, const BenchOptions& o) {
   for (float& v : values) v = dist(rng);
   // q and k live in one allocation so the copy moves exactly the same bytes.
   runtime::HostStorage in = runtime::to_storage(values, spec.dtype), out = in.empty_like();
+  values = {};
   const ElementType type = in.element_type();
   auto tensor = [&](void* data, const std::vector<int64_t>& shape) {
     return Tensor::dense(data, type, shape.data(), static_cast<int>(shape.size()));
   };
 
   Call call;
+  // In place: the kernels write where they read (out stays the copy's destination).
+  void* const result = o.in_place ? in.data() : out.data();
   call.q = tensor(in.data(), q_shape);
-  call.out_q = tensor(out.data(), q_shape);
+  if (!o.in_place) call.out_q = tensor(result, q_shape);
   if (variant.with_k) {
     call.k = tensor(static_cast<char*>(in.data()) + q_elems * elem_bytes, k_shape);
-    call.out_k = tensor(static_cast<char*>(out.data()) + q_elems * elem_bytes, k_shape);
+    if (!o.in_place) call.out_k = tensor(static_cast<char*>(result) + q_elems * elem_bytes, k_shape);
   }
-  // Explicit ids 0 .. S-1 per sequence (multi-axis: the same on every axis).
+  // Explicit ids 0 .. S-1 per sequence, or uniform in [0, 8192) (multi-axis:
+  // the same on every axis).
   std::vector<int32_t> ids(o.batch * o.seq * axes);
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i / axes % o.seq);
+  std::mt19937 id_rng(11);
+  std::uniform_int_distribution<int32_t> random_id(0, kRandomPositions - 1);
+  for (size_t i = 0; i < ids.size(); ++i)
+    ids[i] = random ? (i % axes == 0 ? random_id(id_rng) : ids[i - 1]) : static_cast<int32_t>(i / axes % o.seq);
   if (spec.positions == PositionsMode::Explicit && spec.encoding != Encoding::Alibi) {
     std::vector<int64_t> id_shape = call::layout_traits(layout).token_dims(q_shape.data());
     if (spec.axes.enabled()) id_shape.push_back(axes);
@@ -169,7 +205,8 @@ Result<BenchResult> bench_rope(const RopeSpec& spec, const BenchOptions& o) {
   for (int64_t b = 0; b <= o.batch; ++b) cu.push_back(static_cast<int32_t>(b * o.seq));
   if (call::layout_traits(layout).packed())
     call.cu_seqlens = Tensor::dense(cu.data(), ElementType::Int32, {static_cast<int64_t>(cu.size())});
-  call.seq_len = o.seq;
+  // Random ids: the sequence length is HF's, max id + 1.
+  if (!random) call.seq_len = o.seq;
   call.backward = o.backward;
   Result<std::shared_ptr<Kernel>> acquired = Runtime::process().get(spec, variant, o.target);
   if (!acquired) return acquired.errors();
@@ -178,19 +215,50 @@ Result<BenchResult> bench_rope(const RopeSpec& spec, const BenchOptions& o) {
 
   BenchResult r;
   r.bytes = 2 * (q_elems + k_elems) * elem_bytes;
-  int copy_runs = 0;
-  auto copy = make_copy(out.data(), in.data(), r.bytes / 2, threads, *target);
-  // Interleave the two measurements' warm-ups so both see a warm machine.
-  const double copy_s = median_seconds(copy, o.min_seconds, &copy_runs);
+  r.threads = threads;
+  WorkerPool pool(threads);
   // On a GPU target each run includes staging and host <-> device copies (runtime/device_call.h).
   Status ran;
-  const double kernel_s = median_seconds([&] { if (ran) ran = kernel.run(call); }, o.min_seconds, &r.runs);
+  Side kernel_side{[&] { if (ran) ran = kernel.run(call); }, {}};
+  Side copy_side{[&] { parallel_copy(pool, out.data(), in.data(), r.bytes / 2); }, {}};
+  std::vector<Side*> sides = {&kernel_side, &copy_side};
+
+  // The hand-written table kernel: its table is built here, not timed.
+  std::optional<TableKernel> table_kernel;
+  TableTokens tokens;
+  Side table_side;
+  if (o.table_kernel) {
+    Result<TableKernel> made = TableKernel::make(spec, std::max(kRandomPositions, o.seq));
+    if (!made) return made.errors();
+    table_kernel.emplace(std::move(*made));
+    r.table_avx512 = table_kernel->avx512();
+    tokens.q = in.data(), tokens.out_q = result, tokens.q_heads = o.heads;
+    tokens.k = static_cast<char*>(in.data()) + q_elems * elem_bytes;
+    tokens.out_k = static_cast<char*>(result) + q_elems * elem_bytes;
+    tokens.k_heads = o.k_heads;
+    tokens.positions = ids.data(), tokens.tokens = o.batch * o.seq;
+    table_side.run = [&] {
+      pool.run([&](int i) {
+        const int64_t n = tokens.tokens, parts = pool.threads();
+        table_kernel->run(tokens, n * i / parts, n * (i + 1) / parts);
+      });
+    };
+    sides.push_back(&table_side);
+  }
+  measure_interleaved(sides, o.passes, o.min_seconds);
   if (!ran) return ran.errors();
+  const double kernel_s = kernel_side.median(), copy_s = copy_side.median();
+  r.runs = static_cast<int>(kernel_side.seconds.size());
+  r.copy_runs = static_cast<int>(copy_side.seconds.size());
   r.kernel_us = kernel_s * 1e6;
   r.copy_us = copy_s * 1e6;
   r.gbps = r.bytes / kernel_s / 1e9;
   r.copy_gbps = r.bytes / copy_s / 1e9;
   r.ratio = r.gbps / r.copy_gbps;
+  if (table_kernel) {
+    const double table_s = table_side.median();
+    r.table = SideResult{table_s * 1e6, r.bytes / table_s / 1e9, copy_s / table_s, static_cast<int>(table_side.seconds.size())};
+  }
   return r;
 }
 
