@@ -100,7 +100,7 @@ TableKernel::Rotate pick(bool interleaved, bool avx512) {
 
 }  // namespace
 
-Result<TableKernel> TableKernel::make(const RopeSpec& spec, int64_t max_pos) {
+Result<TableKernel> TableKernel::make(const RopeSpec& spec, int64_t max_pos, bool allow_avx512) {
   auto refuse = [&](const std::string& what) {
     return Diagnostic{{spec.name, -1, -1}, "the table kernel covers " + what, {}};
   };
@@ -123,7 +123,7 @@ Result<TableKernel> TableKernel::make(const RopeSpec& spec, int64_t max_pos) {
       k.sin_[p * k.pairs_ + i] = static_cast<float>(f.attention_factor * std::sin(angle));
     }
 #ifdef ROPEGEN_TABLE_AVX512
-  k.avx512_ = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
+  k.avx512_ = allow_avx512 && __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
               k.pairs_ % (k.interleaved_ ? 8 : 16) == 0;
 #endif
   k.rotate_ = k.bf16_ ? pick<uint16_t>(k.interleaved_, k.avx512_) : pick<float>(k.interleaved_, k.avx512_);

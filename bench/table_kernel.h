@@ -35,7 +35,8 @@ struct TableTokens {
 class TableKernel {
  public:
   // A diagnostic names what the hand-written kernel does not cover.
-  static Result<TableKernel> make(const RopeSpec& spec, int64_t max_pos);
+  // allow_avx512 false: the portable loop even where AVX512-BF16 is there.
+  static Result<TableKernel> make(const RopeSpec& spec, int64_t max_pos, bool allow_avx512 = true);
 
   // Tokens [begin, end) of `t` (one thread's chunk).
   void run(const TableTokens& t, int64_t begin, int64_t end) const;
