@@ -19,7 +19,7 @@ PIP_PACKAGES := halide==21.0.0 cmake==3.31.6 numpy pytest nanobind==3.1.0 scikit
 
 EXAMPLE ?= examples/llama3_8b.yaml
 
-.PHONY: all setup deps venv configure build python run test test-sanitize fuzz clean distclean
+.PHONY: all setup deps venv configure build python run bench test test-sanitize fuzz clean distclean
 all: build
 
 setup: deps venv
@@ -65,6 +65,15 @@ run: build
 	  -DROPEGEN_LIB_DIR=$(abspath $(BUILD)/aot/llama3_8b)
 	$(CMAKE) --build $(BUILD)/aot/consumer
 	$(BUILD)/aot/consumer/aot_consumer
+
+# rope-gen's kernel, bench/'s hand-written table kernel and a memcpy of the
+# same bytes on the same threads, side by side (llama3-8B, q 32 + k 8 heads;
+# bench/README.md). One process per thread count: Halide's pool size is read
+# once per process. BENCH_SECONDS: measuring time per side and case.
+BENCH_SECONDS ?= 0.2
+bench: build
+	$(BUILD)/bench/compare_bench --threads 1 --seconds $(BENCH_SECONDS)
+	$(BUILD)/bench/compare_bench --threads 2 --seconds $(BENCH_SECONDS) --no-header
 
 test: build python
 	cd $(BUILD) && $(abspath $(VENV))/bin/ctest --output-on-failure -j $(JOBS)

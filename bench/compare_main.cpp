@@ -1,0 +1,113 @@
+// compare_bench [--threads N] [--seconds S] [--no-header] [--json FILE]
+// rope-gen's kernel, bench/'s hand-written table kernel and a memcpy of the
+// same bytes, side by side on llama3-8B shapes (q 32 heads + k 8, head_dim
+// 128): decode 64 x 1 (random explicit ids in [0, 8192)), prefill 1 x 128
+// and 4 x 4096 (positions 0..S-1), f32 and bf16, out of place and in place.
+// One markdown table row per case (`make bench` runs it for 1 and 2
+// threads); --json appends one JSON line per case to FILE.
+//
+// Halide's thread pool reads HL_NUM_THREADS when the first kernel runs, so
+// one process times one thread count; --threads sets it before that.
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "bench/bench_kernel.h"
+#include "ropegen/diagnostics.h"
+#include "ropegen/spec_io.h"
+
+namespace {
+
+using ropegen::bench::BenchPositions;
+
+struct Case {
+  const char* name;
+  int64_t batch, seq;
+  BenchPositions positions;
+};
+
+int usage() {
+  std::cerr << "usage: compare_bench [--threads N] [--seconds S] [--no-header] [--json FILE]\n";
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = 1;
+  double seconds = 0.2;
+  bool header = true;
+  std::string json_path;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (arg == "--threads" && has_value) threads = std::atoi(argv[++i]);
+    else if (arg == "--seconds" && has_value) seconds = std::atof(argv[++i]);
+    else if (arg == "--json" && has_value) json_path = argv[++i];
+    else if (arg == "--no-header") header = false;
+    else return usage();
+  }
+  if (threads < 1 || threads > 1024 || !(seconds > 0)) return usage();
+  setenv("HL_NUM_THREADS", std::to_string(threads).c_str(), 1);
+
+  const std::vector<std::pair<const char*, std::string>> specs = {
+      {"bf16", ROPEGEN_SOURCE_DIR "/examples/llama3_8b.yaml"}, {"f32", ROPEGEN_SOURCE_DIR "/bench/llama3_8b_f32.yaml"}};
+  const std::vector<Case> cases = {{"decode", 64, 1, BenchPositions::Random},
+                                   {"prefill", 1, 128, BenchPositions::Sequential},
+                                   {"prefill", 4, 4096, BenchPositions::Sequential}};
+  std::ofstream json;
+  if (!json_path.empty()) json.open(json_path, std::ios::app);
+  if (header) {
+    std::cout << "| dtype | case | [B,S] q32+k8 | threads | placement | rope-gen µs | table µs | memcpy µs "
+                 "| rope-gen ratio | table ratio | rope-gen time / table time |\n"
+                 "|---|---|---|---|---|---|---|---|---|---|---|\n";
+  }
+  int failures = 0;
+  for (const auto& [dtype, path] : specs) {
+    ropegen::Result<ropegen::RopeSpec> loaded = ropegen::load_spec(path);
+    if (!loaded) {
+      for (const auto& d : loaded.errors()) std::cerr << ropegen::format(d) << "\n";
+      return 1;
+    }
+    for (const Case& c : cases) {
+      for (const bool in_place : {false, true}) {
+        ropegen::RopeSpec spec = *loaded;
+        // Decode: the spec's explicit-ids variant (the table kernel reads ids either way).
+        if (c.positions == BenchPositions::Random) spec.positions = ropegen::PositionsMode::Explicit;
+        ropegen::bench::BenchOptions o;
+        o.batch = c.batch, o.seq = c.seq, o.heads = 32, o.k_heads = 8;
+        o.positions = c.positions, o.in_place = in_place, o.table_kernel = true;
+        o.threads = threads, o.min_seconds = seconds;
+        const ropegen::Result<ropegen::bench::BenchResult> r = ropegen::bench::bench_rope(spec, o);
+        if (!r) {
+          for (const auto& d : r.errors()) std::cerr << dtype << " " << c.name << ": " << ropegen::format(d) << "\n";
+          ++failures;
+          continue;
+        }
+        const char* placement = in_place ? "in place" : "out of place";
+        std::cout << fmt::format("| {} | {}{} | [{},{}] | {} | {} | {:.1f} | {:.1f} | {:.1f} | {:.2f} | {:.2f} | {:.2f} |\n",
+                                 dtype, c.name, c.positions == BenchPositions::Random ? " (random ids)" : "", c.batch,
+                                 c.seq, threads, placement, r->kernel_us, r->table->us, r->copy_us, r->ratio,
+                                 r->table->ratio, r->kernel_us / r->table->us)
+                  << std::flush;
+        if (json.is_open()) {
+          nlohmann::ordered_json j;
+          j["dtype"] = dtype, j["case"] = c.name, j["shape"] = {c.batch, c.seq, 32}, j["k_heads"] = 8;
+          j["positions"] = c.positions == BenchPositions::Random ? "random" : "sequential";
+          j["in_place"] = in_place, j["threads"] = threads, j["bytes"] = r->bytes;
+          j["kernel_us"] = r->kernel_us, j["table_us"] = r->table->us, j["copy_us"] = r->copy_us;
+          j["ratio"] = r->ratio, j["table_ratio"] = r->table->ratio, j["table_avx512"] = r->table_avx512;
+          j["runs"] = r->runs, j["table_runs"] = r->table->runs, j["copy_runs"] = r->copy_runs;
+          json << j.dump() << "\n";
+        }
+      }
+    }
+  }
+  return failures == 0 ? 0 : 1;
+}
