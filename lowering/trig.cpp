@@ -66,9 +66,16 @@ SinCos sincos_of_reduced(const Expr& r, const Expr& quadrant) {
       r + r * r2 * (-1.0f / 6 + r2 * (1.0f / 120 + r2 * (-1.0f / 5040 + r2 * (1.0f / 362880))));
   const Expr cos_r =
       1.0f + r2 * (-0.5f + r2 * (1.0f / 24 + r2 * (-1.0f / 720 + r2 * (1.0f / 40320 + r2 * (-1.0f / 3628800)))));
+  // Quadrants 1 and 3 swap sin and cos; sin is negative in 2 and 3, cos in
+  // 1 and 2: one select each and a sign bit, not three (the same values:
+  // negation is a sign flip on every target).
+  const Expr odd = (quadrant & 1) != 0;
+  auto negate_if = [](const Expr& x, const Expr& bit2) {
+    return reinterpret<float>(reinterpret<uint32_t>(x) ^ (cast<uint32_t>(bit2 & 2) << 30));
+  };
   // strict_float as above: Horner steps rounded one operation at a time.
-  return {strict_float(select(quadrant == 0, sin_r, quadrant == 1, cos_r, quadrant == 2, -sin_r, -cos_r)),
-          strict_float(select(quadrant == 0, cos_r, quadrant == 1, -sin_r, quadrant == 2, -cos_r, sin_r))};
+  return {negate_if(strict_float(select(odd, cos_r, sin_r)), quadrant),
+          negate_if(strict_float(select(odd, sin_r, cos_r)), quadrant + 1)};
 }
 
 }  // namespace ropegen::lowering
