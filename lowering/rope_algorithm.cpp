@@ -26,26 +26,37 @@ Layout kernel_layout(const RopeSpec& spec) {
 
 namespace detail {
 
-Expr position_expr(const RopeSpec& spec, RopeAlgorithm& a, const Expr& axis) {
+namespace {
+// The position as float64 and as an integer (int32 ids stay int32).
+std::pair<Expr, Expr> position_exprs(const RopeSpec& spec, RopeAlgorithm& a, const Expr& axis) {
+  Expr id;
   if (spec.positions == PositionsMode::Explicit) {
     a.uses_positions = true;
-    return cast<double>(spec.axes.enabled() ? a.positions(axis, a.s, a.b) : a.positions(a.s, a.b));
+    id = spec.axes.enabled() ? a.positions(axis, a.s, a.b) : a.positions(a.s, a.b);
+  } else {
+    a.uses_offset = true;
+    id = a.offset + a.s;
   }
-  a.uses_offset = true;
-  if (!call::layout_traits(spec.layout).packed()) return cast<double>(a.offset + a.s);
-  a.uses_cu_seqlens = true;
-  // The sequence of token s: how many starts cu[1 .. n-1] are <= s.
-  RDom later_starts(1, a.cu_seqlens.dim(0).extent() - 2, "later_starts");
-  Func sequence("sequence");
-  sequence(a.s) = 0;
-  sequence(a.s) += select(a.cu_seqlens(later_starts) <= a.s, 1, 0);
-  const Expr start = a.cu_seqlens(clamp(sequence(a.s), 0, a.cu_seqlens.dim(0).extent() - 1));
-  return cast<double>(a.offset + a.s - start);
+  if (spec.positions == PositionsMode::Implicit && call::layout_traits(spec.layout).packed()) {
+    a.uses_cu_seqlens = true;
+    // The sequence of token s: how many starts cu[1 .. n-1] are <= s.
+    RDom later_starts(1, a.cu_seqlens.dim(0).extent() - 2, "later_starts");
+    Func sequence("sequence");
+    sequence(a.s) = 0;
+    sequence(a.s) += select(a.cu_seqlens(later_starts) <= a.s, 1, 0);
+    id -= a.cu_seqlens(clamp(sequence(a.s), 0, a.cu_seqlens.dim(0).extent() - 1));
+  }
+  return {cast<double>(id), id};
 }
+}  // namespace
+
+Expr position_expr(const RopeSpec& spec, RopeAlgorithm& a, const Expr& axis) { return position_exprs(spec, a, axis).first; }
 
 std::pair<Func, Func> cos_sin_stages(const RopeAlgorithm& a, float attention, const std::string& prefix) {
   Func reduced(prefix + "reduced"), cos_sin(prefix + "cos_sin");
-  reduced(a.r, a.s, a.b) = reduce_angle(a.position(a.r, a.s, a.b) * a.inv_freq(a.r), prefix);
+  reduced(a.r, a.s, a.b) = a.position_id.defined()
+                               ? reduce_angle_fixed(a.position_id(a.r, a.s, a.b), a.quarter_turns(a.r))
+                               : reduce_angle(a.position(a.r, a.s, a.b) * a.inv_freq(a.r), prefix);
   const SinCos sc = sincos_of_reduced(reduced(a.r, a.s, a.b)[0], reduced(a.r, a.s, a.b)[1]);
   cos_sin(a.r, a.s, a.b) = attention == 1.0f ? Tuple(sc.cos, sc.sin) : Tuple(sc.cos * attention, sc.sin * attention);
   return {reduced, cos_sin};
@@ -204,10 +215,15 @@ RopeAlgorithm build_rope(const RopeSpec& forward_spec, const KernelVariant& vari
   a.freqs = ImageParam(Float(32), 1, "freqs");
 
   a.position = Func("position");
-  a.position(a.r, a.s, a.b) = detail::position_expr(spec, a, pair_axis(spec, a.r));
+  a.position_id = Func("position_id");
+  const auto [position, id] = detail::position_exprs(spec, a, pair_axis(spec, a.r));
+  a.position(a.r, a.s, a.b) = position;
+  a.position_id(a.r, a.s, a.b) = id;
 
   a.inv_freq = Func("inv_freq");
   a.inv_freq(a.r) = inv_freq_expr(spec, a);
+  a.quarter_turns = Func("quarter_turns");
+  a.quarter_turns(a.r) = quarter_turns_split(a.inv_freq(a.r));
 
   const RopeFrequencies freqs = compute_frequencies(spec);
   detail::define_cos_sin(a, static_cast<float>(freqs.attention_factor));

@@ -63,6 +63,11 @@ struct RopeAlgorithm {
   Halide::Func position;      // (r, s, b) float64: the position pair r of token (s, b) is rotated by
   Halide::Func inv_freq;      // (r) float64, after scaling
   Halide::Func reduced;       // (r, s, b) -> {angle mod pi/2 (float32), quadrant}
+  // RoPE reduces the angle in 32-bit fixed point (lowering/trig.h,
+  // reduce_angle_fixed) from these two; without them (the other
+  // encodings) `reduced` is the float64 reduction of position * inv_freq.
+  Halide::Func position_id;    // (r, s, b) the position as an integer (int32 or int64)
+  Halide::Func quarter_turns;  // (r): quarter_turns_split(inv_freq)
   Halide::Func cos_sin;       // (r, s, b) -> {cos, sin} * attention factor, float32
   Halide::Func xpos_scale;    // (r, s, b) -> {query scale s_r^p, key scale s_r^-p}; undefined without xPos
 

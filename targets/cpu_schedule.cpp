@@ -72,6 +72,7 @@ void schedule_pass_through_cpu(lowering::PassThroughCopy& c, const RopeSpec& spe
 
 void schedule_rope_cpu(lowering::RopeAlgorithm& a, const RopeSpec& spec, const Target& target) {
   a.inv_freq.compute_root();
+  if (a.quarter_turns.defined()) a.quarter_turns.compute_root();
   schedule_tensor(a, a.q, a.reduced, a.cos_sin, a.xpos_scale, spec, target);
   if (a.variant.with_k) {
     // k gets its own copy of the per-tile cos/sin, placed in its own loops.

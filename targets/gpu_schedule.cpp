@@ -202,6 +202,8 @@ void schedule_rope_gpu(lowering::RopeAlgorithm& a, const RopeSpec& spec, const T
   // 256 bytes (lowering/constant_table.h; the tables it reads are padded
   // as far).
   a.inv_freq.compute_root().bound(a.r, 0, (spec.num_pairs() + 31) / 32 * 32);
+  // Its fixed-point split for the angle reduction, the same way (128-byte buffers).
+  if (a.quarter_turns.defined()) a.quarter_turns.compute_root().bound(a.r, 0, (spec.num_pairs() + 31) / 32 * 32);
   // k is its own launch with its own cos/sin: fusing it into q's launch
   // (compute_with) to share them fails in Halide 21's lowering ("every
   // name is unique"). Cloned before any wrapper exists.

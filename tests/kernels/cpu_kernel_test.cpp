@@ -28,12 +28,17 @@ TEST(CpuKernel, OutputPairingDiffersFromInputPairing) { run_all(test::sweep_outp
 TEST(CpuKernel, XposLongRopeAndSchemes) { run_all(test::sweep_xpos_longrope_schemes()); }
 
 TEST(CpuKernelAccuracy, TrigErrorAtLongPositions) {
-  for (int64_t max_position : {int64_t{1} << 20, int64_t{1} << 24})
-    for (double theta : {10000.0, 500000.0}) {
-      const double err = test::max_trig_error(theta, max_position, Halide::get_host_target());
-      std::printf("kernel cos/sin max error, positions up to %lld, theta %g: %.3g\n",
-                  static_cast<long long>(max_position), theta, err);
-      EXPECT_LT(err, 1e-6);  // float32 rounding of the result is 6e-8
+  using test::TrigPositions;
+  const char* names[] = {"int64 ids", "int32 ids", "implicit"};
+  for (TrigPositions how : {TrigPositions::Int64Ids, TrigPositions::Int32Ids, TrigPositions::Implicit})
+    for (int64_t max_position : {int64_t{1} << 20, int64_t{1} << 24, (int64_t{1} << 31) - 1, int64_t{1} << 32}) {
+      if (how == TrigPositions::Int32Ids && max_position > INT32_MAX) continue;
+      for (double theta : {10000.0, 500000.0}) {
+        const double err = test::max_trig_error(theta, max_position, Halide::get_host_target(), nullptr, how);
+        std::printf("kernel cos/sin max error, %s, positions up to %lld, theta %g: %.3g\n", names[static_cast<int>(how)],
+                    static_cast<long long>(max_position), theta, err);
+        EXPECT_LT(err, 1e-6);  // float32 rounding of the result is 6e-8
+      }
     }
 }
 

@@ -39,11 +39,15 @@ TEST(CudaKernel, OutputPairingXposSchemesAndShapes) {
 
 TEST(CudaKernelAccuracy, TrigAtLongPositionsSameBitsAsHost) {
   ROPEGEN_REQUIRE_GPU(c, "cuda");
-  std::vector<float> host, cuda;
-  test::max_trig_error(500000.0, int64_t{1} << 24, Halide::get_host_target(), &host);
-  EXPECT_LT(test::max_trig_error(500000.0, int64_t{1} << 24, *c.target, &cuda), 1e-6);
-  ASSERT_EQ(host.size(), cuda.size());
-  for (size_t i = 0; i < host.size(); ++i) ASSERT_EQ(test::ulp_distance(host[i], cuda[i]), 0) << "at " << i;
+  using test::TrigPositions;
+  for (TrigPositions how : {TrigPositions::Int64Ids, TrigPositions::Int32Ids, TrigPositions::Implicit}) {
+    SCOPED_TRACE(static_cast<int>(how));
+    std::vector<float> host, cuda;
+    test::max_trig_error(500000.0, int64_t{1} << 24, Halide::get_host_target(), &host, how);
+    EXPECT_LT(test::max_trig_error(500000.0, int64_t{1} << 24, *c.target, &cuda, how), 1e-6);
+    ASSERT_EQ(host.size(), cuda.size());
+    for (size_t i = 0; i < host.size(); ++i) ASSERT_EQ(test::ulp_distance(host[i], cuda[i]), 0) << "at " << i;
+  }
 }
 
 TEST(CudaKernel, FusedQkvViewsWithoutCopy) {

@@ -17,24 +17,36 @@ namespace ropegen::test {
 
 // The kernel as built, at long context: every pair holds (1, 0), so the
 // outputs are cos and sin of pos * inv_freq, compared with long double.
-double max_trig_error(double theta, int64_t max_position, const Halide::Target& target, std::vector<float>* outputs) {
-  const RopeSpec spec = *parse_spec(fmt::format("name: acc\nhead_dim: 128\npositions: explicit\nlayout: thd\n"
-                                                "frequency: {{theta: {}}}\n", theta), "acc");
+double max_trig_error(double theta, int64_t max_position, const Halide::Target& target, std::vector<float>* outputs,
+                      TrigPositions positions) {
+  const bool implicit = positions == TrigPositions::Implicit;
+  const RopeSpec spec = *parse_spec(fmt::format("name: acc\nhead_dim: 128\npositions: {}\nlayout: thd\n"
+                                                "frequency: {{theta: {}}}\n", implicit ? "implicit" : "explicit", theta), "acc");
   const int64_t tokens = 4096;
   std::vector<int64_t> ids(tokens);
-  for (int64_t t = 0; t < tokens; ++t) ids[t] = max_position - t * 997 % max_position;  // spread over the range
+  for (int64_t t = 0; t < tokens; ++t)
+    ids[t] = implicit ? max_position - (tokens - 1) + t : max_position - t * 997 % max_position;  // spread over the range
+  std::vector<int32_t> ids32(ids.begin(), ids.end());
+  const std::vector<int32_t> cu_seqlens = {0, static_cast<int32_t>(tokens)};
   std::vector<float> q(tokens * 128, 0.0f);
   for (int64_t t = 0; t < tokens; ++t)
     for (int i = 0; i < 64; ++i) q[t * 128 + i] = 1.0f;  // half pairing: (x_i, x_{i+64}) = (1, 0)
   runtime::HostStorage in = runtime::to_storage(q, DType::F32), out = in.empty_like();
   lowering::KernelVariant variant;
-  variant.position_type = IdType::Int64;
+  variant.position_type = positions == TrigPositions::Int32Ids ? IdType::Int32 : IdType::Int64;
   runtime::JitKernel kernel(spec, variant, target);
   Call call;
   const std::vector<int64_t> shape = {tokens, 1, 128};
   call.q = host_tensor(in.data(), in.element_type(), shape);
   call.out_q = host_tensor(out.data(), in.element_type(), shape);
-  call.positions = host_tensor(ids.data(), ElementType::Int64, {tokens});
+  if (implicit) {
+    call.offset = ids[0];
+    call.cu_seqlens = host_tensor(cu_seqlens.data(), ElementType::Int32, {2});
+  } else if (positions == TrigPositions::Int32Ids) {
+    call.positions = host_tensor(ids32.data(), ElementType::Int32, {tokens});
+  } else {
+    call.positions = host_tensor(ids.data(), ElementType::Int64, {tokens});
+  }
   call.seq_len = max_position + 1;
   run_prepared(kernel, spec, call);
   const std::vector<float> got = out.to_float();

@@ -10,11 +10,16 @@
 
 namespace ropegen::test {
 
+// How the accuracy check gives its positions (each a different integer
+// path into lowering/trig.h's fixed-point reduction): int64 ids, int32 ids,
+// or implicit positions (the last 4096 up to max_position, offset + index).
+enum class TrigPositions { Int64Ids, Int32Ids, Implicit };
+
 // The largest |error| of the kernel's cos and sin (outputs of (1, 0) pairs)
 // at positions spread up to max_position, against long double. `outputs`,
 // if given, receives the kernel's raw outputs (for bitwise comparisons).
 double max_trig_error(double theta, int64_t max_position, const Halide::Target& target,
-                      std::vector<float>* outputs = nullptr);
+                      std::vector<float>* outputs = nullptr, TrigPositions positions = TrigPositions::Int64Ids);
 
 // gtest failures if the fused-qkv views are not rotated exactly where they
 // lie (bshd or sbhd; in place or into a canary-filled output).

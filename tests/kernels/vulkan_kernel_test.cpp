@@ -73,16 +73,19 @@ TEST(VulkanKernel, GpuScheduleShapes) {
 
 TEST(VulkanKernelAccuracy, TrigAtLongPositionsSameBitsAsHost) {
   ROPEGEN_REQUIRE_GPU(v, "vulkan");
-  for (int64_t max_position : {int64_t{1} << 20, int64_t{1} << 24}) {
+  using test::TrigPositions;
+  for (TrigPositions how : {TrigPositions::Int64Ids, TrigPositions::Int32Ids, TrigPositions::Implicit})
+  for (int64_t max_position : {int64_t{1} << 20, int64_t{1} << 24, (int64_t{1} << 31) - 1}) {
+    SCOPED_TRACE(static_cast<int>(how));
     std::vector<float> host, vulkan;
-    test::max_trig_error(500000.0, max_position, Halide::get_host_target(), &host);
-    const double err = test::max_trig_error(500000.0, max_position, *v.target, &vulkan);
+    test::max_trig_error(500000.0, max_position, Halide::get_host_target(), &host, how);
+    const double err = test::max_trig_error(500000.0, max_position, *v.target, &vulkan, how);
     EXPECT_LT(err, 1e-6);
     ASSERT_EQ(host.size(), vulkan.size());
     int64_t worst = 0;
     for (size_t i = 0; i < host.size(); ++i) worst = std::max(worst, test::ulp_distance(host[i], vulkan[i]));
-    std::printf("vulkan cos/sin, positions up to %lld: max error %.3g, max %lld ulp from the host\n",
-                static_cast<long long>(max_position), err, static_cast<long long>(worst));
+    std::printf("vulkan cos/sin, positions (kind %d) up to %lld: max error %.3g, max %lld ulp from the host\n",
+                static_cast<int>(how), static_cast<long long>(max_position), err, static_cast<long long>(worst));
     EXPECT_EQ(worst, 0);
   }
 }
