@@ -1,5 +1,12 @@
 #include "device_code.h"
 
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
 #include <fmt/format.h>
 
 #include "targets/schedule.h"
@@ -29,6 +36,33 @@ Result<std::string> cuda_ptx(const RopeSpec& spec, const lowering::KernelVariant
     return Diagnostic{{"target", -1, -1}, fmt::format("Halide cannot compile {} for {}: {}", spec.name,
                                                         target.to_string(), e.what()), {}};
   }
+}
+
+Result<std::string> cpu_code(const RopeSpec& spec, const lowering::KernelVariant& variant, const Halide::Target& target,
+                             CpuCode kind) {
+  if (target.has_gpu_feature())
+    return Diagnostic{{"target", -1, -1}, fmt::format("target `{}` is not a CPU target", target.to_string()), {}};
+  namespace fs = std::filesystem;
+  // Halide writes these outputs to files only.
+  std::error_code ec;
+  static std::atomic<int> calls{0};
+  const fs::path dir = fs::temp_directory_path(ec) / fmt::format("rope-gen-code-{}-{}", getpid(), calls++);
+  fs::create_directories(dir, ec);
+  const fs::path file = dir / (kind == CpuCode::Assembly ? "rope.s" : "rope.stmt");
+  try {
+    lowering::RopeAlgorithm a = scheduled_algorithm(spec, variant, target);
+    const Halide::Module module =
+        Halide::Pipeline(a.outputs()).compile_to_module(a.arguments(), spec.name + "_rope", target.with_feature(Halide::Target::NoRuntime));
+    module.compile({{kind == CpuCode::Assembly ? Halide::OutputFileType::assembly : Halide::OutputFileType::stmt, file.string()}});
+  } catch (const Halide::CompileError& e) {
+    fs::remove_all(dir, ec);
+    return Diagnostic{{"target", -1, -1}, fmt::format("Halide cannot compile {} for {}: {}", spec.name,
+                                                        target.to_string(), e.what()), {}};
+  }
+  std::stringstream text;
+  text << std::ifstream(file).rdbuf();
+  fs::remove_all(dir, ec);
+  return text.str();
 }
 
 }  // namespace ropegen::targets

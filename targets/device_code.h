@@ -1,6 +1,7 @@
-// The device code Halide generates for a spec on a GPU target, without
-// running it: CUDA PTX text, for offline checks (the tests assemble it
-// with ptxas for sm_80 and sm_90) and for inspection.
+// The code Halide generates for a spec, without running it: CUDA PTX text,
+// for offline checks (the tests assemble it with ptxas for sm_80 and
+// sm_90), and the lowered statement or assembly of a CPU pipeline, for
+// checks of the schedule's shape and for inspection.
 #pragma once
 
 #include <string>
@@ -17,5 +18,11 @@ namespace ropegen::targets {
 // copy) for a CUDA target. No driver or device is needed.
 Result<std::string> cuda_ptx(const RopeSpec& spec, const lowering::KernelVariant& variant, const Halide::Target& target,
                              bool pass_through = false);
+
+// Halide's lowered statement (text) or assembly of the rotary pipeline for
+// a CPU target (any, not only the host's).
+enum class CpuCode { LoweredStmt, Assembly };
+Result<std::string> cpu_code(const RopeSpec& spec, const lowering::KernelVariant& variant, const Halide::Target& target,
+                             CpuCode kind);
 
 }  // namespace ropegen::targets

@@ -1,0 +1,55 @@
+// The shape of the CPU schedule, read from Halide's lowered statement of
+// llama3-8B's q + k kernel: k computed in q's parallel loops, and one
+// cos/sin stage, shared by both.
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <set>
+#include <string>
+
+#include "ropegen/spec_io.h"
+#include "targets/device_code.h"
+
+namespace ropegen {
+namespace {
+
+// Names of the stages whose production contains `part`.
+std::set<std::string> produced(const std::string& stmt, const std::string& part) {
+  std::set<std::string> names;
+  const std::regex produce("produce ([A-Za-z0-9_$.]+) \\{");
+  for (auto it = std::sregex_iterator(stmt.begin(), stmt.end(), produce); it != std::sregex_iterator(); ++it)
+    if ((*it)[1].str().find(part) != std::string::npos) names.insert((*it)[1].str());
+  return names;
+}
+
+std::string llama3_stmt(const std::string& dtype) {
+  const RopeSpec spec = parse_spec("name: l\nhead_dim: 128\ndtype: " + dtype +
+                                          "\nscaling: {type: llama3, factor: 8, original_max_position: 8192}\n", "llama3.yaml")
+                            .value();
+  lowering::KernelVariant variant;
+  variant.with_k = true;
+  const Halide::Target target("x86-64-linux-avx512_zen4");
+  Result<std::string> stmt = targets::cpu_code(spec, variant, target, targets::CpuCode::LoweredStmt);
+  EXPECT_TRUE(stmt.ok()) << (stmt.ok() ? "" : stmt.errors().front().message);
+  // Funcs built again in one process get suffixes ($1, ...): dropped.
+  return stmt.ok() ? std::regex_replace(stmt.value(), std::regex("\\$[0-9]+"), "") : "";
+}
+
+TEST(CpuCode, KComputedWithQSharesOneCosSin) {
+  for (const char* dtype : {"bf16", "f32"}) {
+    SCOPED_TRACE(dtype);
+    const std::string stmt = llama3_stmt(dtype);
+    // Parallel loops become closures named after their loop: batch groups,
+    // then a sequence's tiles, both q's with k's fused in; none of k's own.
+    // (Closure names spell out_q$1 as out_q_1 or out_q__1.)
+    EXPECT_TRUE(std::regex_search(stmt, std::regex("par_for_out_q[_0-9]*_s0_b_fused_bo_par_for_out_q[_0-9]*_s0_s_fused_so")))
+        << stmt;
+    EXPECT_EQ(stmt.find("par_for_out_k"), std::string::npos) << stmt;
+    EXPECT_EQ(produced(stmt, "cos_sin"), std::set<std::string>{"cos_sin"}) << stmt;
+    EXPECT_EQ(produced(stmt, "reduced"), std::set<std::string>{"reduced"});
+    EXPECT_EQ(produced(stmt, "out_k"), std::set<std::string>{"out_k"});
+  }
+}
+
+}  // namespace
+}  // namespace ropegen
