@@ -33,8 +33,9 @@ Expr bf16_bits_nearest_even(const Expr& value) {
 
 Expr store_from_float(const Expr& value, DType dtype) {
   if (dtype != DType::BF16) return cast(storage_type(dtype), value);
-  // Halide's bfloat16 cast rounds to nearest even: one instruction where the
-  // target has it (AVX512-BF16), Halide's integer emulation elsewhere. Halide
+  // Halide's bfloat16 cast rounds to nearest even, emulated in integer ops on
+  // every CPU (Halide 21 disables its f32->bf16 rules, Halide#7219; a NaN
+  // with payload only in its low 16 bits becomes +-Inf there). Halide
   // 21's Vulkan backend compiles that cast as a float16 conversion, so GPU
   // targets spell the same rounding out in integer ops (resolved when the
   // pipeline is compiled: one algorithm, the same bits everywhere).
