@@ -67,7 +67,12 @@ std::optional<Diagnostic> claim_cache_dir(const std::string& root) {
       if (text.size() >= kMarker.size() || kMarker.compare(0, text.size(), text) != 0)
         return refuse(root, fmt::format("its {} was not written by rope-gen", kCacheMarkerName));
     } else {
-      if (!is_empty_dir(root)) return refuse(root, fmt::format("not empty, and not a rope-gen cache (no {})", kCacheMarkerName));
+      if (!is_empty_dir(root)) {
+        // Another process may have adopted it since the marker was looked
+        // for (it writes the marker, then its directories): look again.
+        if (open_trusted(root, kCacheMarkerName, Expect::RegularFile).status != TrustedOpen::Status::Absent) continue;
+        return refuse(root, fmt::format("not empty, and not a rope-gen cache (no {})", kCacheMarkerName));
+      }
       std::string why;
       const std::optional<bool> created = write_marker(root, &why);
       if (!created) return Diagnostic{{root, -1, -1}, "kernel cache: " + why, {}};
