@@ -16,6 +16,21 @@ int invoke(const ArgvEntry& f, ArgumentOf argument_of) {
 
 void* raw(RawBuffer& b) { return b.defined() ? b.get() : nullptr; }
 
+// One part: the rope entry, then the pass-through copies. Returns Halide's
+// error code (0: success) and the entry that failed.
+int run_part(const ArgvEntry& rope, const ArgvEntry* pass_through, BoundPart& part, const ArgvEntry** failed) {
+  int code = invoke(rope, [&](const ArgumentSource& s) -> void* {
+    if (s.rope_scalar) return &(part.rope.*s.rope_scalar);
+    return raw(part.rope.*s.rope_buffer);
+  });
+  if (code != 0) return *failed = &rope, code;
+  for (PassThroughArguments& copy : part.pass_through) {
+    code = invoke(*pass_through, [&](const ArgumentSource& s) -> void* { return raw(copy.*s.copy_buffer); });
+    if (code != 0) return *failed = pass_through, code;
+  }
+  return 0;
+}
+
 }  // namespace
 
 Result<ArgvEntry> resolve_entry(const std::string& where, const std::string& name, ArgvFunction argv,
@@ -37,19 +52,6 @@ Result<ArgvEntry> resolve_entry(const std::string& where, const std::string& nam
     f.sources.push_back(*source);
   }
   return f;
-}
-
-int run_part(const ArgvEntry& rope, const ArgvEntry* pass_through, BoundPart& part, const ArgvEntry** failed) {
-  int code = invoke(rope, [&](const ArgumentSource& s) -> void* {
-    if (s.rope_scalar) return &(part.rope.*s.rope_scalar);
-    return raw(part.rope.*s.rope_buffer);
-  });
-  if (code != 0) return *failed = &rope, code;
-  for (PassThroughArguments& copy : part.pass_through) {
-    code = invoke(*pass_through, [&](const ArgumentSource& s) -> void* { return raw(copy.*s.copy_buffer); });
-    if (code != 0) return *failed = pass_through, code;
-  }
-  return 0;
 }
 
 int run_prepared(const ropegen_contract& kernel_contract, const PreparedCall& call, const ArgvEntry& rope,

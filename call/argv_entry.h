@@ -23,10 +23,6 @@ struct ArgvEntry {
 Result<ArgvEntry> resolve_entry(const std::string& where, const std::string& name, ArgvFunction argv,
                                 const halide_filter_metadata_t* metadata, bool pass_through);
 
-// Runs one part: the rope entry, then the pass-through copies. Returns
-// Halide's error code (0: success) and the entry that failed.
-int run_part(const ArgvEntry& rope, const ArgvEntry* pass_through, BoundPart& part, const ArgvEntry** failed);
-
 // Every part of a prepared call through its entries (kernel_contract as
 // bind_part takes it). Returns the first nonzero Halide error code.
 int run_prepared(const ropegen_contract& kernel_contract, const PreparedCall& call, const ArgvEntry& rope,

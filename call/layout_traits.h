@@ -22,7 +22,6 @@ struct LayoutTraits {
   // ([B, S], [S, B], [T]).
   std::vector<int64_t> token_dims(const int64_t* shape) const;
   int64_t batch(const int64_t* shape) const { return b < 0 ? 1 : shape[b]; }
-  int64_t tokens(const int64_t* shape) const { return shape[s]; }  // per sequence (T when packed)
 };
 
 const LayoutTraits& layout_traits(Layout layout);
