@@ -246,9 +246,13 @@ class Rope(torch.nn.Module):
     def __init__(self, spec, freqs=None):
         super().__init__()
         self.spec = _spec_of(spec)
-        self._encoding = _ropegen.compile(self.spec, "<spec>", "host").encoding
-        if self._encoding != "rope":
-            raise ValueError(f"Rope needs a rope spec, not {self._encoding}")
+        compiled = _ropegen.compile(self.spec, "<spec>", "host")
+        if compiled.encoding != "rope":
+            raise ValueError(f"Rope needs a rope spec, not {compiled.encoding}")
+        # A spec that reads pairs one way and writes them another (DeepSeek's
+        # interleaved in, half out) cannot rotate in place: forward_ copies back.
+        fields = dict(line.split(": ", 1) for line in compiled.spec.splitlines() if line[:1].isalpha() and ": " in line)
+        self._in_place = fields.get("pairing") == fields.get("output_pairing")
         # scheme: runtime: the inverse frequencies, trainable.
         self.freqs = torch.nn.Parameter(torch.as_tensor(freqs, dtype=torch.float32)) if freqs is not None else None
 
@@ -258,11 +262,12 @@ class Rope(torch.nn.Module):
 
     def forward_(self, q, k=None, position_ids=None, *, layout="bhsd", offset=0, cu_seqlens=None):
         """In place: q (and k) rotated where they are; returns them. Under autograd
-        (an input or freqs that needs a gradient) the rotation is computed out of
-        place and copied back, so the graph stays correct."""
+        (an input or freqs that needs a gradient), and for specs whose output
+        pairing differs from the input's, the rotation is computed out of place
+        and copied back, so the graph stays correct."""
         tracked = torch.is_grad_enabled() and (q.requires_grad or (k is not None and k.requires_grad) or
                                               (self.freqs is not None and self.freqs.requires_grad))
-        if tracked:
+        if tracked or not self._in_place:
             out_q, out_k = self.forward(q, k, position_ids, layout=layout, offset=offset, cu_seqlens=cu_seqlens)
             q.copy_(out_q)
             if k is not None:

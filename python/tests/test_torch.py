@@ -1,0 +1,323 @@
+"""ropegen.torch: the ops (opcheck), the Rope module against the peers' golden
+data in every layout and dtype, autograd (q, k and trainable frequencies),
+torch.compile(fullgraph=True) of an HF-style attention block, strided inputs,
+in place, and CUDA (skipped without a GPU)."""
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+import ropegen  # noqa: E402
+import ropegen.torch as rt  # noqa: E402
+from torch.library import opcheck  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+GOLDEN = os.path.join(ROOT, "tests", "golden", "data")
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: the CUDA tests need a GPU")
+
+# A spec that leaves dtype, layout and positions to the call.
+LLAMA = {"name": "t", "head_dim": 64, "frequency": {"theta": 500000},
+         "scaling": {"type": "llama3", "factor": 8, "original_max_position": 64, "low_freq_factor": 1,
+                     "high_freq_factor": 4}}
+PLAIN = {"name": "plain", "head_dim": 32, "rotary_dim": 24, "frequency": {"theta": 10000}}
+
+
+def reference(x, positions, inv_freq, layout="bhsd", interleaved=False):
+    """Float64 RoPE of x (rotary dims first, the rest passed through), written
+    here from the papers' formula: independent of rope-gen's lowering."""
+    x = x.double()
+    if layout == "bshd":
+        x = x.transpose(1, 2)
+    rot = 2 * inv_freq.shape[0]
+    angle = positions.double()[..., None] * inv_freq.double()  # [B, S, rot/2]
+    cos, sin = angle.cos()[:, None], angle.sin()[:, None]      # [B, 1, S, rot/2]
+    if interleaved:
+        a, b = x[..., 0:rot:2], x[..., 1:rot:2]
+        ra, rb = a * cos - b * sin, b * cos + a * sin
+        rotated = torch.stack([ra, rb], -1).flatten(-2)
+    else:
+        a, b = x[..., :rot // 2], x[..., rot // 2:rot]
+        rotated = torch.cat([a * cos - b * sin, b * cos + a * sin], -1)
+    out = torch.cat([rotated, x[..., rot:]], -1)
+    return out.transpose(1, 2) if layout == "bshd" else out
+
+
+def plain_inv_freq(rotary_dim, theta):
+    """theta^(-2i / rotary_dim): partial rotary as GPT-NeoX's rotary_ndims."""
+    return 1.0 / theta ** (torch.arange(0, rotary_dim, 2, dtype=torch.float64) / rotary_dim)
+
+
+def qk(b=2, hq=4, hk=2, s=7, d=32, dtype=torch.float32, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(b, hq, s, d, generator=g).to(dtype), torch.randn(b, hk, s, d, generator=g).to(dtype))
+
+
+def positions(b=2, s=7, start=3):
+    return (torch.arange(s) + start).repeat(b, 1)
+
+
+# --- the ops ---------------------------------------------------------------
+
+def test_opcheck_every_op():
+    spec = rt.Rope(LLAMA).spec
+    q, k = qk(d=64)
+    pos = positions()
+    cu = torch.tensor([0, 3, 7], dtype=torch.int32)
+    thd_q, thd_k = torch.randn(7, 4, 64), torch.randn(7, 2, 64)
+    cases = [
+        (torch.ops.ropegen.rope.default, (spec, q, k, pos, "bhsd", 0, None, None)),
+        (torch.ops.ropegen.rope.default, (spec, q, None, None, "bhsd", 5, None, None)),
+        (torch.ops.ropegen.rope.default, (spec, q.requires_grad_(), k.requires_grad_(), pos, "bhsd", 0, None, None)),
+        (torch.ops.ropegen.rope.default, (spec, thd_q, thd_k, None, "thd", 0, cu, None)),
+        (torch.ops.ropegen.rope_.default, (spec, q.detach().clone(), k.detach().clone(), pos, "bhsd", 0, None, None)),
+        (torch.ops.ropegen.rope_backward.default,
+         (spec, q.detach(), k.detach(), pos, "bhsd", 0, None, None, None, None)),
+    ]
+    runtime = json.dumps({"name": "r", "head_dim": 64, "frequency": {"scheme": "runtime"}})
+    freqs = torch.rand(32, requires_grad=True)
+    cases.append((torch.ops.ropegen.rope.default,
+                  (runtime, q.detach().requires_grad_(), k.detach(), pos, "bhsd", 0, None, freqs)))
+    for op, args in cases:
+        opcheck(op, args)  # schema, fake kernel, autograd registration, aliasing, aot dispatch
+
+
+def test_out_of_place_outputs_are_new_dense_tensors():
+    q, k = qk()
+    out_q, out_k = rt.Rope(PLAIN)(q, k, positions())
+    assert out_q.is_contiguous() and out_k.is_contiguous()
+    assert out_q.data_ptr() != q.data_ptr()
+
+
+# --- exactness against the peers -------------------------------------------
+
+def golden_cases():
+    names = []
+    for path in sorted(glob.glob(os.path.join(GOLDEN, "hf_*.json"))):
+        with open(path) as f:
+            case = json.load(f)
+        # Rope takes positions as ids or an offset; dynamic scaling's seq_len is not a module argument.
+        if "q" in case and "seq_len" not in case and case.get("layout") in ("bhsd", "bshd", "sbhd", "thd"):
+            names.append(os.path.basename(path)[:-5])
+    return names
+
+
+@pytest.mark.parametrize("name", golden_cases())
+@pytest.mark.parametrize("in_place", [False, True], ids=["out_of_place", "in_place"])
+def test_golden_cases_with_call_time_layout(name, in_place):
+    """Every HF golden case through Rope with a spec that leaves dtype, layout
+    and positions to the call; each layout given at call time."""
+    with open(os.path.join(GOLDEN, name + ".json")) as f:
+        case = json.load(f)
+    spec = "".join(line + "\n" for line in case["spec"].splitlines()
+                   if not line.startswith(("layout:", "dtype:", "positions:")))
+    rope = rt.Rope(spec)
+    q = torch.tensor(case["q"], dtype=torch.float32).reshape(case["q_shape"])
+    k = torch.tensor(case["k"], dtype=torch.float32).reshape(case["k_shape"]) if "k" in case else None
+    ids = torch.tensor(case["positions"]).reshape(case["positions_shape"]) if "positions" in case else None
+    kwargs = {"layout": case["layout"], "offset": case.get("offset", 0)}
+    if "cu_seqlens" in case:
+        kwargs["cu_seqlens"] = torch.tensor(case["cu_seqlens"], dtype=torch.int32)
+    if in_place:
+        out_q, out_k = rope.forward_(q.clone(), k.clone() if k is not None else None, ids, **kwargs)
+    else:
+        out_q, out_k = rope(q, k, ids, **kwargs)
+    scale = max(1.0, float(np.abs(case["out_q"]).max()))
+    top = int(ids.max()) if ids is not None else case.get("offset", 0) + max(case["q_shape"])
+    tol = (4e-6 + 2e-7 * top) * scale
+    assert (out_q.flatten() - torch.tensor(case["out_q"])).abs().max() <= tol
+    if k is not None:
+        assert (out_k.flatten() - torch.tensor(case["out_k"])).abs().max() <= tol
+
+
+@pytest.mark.parametrize("layout", ["bhsd", "bshd", "sbhd", "thd"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=["f32", "bf16", "f16"])
+def test_one_spec_serves_every_layout_and_dtype(layout, dtype):
+    rope = rt.Rope(PLAIN)
+    q, k = qk(dtype=dtype)                      # bhsd [2, 4, 7, 32]
+    ids = positions()
+    expect_q, expect_k = reference(q, ids, plain_inv_freq(24, 1e4)), reference(k, ids, plain_inv_freq(24, 1e4))
+    to = {"bhsd": lambda t: t, "bshd": lambda t: t.transpose(1, 2),
+          "sbhd": lambda t: t.permute(2, 0, 1, 3), "thd": lambda t: t.transpose(1, 2).flatten(0, 1)}[layout]
+    layout_ids = {"bhsd": ids, "bshd": ids, "sbhd": ids.T, "thd": ids.flatten()}[layout]
+    out_q, out_k = rope(to(q), to(k), layout_ids, layout=layout)
+    assert out_q.dtype == dtype and out_q.shape == to(q).shape
+    tol = {torch.float32: 2e-6, torch.bfloat16: 3e-2, torch.float16: 4e-3}[dtype]
+    assert (out_q.double() - to(expect_q)).abs().max() <= tol
+    assert (out_k.double() - to(expect_k)).abs().max() <= tol
+
+
+def test_a_spec_that_fixes_dtype_or_layout_refuses_others():
+    fixed = dict(PLAIN, dtype="f32")
+    q, _ = qk(dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="q has dtype bfloat16 but the spec's dtype is f32"):
+        rt.Rope(fixed)(q)
+    with pytest.raises(ValueError, match="layout must be one of bhsd, bshd, sbhd, thd"):
+        rt.Rope(PLAIN)(q, layout="hsd")
+
+
+def test_strided_views_of_a_fused_qkv_buffer():
+    """q and k as views of one [B, S, (Hq + 2 Hk) * D] projection: out of place
+    allocates dense outputs, in place rotates inside the buffer (v untouched)."""
+    b, s, hq, hk, d = 2, 5, 4, 2, 32
+    qkv = torch.randn(b, s, (hq + 2 * hk) * d)
+    q = qkv[..., :hq * d].view(b, s, hq, d)
+    k = qkv[..., hq * d:(hq + hk) * d].view(b, s, hk, d)
+    v_before = qkv[..., (hq + hk) * d:].clone()
+    ids = positions(b, s)
+    rope = rt.Rope(PLAIN)
+    out_q, out_k = rope(q, k, ids, layout="bshd")
+    assert out_q.is_contiguous()
+    inv = plain_inv_freq(24, 1e4)
+    assert (out_q.double() - reference(q, ids, inv, "bshd")).abs().max() < 2e-6
+    rope.forward_(q, k, ids, layout="bshd")
+    assert torch.equal(q, out_q) and torch.equal(k, out_k)
+    assert torch.equal(qkv[..., (hq + hk) * d:], v_before)
+
+
+# --- autograd --------------------------------------------------------------
+
+def test_gradients_of_q_and_k_match_float64_autograd():
+    q, k = qk()
+    q.requires_grad_(), k.requires_grad_()
+    ids = positions()
+    out_q, out_k = rt.Rope(PLAIN)(q, k, ids)
+    assert out_q.requires_grad and out_k.requires_grad
+    w_q, w_k = torch.randn_like(out_q), torch.randn_like(out_k)
+    ((out_q * w_q).sum() + (out_k * w_k).sum() + out_q.sum()).backward()  # sum(): an expanded gradient
+    inv = plain_inv_freq(24, 1e4)
+    q64, k64 = q.detach().double().requires_grad_(), k.detach().double().requires_grad_()
+    r_q, r_k = reference(q64, ids, inv), reference(k64, ids, inv)
+    ((r_q * w_q).sum() + (r_k * w_k).sum() + r_q.sum()).backward()
+    assert (q.grad - q64.grad).abs().max() < 2e-6
+    assert (k.grad - k64.grad).abs().max() < 2e-6
+
+
+def test_trainable_runtime_frequencies_get_their_gradient():
+    spec = {"name": "r", "head_dim": 32, "frequency": {"scheme": "runtime"}}
+    inv = plain_inv_freq(32, 1e4).float()
+    rope = rt.Rope(spec, freqs=inv)
+    assert isinstance(rope.freqs, torch.nn.Parameter)
+    q, k = qk()
+    q.requires_grad_()
+    ids = positions()
+    out_q, out_k = rope(q, k, ids)
+    w = torch.randn_like(out_q)
+    ((out_q * w).sum() + out_k.square().sum()).backward()
+    inv64 = inv.double().requires_grad_()
+    q64 = q.detach().double().requires_grad_()
+    r_q, r_k = reference(q64, ids, inv64), reference(k, ids, inv64)
+    ((r_q * w).sum() + r_k.square().sum()).backward()
+    assert (q.grad - q64.grad).abs().max() < 2e-6
+    assert ((rope.freqs.grad - inv64.grad).abs() / inv64.grad.abs().clamp_min(1.0)).max() < 1e-4
+
+
+def test_in_place_under_autograd_keeps_the_graph():
+    q0, k0 = qk()
+    q0.requires_grad_()
+    q = q0 * 1.0                  # a non-leaf, as a projection's output is
+    k = k0.clone()
+    rope = rt.Rope(PLAIN)
+    rope.forward_(q, k, positions())
+    q.sum().backward()
+    out_q, _ = rope(q0.detach().requires_grad_(), None, positions())
+    assert q0.grad is not None and torch.isfinite(q0.grad).all()
+    assert torch.equal(q.detach(), out_q.detach())
+
+
+# --- torch.compile ---------------------------------------------------------
+
+class Attention(torch.nn.Module):
+    """An HF-style attention block: projections, [B, H, S, D] views, RoPE, SDPA."""
+
+    def __init__(self, rope, hidden=128, heads=4, kv_heads=2, head_dim=32):
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
+        self.q_proj = torch.nn.Linear(hidden, heads * head_dim, bias=False)
+        self.k_proj = torch.nn.Linear(hidden, kv_heads * head_dim, bias=False)
+        self.v_proj = torch.nn.Linear(hidden, kv_heads * head_dim, bias=False)
+        self.o_proj = torch.nn.Linear(heads * head_dim, hidden, bias=False)
+        self.rope = rope
+
+    def forward(self, x, position_ids):
+        b, s, _ = x.shape
+        q = self.q_proj(x).view(b, s, self.heads, self.head_dim).transpose(1, 2)
+        k = self.k_proj(x).view(b, s, self.kv_heads, self.head_dim).transpose(1, 2)
+        v = self.v_proj(x).view(b, s, self.kv_heads, self.head_dim).transpose(1, 2)
+        q, k = self.rope(q, k, position_ids)
+        o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        return self.o_proj(o.transpose(1, 2).reshape(b, s, -1))
+
+
+def test_torch_compile_fullgraph_has_no_graph_break_and_matches():
+    torch.manual_seed(0)
+    block = Attention(rt.Rope(PLAIN))
+    x, ids = torch.randn(2, 9, 128), positions(2, 9)
+    explained = torch._dynamo.explain(block)(x, ids)
+    assert explained.graph_break_count == 0 and explained.graph_count == 1, explained.break_reasons
+    compiled = torch.compile(block, fullgraph=True)
+    eager_out = block(x, ids)
+    compiled_out = compiled(x, ids)
+    assert torch.allclose(compiled_out, eager_out, atol=1e-5)
+    compiled_out.square().sum().backward()
+    grads = [p.grad.clone() for p in block.parameters()]
+    block.zero_grad()
+    eager_out.square().sum().backward()
+    for g, p in zip(grads, block.parameters()):
+        assert torch.allclose(g, p.grad, atol=1e-4)
+
+
+# --- Hugging Face configs, import without torch -----------------------------
+
+def test_rope_from_an_hf_config_takes_the_tensors_dtype_and_layout():
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LlamaConfig(hidden_size=128, num_attention_heads=4, num_key_value_heads=2,
+                                      rope_theta=10000.0)
+    rope = rt.Rope(config)
+    q, k = qk(dtype=torch.bfloat16)
+    out_q, out_k = rope(q, k, positions())
+    inv = plain_inv_freq(32, 1e4)
+    assert (out_q.double() - reference(q, positions(), inv)).abs().max() < 3e-2
+    assert out_k.dtype == torch.bfloat16
+
+
+def test_import_ropegen_works_without_torch():
+    code = "import sys; sys.modules['torch'] = None; import ropegen; print(ropegen.compile)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+# --- CUDA -----------------------------------------------------------------
+
+@cuda
+def test_cuda_tensors_run_on_the_current_stream_and_match_the_host():
+    q, k = qk()
+    ids = positions()
+    rope = rt.Rope(PLAIN)
+    host_q, host_k = rope(q, k, ids)
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        dev_q, dev_k = rope(q.cuda(), k.cuda(), ids.cuda())
+    stream.synchronize()
+    assert torch.equal(dev_q.cpu(), host_q) and torch.equal(dev_k.cpu(), host_k)
+
+
+@cuda
+def test_cuda_graph_capture_after_one_warm_up():
+    q, k = qk()
+    q, k, ids = q.cuda(), k.cuda(), positions().cuda()
+    rope = rt.Rope(PLAIN)
+    expect, _ = rope(q, k, ids)
+    rope.forward_(q.clone(), k.clone(), ids)  # warm-up: module load
+    graph = torch.cuda.CUDAGraph()
+    q_g, k_g = q.clone(), k.clone()
+    with torch.cuda.graph(graph):
+        rope.forward_(q_g, k_g, ids)
+    q_g.copy_(q), k_g.copy_(k)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(q_g, expect)
