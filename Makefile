@@ -16,10 +16,14 @@ APT_PACKAGES := build-essential ninja-build pkg-config python3 python3-venv \
   libgtest-dev libgmock-dev clang libclang-rt-14-dev \
   libvulkan-dev libvulkan1 mesa-vulkan-drivers libxxhash-dev libdlpack-dev
 PIP_PACKAGES := halide==21.0.0 cmake==3.31.6 numpy pytest nanobind==3.1.0 scikit-build-core==1.1.2
+# What the PyTorch tests (python/tests/test_torch.py, test_hf_patch.py) need;
+# only `make test` installs them (about 3 GB from PyPI, a minute; pip keeps
+# its downloads in ~/.cache/pip).
+TORCH_PACKAGES := torch==2.15.0 transformers==5.23.0
 
 EXAMPLE ?= examples/llama3_8b.yaml
 
-.PHONY: all setup deps venv configure build python run bench test test-sanitize fuzz clean distclean
+.PHONY: all setup deps venv torch configure build python run bench bench-torch test test-sanitize fuzz clean distclean
 all: build
 
 setup: deps venv
@@ -42,6 +46,11 @@ venv: $(STAMP)/venv
 $(STAMP)/venv: $(STAMP)/apt
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check $(PIP_PACKAGES)
+	@mkdir -p $(STAMP) && touch $@
+
+torch: $(STAMP)/torch
+$(STAMP)/torch: $(STAMP)/venv
+	$(PY) -m pip install -q --disable-pip-version-check $(TORCH_PACKAGES)
 	@mkdir -p $(STAMP) && touch $@
 
 # Halide's CMake package inside the venv's halide wheel (evaluated by the shell).
@@ -75,7 +84,13 @@ bench: build
 	$(BUILD)/bench/compare_bench --threads 1 --seconds $(BENCH_SECONDS)
 	$(BUILD)/bench/compare_bench --threads 2 --seconds $(BENCH_SECONDS) --no-header
 
-test: build python
+# PyTorch on the CPU: the HF eager function, its torch.compile, a cached
+# table and the rope-gen op, each as a ratio to copy_ in the same process,
+# and the op's per-call overhead at decode sizes (bench/torch_bench.py).
+bench-torch: python torch
+	ROPEGEN_CACHE_DIR=$(abspath $(BUILD))/bench-cache $(PY) bench/torch_bench.py
+
+test: build python torch
 	cd $(BUILD) && $(abspath $(VENV))/bin/ctest --output-on-failure -j $(JOBS)
 	ROPEGEN_CACHE_DIR=$(abspath $(BUILD))/tests/rope-gen-cache $(PY) -m pytest -q -rs python/tests
 

@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""PyTorch on the CPU: RoPE as Hugging Face runs it and as rope-gen's op runs
+it, each as a ratio to torch's own copy_ of the same bytes in the same
+process (`make bench-torch`; needs torch and the ropegen package).
+
+Sides, all rotating q [B, 32, S, 128] and k [B, 8, S, 128] (llama3-8B's heads,
+HF's [B, H, S, D] views of a [B, S, H, D] projection) out of place:
+  copy_         out_q.copy_(q), out_k.copy_(k): the yardstick
+  hf_eager      LlamaRotaryEmbedding's cos/sin from inv_freq and position ids,
+                then apply_rotary_pos_emb (rotate_half), per call
+  hf_table      cos/sin rows gathered from a table cached once, then the same apply
+  hf_compile    torch.compile (Inductor) of hf_eager's function
+  ropegen       torch.ops.ropegen.rope (ropegen.torch.Rope)
+  ropegen_      torch.ops.ropegen.rope_, in place (its copy_ still writes a
+                second buffer, so a ratio above 1 is "as fast as memory allows")
+Then the per-call cost at decode sizes in microseconds: copy_ of the same
+bytes, the op, and the binding called directly (no dispatcher): the
+difference is what torch.library's dispatch costs a call.
+
+Timing: every side once untimed, then rounds in turn (each a batch of calls
+lasting about --seconds / rounds); a side's time is its best round's mean.
+ratio = copy_ time / side time (same bytes). Numbers from shared machines are
+noisy: compare ratios of one run and say what else ran (uptime).
+"""
+import argparse
+import json
+import os
+import time
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--seconds", type=float, default=1.0, help="measuring time per side and case")
+    p.add_argument("--dtypes", default="bf16,f32")
+    p.add_argument("--no-compile", action="store_true", help="skip torch.compile (it takes ~20 s a shape)")
+    p.add_argument("--json", help="append one JSON line per case to this file")
+    a = p.parse_args()
+    # This program owns its process: Halide's pool size is read once, before the first kernel runs.
+    os.environ["HL_NUM_THREADS"] = str(a.threads)
+    import torch
+    import ropegen.torch as rt
+    torch.set_num_threads(a.threads)
+
+    spec = {"name": "llama3_8b", "head_dim": 128, "frequency": {"theta": 500000},
+            "scaling": {"type": "llama3", "factor": 8, "original_max_position": 8192, "low_freq_factor": 1,
+                        "high_freq_factor": 4}}
+    rope = rt.Rope(spec)
+    import ropegen
+    inv_freq = torch.tensor(ropegen.freqs(spec)[0], dtype=torch.float32)
+
+    def rotate_half(x):
+        x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+        return torch.cat((-x2, x1), dim=-1)
+
+    def hf_cos_sin(position_ids, dtype):  # LlamaRotaryEmbedding.forward
+        freqs = (inv_freq[None, :, None] @ position_ids[:, None, :].float()).transpose(1, 2)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().to(dtype), emb.sin().to(dtype)
+
+    def hf_apply(q, k, cos, sin):  # apply_rotary_pos_emb, unsqueeze_dim=1
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+
+    def hf_eager(q, k, position_ids):
+        cos, sin = hf_cos_sin(position_ids, q.dtype)
+        return hf_apply(q, k, cos, sin)
+
+    hf_compiled = None if a.no_compile else torch.compile(hf_eager, dynamic=False)
+    print(f"torch {torch.__version__}, {a.threads} threads; ratio = copy_ time / side time (same bytes, same run)\n")
+    print("| dtype | case [B, S] | side | µs | GB/s | ratio |")
+    print("|---|---|---|---|---|---|")
+    for dtype_name in a.dtypes.split(","):
+        dtype = {"bf16": torch.bfloat16, "f32": torch.float32}[dtype_name]
+        table_len = 8192
+        cos_table, sin_table = hf_cos_sin(torch.arange(table_len)[None], dtype)
+        for b, s, label in ((64, 1, "decode"), (1, 128, "prefill"), (1, 4096, "prefill")):
+            g = torch.Generator().manual_seed(0)
+            q = torch.randn(b, s, 32, 128, generator=g).to(dtype).transpose(1, 2)
+            k = torch.randn(b, s, 8, 128, generator=g).to(dtype).transpose(1, 2)
+            ids = (torch.randint(0, table_len, (b, 1), generator=g) if s == 1 else torch.arange(s)[None]).expand(b, s)
+            ids = ids.contiguous()
+            out_q, out_k = torch.empty_like(q), torch.empty_like(k)
+            q_, k_ = q.clone(), k.clone()
+            sides = {
+                "copy_": lambda: (out_q.copy_(q), out_k.copy_(k)),
+                "hf_eager": lambda: hf_eager(q, k, ids),
+                "hf_table": lambda: hf_apply(q, k, cos_table[0][ids], sin_table[0][ids]),
+                "ropegen": lambda: rope(q, k, ids),
+                "ropegen_": lambda: rope.forward_(q_, k_, ids),
+            }
+            if hf_compiled is not None:
+                sides["hf_compile"] = lambda: hf_compiled(q, k, ids)
+            times = time_sides(sides, a.seconds, torch)
+            moved = 2 * (q.numel() + k.numel()) * q.element_size()
+            for name, t in times.items():
+                ratio = times["copy_"] / t
+                print(f"| {dtype_name} | {label} [{b}, {s}] | {name} | {t * 1e6:.1f} | {moved / t / 1e9:.2f} | {ratio:.2f} |")
+                if a.json:
+                    with open(a.json, "a") as f:
+                        f.write(json.dumps({"dtype": dtype_name, "case": [b, s], "side": name, "seconds": t,
+                                            "ratio": ratio, "threads": a.threads}) + "\n")
+    print()
+    overhead(rt, torch, a.seconds)
+
+
+def overhead(rt, torch, seconds):
+    """Per-call microseconds at decode sizes: what a call costs beyond its bytes."""
+    rope = rt.Rope({"name": "t", "head_dim": 128, "frequency": {"theta": 500000}})
+    print("| per call, f32 decode | copy_ µs | op in place µs | op out of place µs | binding direct µs |")
+    print("|---|---|---|---|---|")
+    for b in (1, 64):
+        q, k = torch.randn(b, 32, 1, 128), torch.randn(b, 8, 1, 128)
+        ids = torch.randint(0, 8192, (b, 1))
+        out_q, out_k = torch.empty_like(q), torch.empty_like(k)
+        with torch.no_grad():
+            times = time_sides({
+                "copy_": lambda: (out_q.copy_(q), out_k.copy_(k)),
+                "op_": lambda: torch.ops.ropegen.rope_(rope.spec, q, k, ids, "bhsd", 0, None, None),
+                "op": lambda: torch.ops.ropegen.rope(rope.spec, q, k, ids, "bhsd", 0, None, None),
+                "direct": lambda: rt._run(rope.spec, q, k, ids, "bhsd", 0, None, None, q, k),
+            }, seconds, torch)
+        print(f"| [{b}, 1] | " + " | ".join(f"{times[n] * 1e6:.2f}" for n in ("copy_", "op_", "op", "direct")) + " |")
+
+
+def time_sides(sides, seconds, torch, rounds=7):
+    for f in sides.values():
+        f()
+    batch = {}
+    for name, f in sides.items():  # calls per round: about seconds / rounds of each side
+        t0, n = time.perf_counter(), 0
+        while time.perf_counter() - t0 < 0.02 or n < 2:
+            f()
+            n += 1
+        batch[name] = max(1, int(seconds / rounds / ((time.perf_counter() - t0) / n)))
+    best = {name: float("inf") for name in sides}
+    for _ in range(rounds):
+        for name, f in sides.items():
+            t0 = time.perf_counter()
+            for _ in range(batch[name]):
+                f()
+            best[name] = min(best[name], (time.perf_counter() - t0) / batch[name])
+    return best
+
+
+if __name__ == "__main__":
+    main()
