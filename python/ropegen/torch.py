@@ -17,8 +17,8 @@ The ops (namespace `ropegen`, registered on import):
 `spec` is spec text (YAML); a spec that leaves out `dtype`, `layout` or `positions`
 takes the call's (the tensors' dtype, the layout argument, whether positions are
 passed), with one compiled kernel per combination. `k` absent: out_k is an empty
-tensor. Outputs of the out-of-place op are new tensors with the inputs' strides
-where those are dense, else contiguous (torch.empty_like): never refused. Every op has a fake (meta) kernel, so torch.compile(fullgraph=True)
+tensor. Outputs of the out-of-place op are new contiguous tensors, whatever the
+inputs' strides: never refused. Every op has a fake (meta) kernel, so torch.compile(fullgraph=True)
 traces through them; `rope` has autograd (`rope_backward`: dL/dq, dL/dk and, for
 `scheme: runtime`, dL/d(freqs)).
 
@@ -84,10 +84,10 @@ def _run(spec, q, k, positions, layout, offset, cu_seqlens, freqs, out_q, out_k,
 
 
 def _new(t):
-    """An output for t: t's strides where t is dense (HF's [B, H, S, D] views of
-    a [B, S, H, D] projection stay in memory order, as torch's elementwise ops
-    keep them), else contiguous (a view into a fused qkv buffer)."""
-    return torch.empty_like(t, memory_format=torch.preserve_format)
+    """A contiguous output shaped as t, whatever t's strides: the fake kernel
+    must predict the real one's strides, and under Inductor an input's strides
+    at trace time need not be those at run time."""
+    return torch.empty(t.shape, dtype=t.dtype, device=t.device)
 
 
 def _no_k(q):
