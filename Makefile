@@ -23,7 +23,7 @@ TORCH_PACKAGES := torch==2.15.0 transformers==5.23.0
 
 EXAMPLE ?= examples/llama3_8b.yaml
 
-.PHONY: all setup deps venv torch configure build python run bench bench-torch test test-sanitize fuzz clean distclean
+.PHONY: all setup deps venv torch configure build python wheel run bench bench-torch test test-sanitize fuzz clean distclean
 all: build
 
 setup: deps venv
@@ -119,6 +119,12 @@ test-sanitize: $(STAMP)/venv
 python: build
 	$(PY) -m pip install -q --disable-pip-version-check --no-build-isolation ./python \
 	  --config-settings=build-dir=$(abspath $(BUILD))/python
+
+# The same package as a wheel, build/wheels/ropegen-*.whl (its Halide comes
+# from the halide wheel it depends on; torch is the `torch` extra).
+wheel: build
+	$(PY) -m pip wheel -q --disable-pip-version-check --no-build-isolation --no-deps ./python \
+	  --config-settings=build-dir=$(abspath $(BUILD))/python -w $(BUILD)/wheels
 
 # Short, bounded libFuzzer sessions (clang, ASan+UBSan; part of CI), each
 # FUZZ_SECONDS long, on everything that parses user files: specs (max_len one
