@@ -170,3 +170,71 @@ def test_patch_matches_hf_and_unpatch_restores(family, seq, monkeypatch):
     hf_calls.n = 0
     again, _ = run(model, kwargs)
     assert torch.equal(again, hf_logits) and hf_calls.n > 0
+
+
+def test_patching_one_model_leaves_another_of_its_class_alone(monkeypatch):
+    patched, other = build("llama"), build("llama")
+    kwargs = inputs("llama", 12)
+    before = other(**kwargs).logits
+    hf_calls = Counter()
+    (g, name), = hf_apply_functions(other)
+    monkeypatch.setitem(g, name, hf_calls.wrap(g[name]))
+    hf.patch(patched)
+    try:
+        hf_calls.n = 0
+        assert torch.equal(other(**kwargs).logits, before)
+        assert hf_calls.n == other.config.num_hidden_layers  # the other model still runs HF's function
+        hf.patch(other)  # two patched models share the dispatcher
+        hf.unpatch(patched)
+        assert g[name].__wrapped__.__name__ == "counted"  # still installed for `other`
+        hf.unpatch(other)
+    finally:
+        for m in (patched, other):
+            if hf.is_patched(m):
+                hf.unpatch(m)
+    assert g[name].__name__ == "counted"  # the last unpatch put back what was there
+
+
+def test_patch_twice_and_unpatch_unpatched_are_errors():
+    model = build("llama")
+    with pytest.raises(ValueError, match="is not patched"):
+        hf.unpatch(model)
+    hf.patch(model)
+    try:
+        with pytest.raises(ValueError, match="already patched"):
+            hf.patch(model)
+    finally:
+        hf.unpatch(model)
+
+
+def test_refuses_a_model_without_rope():
+    model = T.AutoModelForCausalLM.from_config(T.GPT2Config(vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=4,
+                                                            n_positions=64))
+    with pytest.raises(ValueError, match=r"GPT2LMHeadModel has no rotary position embedding"):
+        hf.patch(model)
+    assert not hf.is_patched(model)
+
+
+def test_refuses_complex_freqs_cis_rope():
+    """DeepSeek-V2's rotary module returns complex freqs_cis, applied by apply_rotary_emb(xq, xk,
+    freqs_cis): not the (cos, sin) form this module routes."""
+    model = T.AutoModelForCausalLM.from_config(T.DeepseekV2Config(
+        vocab_size=VOCAB, hidden_size=64, intermediate_size=128, moe_intermediate_size=32, num_hidden_layers=1,
+        num_attention_heads=4, num_key_value_heads=4, n_routed_experts=4, num_experts_per_tok=2, n_shared_experts=1,
+        first_k_dense_replace=1, q_lora_rank=None, kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=16,
+        v_head_dim=16, max_position_embeddings=256))
+    with pytest.raises(ValueError, match=r"DeepseekV2Attention calls apply_rotary_emb\(xq, xk, freqs_cis\)"):
+        hf.patch(model)
+    assert not hf.is_patched(model)
+
+
+def test_refuses_a_rotary_module_that_disagrees_with_its_config():
+    """The spec comes from the config; a rotary module whose frequencies differ (edited here, as
+    a remote-code model's own init could) is caught by patch()'s comparison, before any change."""
+    model = build("qwen2")
+    rotary = model.model.rotary_emb
+    rotary.inv_freq.mul_(1.01)
+    with pytest.raises(ValueError, match=r"model.rotary_emb \(Qwen2RotaryEmbedding.*does not reproduce "
+                                         r".*modeling_qwen2.apply_rotary_pos_emb: max \|diff\|"):
+        hf.patch(model)
+    assert not hf.is_patched(model) and "forward" not in rotary.__dict__
