@@ -371,9 +371,21 @@ def _difference(expected, got, max_position):
     return f"max |diff| {diff:.3g} > {tol:.3g} at positions up to {max_position}"
 
 
+def _float32_copy(rotary):
+    """A copy to call: the module itself, or, where model.to(bf16/f16) has rounded its inv_freq
+    buffers (HF's own rotation is then off by up to 2^-9 * angle), a new one from its config."""
+    buffers = [b for b in rotary.buffers() if b.is_floating_point()]
+    if all(b.dtype in (torch.float32, torch.float64) for b in buffers):
+        return copy.deepcopy(rotary)
+    try:
+        return type(rotary)(rotary.config)
+    except Exception:  # noqa: BLE001 - a constructor that wants more than the config
+        return copy.deepcopy(rotary).float()
+
+
 def _compare_rotary(rotary, layer_type, rope_spec, fn):
     """None when the spec reproduces `fn` on `rotary`'s cos/sin, else what differs."""
-    rotary = copy.deepcopy(rotary)  # the call may update a dynamic / LongRoPE module's state
+    rotary = _float32_copy(rotary)  # the call may update a dynamic / LongRoPE module's state
     gen = torch.Generator().manual_seed(0)
     x = torch.zeros(1, dtype=torch.float32)
     tested = False
@@ -401,10 +413,13 @@ def _compare_rotary(rotary, layer_type, rope_spec, fn):
     return None if tested else "nothing was compared"
 
 
-def _compare_gptj(attention, rope_spec, fn):
+def _compare_gptj(attention, rope_spec, fn, module_globals):
+    table = attention.embed_positions
+    if table.dtype != torch.float32 and "create_sinusoidal_positions" in module_globals:  # rounded by .to(bf16)
+        table = module_globals["create_sinusoidal_positions"](attention.max_positions, attention.pos_embd_dim)
     gen = torch.Generator().manual_seed(0)
     for ids in _test_positions(attention.config, None):
-        sincos = attention.embed_positions[ids]
+        sincos = table[ids].float()
         sin, cos = torch.split(sincos, sincos.shape[-1] // 2, dim=-1)
         tensor = torch.randn(1, ids.shape[-1], 2, 2 * cos.shape[-1], generator=gen)
         with torch.no_grad():
@@ -508,7 +523,7 @@ def _plan(model):
     for module, rope_spec in gptj:
         module_globals = _forward_function(type(module)).__globals__
         via = _qualified(module_globals, "apply_rotary_pos_emb")
-        why = _compare_gptj(module, rope_spec, module_globals["apply_rotary_pos_emb"])
+        why = _compare_gptj(module, rope_spec, module_globals["apply_rotary_pos_emb"], module_globals)
         if why:
             raise ValueError(f"ropegen.hf.patch: refusing to patch: {rope_spec.where}: rope-gen's spec does not "
                              f"reproduce {via}: {why}")
