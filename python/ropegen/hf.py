@@ -31,23 +31,23 @@ Mechanism (how the position ids reach the kernel):
   (both LongRoPE lists). A family whose spec rope-gen cannot build, or whose RoPE the spec does
   not reproduce, is refused with a ValueError naming the module and what differs.
 
-Why not transformers' hook: `integrations/hub_kernels.py` offers
-`use_kernel_forward_from_hub("rotary_pos_emb")` on the apply function and
-`use_kernelized_func(apply_rotary_pos_emb)` on the attention classes. They only take effect
-with the `kernels` package installed, through `kernelize(model)`, which swaps the forward of the
-registered layer *class* (so every model in the process) for a kernel fetched from a Hub
-repository by layer name and device, and the kernel it calls keeps HF's signature
-(q, k, cos, sin): the position ids are not there, so an exact-angle kernel cannot be
-plugged in through it. The attention forward also calls the module-level name, so the hidden
-per-instance function that use_kernelized_func registers is not what runs. Hence the
-instance-level wrapping above.
+Why not transformers' hook: integrations/hub_kernels.py decorates the apply function with
+`use_kernel_forward_from_hub("rotary_pos_emb")` and the attention classes with
+`use_kernelized_func(apply_rotary_pos_emb)`. Both are no-ops unless the `kernels` package is
+installed; with it, `kernelize(model)` sets `forward` on the function's wrapper module to a kernel
+loaded from a Hub (or local) kernel repository, chosen by layer name, device and mode. That
+wrapper is one object per modeling file, the one the attention forward calls by its module-level
+name, so the swap reaches every model in the process; and the replacement must keep HF's
+signature (q, k, cos, sin, unsqueeze_dim), which carries no position ids, so an exact-angle
+kernel that computes its own cos/sin cannot be plugged in through it. The mechanism above
+replaces the same function, but dispatches per model and brings the ids along.
 
 Covered: the model's text RoPE. Vision towers (Qwen2-VL's `...VisionRotaryEmbedding` /
 `apply_rotary_pos_emb_vision`) are left on HF's path. Refused: a model without RoPE, a rotary
 module whose forward is not (x, position_ids[, layer_type]), an attention that applies RoPE
 through another function (e.g. DeepSeek-V2 / Llama-4's complex `apply_rotary_emb(xq, xk,
-freqs_cis)`), and a spec that does not reproduce HF's rotation. The patched model runs eagerly:
-the tag is a Python attribute on a tensor, which torch.compile does not carry.
+freqs_cis)`), and a spec that does not reproduce HF's rotation. Not tried under torch.compile
+(the tag is a Python attribute on a tensor). q/k in float32, float16 or bfloat16.
 """
 import contextvars
 import copy
@@ -176,7 +176,7 @@ class _Positions:
         if cos_dims != spec.rotary_dim:
             raise ValueError(f"ropegen.hf: {spec.where}: HF's cos/sin rotate {cos_dims} dims but the rope-gen spec "
                              f"has rotary_dim {spec.rotary_dim}")
-        batch = q.shape[0] if layout in ("bhsd", "bshd") else q.shape[1]
+        batch = q.shape[0]  # bhsd or bshd
         ids = self._ids.get(batch)
         if ids is None:
             ids = self._ids[batch] = spec.kernel_ids(self.position_ids, batch)
