@@ -457,10 +457,7 @@ class Preparer {
     p_.contract = c_;
     p_.device = q_.device;
     p_.stream = call_.stream;
-    p_.variant.with_k = k_.has_value();
-    p_.variant.backward = call_.backward;
-    p_.variant.position_type =
-        call_.positions && call_.positions->type == ElementType::Int64 ? IdType::Int64 : IdType::Int32;
+    p_.variant = KernelVariant::of(call_);
     p_.q = tensor_view(q_), p_.out_q = tensor_view(out_q_);
     if (k_) p_.k = tensor_view(*k_), p_.out_k = tensor_view(*out_k_);
     if (call_.saved_q) p_.saved_q = tensor_view(*call_.saved_q);

@@ -87,4 +87,7 @@ const char* to_string(AlibiForm v) {
   return "?";
 }
 
+std::optional<Layout> layout_named(const std::string& name) { return dsl::from_string<Layout>(name); }
+std::optional<DType> dtype_named(const std::string& name) { return dsl::from_string<DType>(name); }
+
 }  // namespace ropegen

@@ -31,11 +31,13 @@ bool is_identifier(const std::string& s) {
 
 class SpecBuilder {
  public:
-  explicit SpecBuilder(const YamlDocument& doc) : doc_(doc), root_(doc.root()) {}
+  SpecBuilder(const YamlDocument& doc, const SpecDefaults& defaults)
+      : doc_(doc), root_(doc.root()), defaults_(defaults) {}
 
   Result<RopeSpec> run() {
     read_name();
     read_enum(root_, "encoding", spec_.encoding);
+    if (defaults_.dtype) spec_.dtype = *defaults_.dtype;
     read_enum(root_, "dtype", spec_.dtype);
     switch (spec_.encoding) {
       case Encoding::Rope: read_rope(); break;
@@ -55,6 +57,28 @@ class SpecBuilder {
   template <typename E>
   void read_enum(const YAML::Node& map, const char* key, E& out) {
     if (const YAML::Node n = map[key]) out = *from_string<E>(as_string(n));
+  }
+
+  // The spec's layout, else the caller's default, which must be one of the
+  // encoding's (the schema checks the spec's own).
+  void read_layout(std::initializer_list<Layout> allowed) {
+    if (defaults_.layout && !root_["layout"]) {
+      if (std::find(allowed.begin(), allowed.end(), *defaults_.layout) == allowed.end()) {
+        std::string names;
+        for (Layout l : allowed) names += fmt::format("{}{}", names.empty() ? "" : ", ", to_string(l));
+        errors_.push_back(doc_.error_at(-1, -1, fmt::format("layout {} (the call's) is not a layout of {} ({})",
+                                                             to_string(*defaults_.layout),
+                                                             to_string(spec_.encoding), names)));
+        return;
+      }
+      spec_.layout = *defaults_.layout;
+    }
+    read_enum(root_, "layout", spec_.layout);
+  }
+
+  void read_positions() {
+    if (defaults_.positions) spec_.positions = *defaults_.positions;
+    read_enum(root_, "positions", spec_.positions);
   }
 
   void read_name() {
@@ -78,8 +102,8 @@ class SpecBuilder {
     read_enum(root_, "pairing", spec_.pairing);
     spec_.output_pairing = spec_.pairing;
     read_enum(root_, "output_pairing", spec_.output_pairing);
-    read_enum(root_, "layout", spec_.layout);
-    read_enum(root_, "positions", spec_.positions);
+    read_layout({Layout::BSHD, Layout::BHSD, Layout::SBHD, Layout::THD});
+    read_positions();
 
     const YAML::Node head = root_["head_dim"];
     const long long head_dim = as_integer(head);
@@ -126,9 +150,9 @@ class SpecBuilder {
   void read_table_encoding(PositionsMode default_positions) {
     spec_.dim = read_count("dim", kMaxDim);
     spec_.layout = Layout::BSD;
-    read_enum(root_, "layout", spec_.layout);
+    read_layout({Layout::BSD, Layout::SBD, Layout::TD});
     spec_.positions = default_positions;
-    read_enum(root_, "positions", spec_.positions);
+    read_positions();
   }
 
   void read_sinusoidal() {
@@ -303,12 +327,15 @@ class SpecBuilder {
 
   const YamlDocument& doc_;
   const YAML::Node root_;
+  const SpecDefaults defaults_;
   RopeSpec spec_;
   std::vector<Diagnostic> errors_;
 };
 
 }  // namespace
 
-Result<RopeSpec> build_spec(const YamlDocument& doc) { return SpecBuilder(doc).run(); }
+Result<RopeSpec> build_spec(const YamlDocument& doc, const SpecDefaults& defaults) {
+  return SpecBuilder(doc, defaults).run();
+}
 
 }  // namespace ropegen::dsl

@@ -4,10 +4,11 @@
 
 #include "ropegen/result.h"
 #include "ropegen/spec.h"
+#include "ropegen/spec_io.h"
 #include "yaml_document.h"
 
 namespace ropegen::dsl {
 
-Result<RopeSpec> build_spec(const YamlDocument& doc);
+Result<RopeSpec> build_spec(const YamlDocument& doc, const SpecDefaults& defaults);
 
 }  // namespace ropegen::dsl

@@ -36,8 +36,8 @@ struct Call {
 
 enum class IdType : uint8_t { Int32, Int64 };
 
-// What varies between compiled kernels of one spec; prepare_call works it
-// out from a call.
+// What varies between compiled kernels of one spec; of() works it out from
+// a call (prepare_call and callers that keep one Kernel per variant).
 struct KernelVariant {
   bool with_k = false;                 // k rotated in the same call
   IdType position_type = IdType::Int32;  // explicit positions: the ids' width
@@ -47,6 +47,11 @@ struct KernelVariant {
     return with_k == o.with_k && position_type == o.position_type && backward == o.backward;
   }
   bool operator!=(const KernelVariant& o) const { return !(*this == o); }
+
+  static KernelVariant of(const Call& c) {
+    const bool wide_ids = c.positions && c.positions->type == ElementType::Int64;
+    return {c.k.has_value(), wide_ids ? IdType::Int64 : IdType::Int32, c.backward};
+  }
 };
 
 }  // namespace ropegen

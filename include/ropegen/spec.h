@@ -127,6 +127,10 @@ const char* to_string(PositionsMode);
 const char* to_string(TableForm);
 const char* to_string(AlibiForm);
 
+// The other way: "bhsd" -> Layout::BHSD; nullopt for a name no spec may use.
+std::optional<Layout> layout_named(const std::string& name);
+std::optional<DType> dtype_named(const std::string& name);
+
 // The dims of a tensor in a layout, for messages and docs: "[B, S, H, D]".
 const char* layout_dims(Layout);
 

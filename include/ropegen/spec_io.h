@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -15,8 +16,19 @@ namespace ropegen {
 // longrope spec with 8192-entry lists is about 200 KiB).
 constexpr size_t kMaxSpecBytes = size_t{1} << 20;
 
+// What a spec may leave to its caller: a spec without a `dtype`, `layout`
+// or `positions` key takes these, so one spec serves every tensor dtype,
+// layout and way of passing positions (the PyTorch binding passes the
+// call's). A key the spec sets wins. A layout the encoding has no use for is
+// a diagnostic.
+struct SpecDefaults {
+  std::optional<DType> dtype;              // unset: f32
+  std::optional<Layout> layout;            // unset: bshd (rope), bsd (sinusoidal, learned)
+  std::optional<PositionsMode> positions;  // unset: implicit (learned: explicit)
+};
+
 // Parse and validate spec text; `file` is only used in diagnostics.
-Result<RopeSpec> parse_spec(std::string_view yaml_text, const std::string& file);
+Result<RopeSpec> parse_spec(std::string_view yaml_text, const std::string& file, const SpecDefaults& defaults = {});
 // Read a file and parse it. A missing or unreadable file, or one that is not
 // a regular file (a directory, FIFO, device), is a diagnostic too.
 Result<RopeSpec> load_spec(const std::string& path);

@@ -2,11 +2,17 @@
 // cached in memory and on disk) and run it on DLPack tensors (numpy, torch
 // CPU) without copies; errors are ValueErrors (TypeErrors for what is not a
 // tensor) with the library's messages.
+#include <array>
+#include <memory>
+#include <mutex>
+
+#include <fmt/format.h>
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
+#include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
 #include "ropegen/rope_math.h"
@@ -45,7 +51,7 @@ Tensor tensor_of(const T& t, const char* name) {
   std::vector<int64_t> shape = shape_of(t), strides = strides_of(t);
   ropegen_tensor dl{};
   dl.data = const_cast<void*>(static_cast<const void*>(t.data()));
-  dl.device = {ROPEGEN_DEVICE_CPU, 0};
+  dl.device = {t.device_type(), t.device_id()};
   dl.ndim = static_cast<int32_t>(t.ndim());
   dl.dtype = {t.dtype().code, t.dtype().bits, t.dtype().lanes};
   dl.shape = shape.data();
@@ -101,7 +107,8 @@ class SpecKernel {
     Status ran;
     {
       nb::gil_scoped_release release;  // compiling and running touch no Python object
-      ran = Runtime::process().run(spec_, call, target_);
+      Result<std::shared_ptr<Kernel>> kernel = kernel_for(KernelVariant::of(call));
+      ran = kernel ? kernel.value()->run(call) : Status(kernel.errors());
     }
     if (!ran) throw nb::value_error(format(ran.errors()).c_str());
   }
@@ -110,9 +117,34 @@ class SpecKernel {
   std::string encoding() const { return to_string(spec_.encoding); }
 
  private:
+  // The Runtime's kernel for a variant, kept here so that a call costs no
+  // cache lookup (which hashes the normalised spec): decode-sized calls from
+  // PyTorch run in microseconds.
+  Result<std::shared_ptr<Kernel>> kernel_for(const KernelVariant& v) {
+    const size_t slot = size_t{v.with_k} | size_t{v.backward} << 1 | size_t{v.position_type == IdType::Int64} << 2;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!kernels_[slot]) {
+      Result<std::shared_ptr<Kernel>> got = Runtime::process().get(spec_, v, target_);
+      if (!got) return got.errors();
+      kernels_[slot] = got.value();
+    }
+    return kernels_[slot];
+  }
+
   RopeSpec spec_;
   std::string target_;
+  std::mutex mutex_;
+  std::array<std::shared_ptr<Kernel>, 8> kernels_;
 };
+
+// The caller's dtype and layout for what a spec leaves out ("bf16", "bhsd").
+template <typename E>
+std::optional<E> spelled(const std::optional<std::string>& name, std::optional<E> (*named)(const std::string&),
+                         const char* what) {
+  if (!name) return std::nullopt;
+  if (std::optional<E> e = named(*name)) return e;
+  throw nb::value_error(fmt::format("{} '{}' is not one rope-gen knows", what, *name).c_str());
+}
 
 }  // namespace
 
@@ -126,9 +158,16 @@ NB_MODULE(_ropegen, m) {
            nb::arg("saved_q").none(), nb::arg("saved_k").none(), nb::arg("d_freqs").none())
       .def_prop_ro("spec", &SpecKernel::spec_yaml)
       .def_prop_ro("encoding", &SpecKernel::encoding);
-  m.def("compile", [](const std::string& text, const std::string& source, const std::string& target) {
-    return SpecKernel(parse(text, source), target);
-  });
+  m.def(
+      "compile",
+      [](const std::string& text, const std::string& source, const std::string& target,
+         std::optional<std::string> dtype, std::optional<std::string> layout, std::optional<bool> explicit_positions) {
+        SpecDefaults defaults{spelled(dtype, dtype_named, "dtype"), spelled(layout, layout_named, "layout"), {}};
+        if (explicit_positions) defaults.positions = *explicit_positions ? PositionsMode::Explicit : PositionsMode::Implicit;
+        return std::make_unique<SpecKernel>(value_or_raise(parse_spec(text, source, defaults)), target);
+      },
+      nb::arg("text"), nb::arg("source"), nb::arg("target"), nb::arg("dtype").none() = nb::none(),
+      nb::arg("layout").none() = nb::none(), nb::arg("explicit_positions").none() = nb::none());
   m.def("freqs", [](const std::string& text, const std::string& source, std::optional<int64_t> seq_len) {
     const RopeFrequencies f = compute_frequencies(parse(text, source), seq_len);
     return std::make_tuple(f.inv_freq, f.attention_factor);

@@ -1,7 +1,9 @@
 // Python arguments as tensors, refused with a message naming the argument
 // and what it needs (not nanobind's signature dump): numpy arrays and torch
 // CPU tensors through DLPack, never copied or converted (an output that was
-// copied would be written in vain). Inputs may be read-only; outputs not.
+// copied would be written in vain), or DLPack capsules (what ropegen.torch
+// passes: torch's C exporter costs a tenth of __dlpack__). Inputs may be
+// read-only; outputs not.
 #pragma once
 
 #include <cstdint>
@@ -16,8 +18,9 @@
 
 namespace ropegen::python {
 
-using Input = nanobind::ndarray<nanobind::ro, nanobind::device::cpu>;
-using Output = nanobind::ndarray<nanobind::device::cpu>;
+// Any device: the library's prepare_call says which it can run on.
+using Input = nanobind::ndarray<nanobind::ro>;
+using Output = nanobind::ndarray<>;
 
 Input input(nanobind::handle h, const std::string& name);
 Output output(nanobind::handle h, const std::string& name);

@@ -31,6 +31,32 @@ TEST(SpecParser, MinimalSpecGetsDefaults) {
   EXPECT_EQ(s.positions, PositionsMode::Implicit);
 }
 
+// What a spec leaves out, the caller's defaults fill (PyTorch: the tensors'
+// dtype, the call's layout); what it sets wins.
+TEST(SpecParser, CallerDefaultsFillOnlyWhatTheSpecLeavesOut) {
+  const SpecDefaults bf16_bhsd{DType::BF16, Layout::BHSD, PositionsMode::Explicit};
+  Result<RopeSpec> open = parse_spec("name: a\nhead_dim: 8\n", "t.yaml", bf16_bhsd);
+  ASSERT_TRUE(open.ok());
+  EXPECT_EQ(open->dtype, DType::BF16);
+  EXPECT_EQ(open->layout, Layout::BHSD);
+  EXPECT_EQ(open->positions, PositionsMode::Explicit);
+  Result<RopeSpec> fixed =
+      parse_spec("name: a\nhead_dim: 8\ndtype: f16\nlayout: thd\npositions: implicit\n", "t.yaml", bf16_bhsd);
+  ASSERT_TRUE(fixed.ok());
+  EXPECT_EQ(fixed->dtype, DType::F16);
+  EXPECT_EQ(fixed->layout, Layout::THD);
+  EXPECT_EQ(fixed->positions, PositionsMode::Implicit);
+  Result<RopeSpec> rows = parse_spec("name: a\nencoding: sinusoidal\ndim: 8\n", "t.yaml", {DType::F16, Layout::SBD, {}});
+  ASSERT_TRUE(rows.ok());
+  EXPECT_EQ(rows->layout, Layout::SBD);
+  EXPECT_EQ(rows->dtype, DType::F16);
+  Result<RopeSpec> wrong = parse_spec("name: a\nencoding: sinusoidal\ndim: 8\n", "t.yaml", bf16_bhsd);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(format(wrong.errors()).find("layout bhsd (the call's) is not a layout of sinusoidal (bsd, sbd, td)"),
+            std::string::npos)
+      << format(wrong.errors());
+}
+
 TEST(SpecParser, RotaryDimDefaultsToWhatFollowsTheOffset) {
   const RopeSpec s = parse_ok("name: mla\nhead_dim: 192\nrotary_offset: 128\n");
   EXPECT_EQ(s.rotary_dim, 64);

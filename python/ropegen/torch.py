@@ -1,0 +1,275 @@
+"""rope-gen kernels as PyTorch ops: autograd, torch.compile without graph breaks.
+
+    import ropegen.torch as rt
+    rope = rt.Rope("examples/llama3_8b.yaml")        # a path, YAML text, dict or HF config
+    q, k = rope(q, k, position_ids)                   # HF's [B, H, S, D] by default
+    q, k = rope(q, k, position_ids, layout="thd", cu_seqlens=cu)
+    rope.forward_(q, k, position_ids)                 # in place
+
+    torch.ops.ropegen.rotary_embedding(positions, query, key, head_size, cos_sin_cache, is_neox)  # vLLM's op
+
+The ops (namespace `ropegen`, registered on import):
+    rope(spec, q, k, positions, layout, offset, cu_seqlens, freqs) -> (out_q, out_k)
+    rope_(spec, q!, k!, positions, layout, offset, cu_seqlens, freqs) -> ()             in place
+    rope_backward(spec, grad_q, grad_k, positions, layout, offset, cu_seqlens, freqs,
+                  saved_q, saved_k) -> (grad_q, grad_k, grad_freqs)
+    rotary_embedding(positions, query!, key!, head_size, cos_sin_cache, is_neox) -> ()  vLLM's
+`spec` is spec text (YAML); a spec that leaves out `dtype`, `layout` or `positions`
+takes the call's (the tensors' dtype, the layout argument, whether positions are
+passed), with one compiled kernel per combination. `k` absent: out_k is an empty
+tensor. Outputs of the out-of-place op are new dense tensors, whatever the
+inputs' strides. Every op has a fake (meta) kernel, so torch.compile(fullgraph=True)
+traces through them; `rope` has autograd (`rope_backward`: dL/dq, dL/dk and, for
+`scheme: runtime`, dL/d(freqs)).
+
+Why Python `torch.library.custom_op` rather than a C++ TORCH_LIBRARY: the
+kernels already take torch tensors through DLPack without a copy, so a C++
+registration would only save Python's dispatch (a few microseconds a call,
+measured by `bench/torch_bench.py`) at the price of building against one
+torch's C++ ABI; `python -m ropegen.torch` would then break with every
+torch release.
+"""
+import json
+import os
+import threading
+
+import torch
+from torch.utils.dlpack import to_dlpack as _to_dlpack
+
+from . import _ropegen, _spec_text, from_hf
+
+__all__ = ["Rope", "kernel"]
+
+_DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
+_LAYOUTS = ("bhsd", "bshd", "sbhd", "thd")
+
+_kernels = {}
+_kernels_lock = threading.Lock()
+
+
+def kernel(spec, dtype, layout, explicit_positions):
+    """The compiled kernel of spec text for a call's dtype (torch), layout and
+    way of passing positions; compiled once per combination (and cached on disk)."""
+    key = (spec, dtype, layout, explicit_positions)
+    found = _kernels.get(key)
+    if found is None:
+        _check_layout(layout)
+        if dtype not in _DTYPES:
+            raise ValueError(f"rope-gen kernels take float32, float16 or bfloat16 tensors, not {dtype}")
+        with _kernels_lock:
+            found = _kernels.get(key)
+            if found is None:
+                found = _ropegen.compile(spec, "<spec>", "host", _DTYPES[dtype], layout, explicit_positions)
+                _kernels[key] = found
+    return found
+
+
+def _check_layout(layout):
+    if layout not in _LAYOUTS:
+        raise ValueError(f"layout must be one of {', '.join(_LAYOUTS)}, not {layout!r}")
+
+
+def _dl(t):
+    """A DLPack capsule of t, or None. torch's C exporter, not __dlpack__: a
+    decode-sized call passes five tensors, and __dlpack__'s Python wrapper cost
+    1.8 us each (to_dlpack: 0.2 us; bench/torch_bench.py)."""
+    return None if t is None else _to_dlpack(t.detach() if t.requires_grad else t)
+
+
+def _run(spec, q, k, positions, layout, offset, cu_seqlens, freqs, out_q, out_k, backward=False, saved_q=None,
+         saved_k=None, d_freqs=None):
+    run = kernel(spec, q.dtype, layout, positions is not None)
+    run(_dl(q), _dl(k), _dl(positions), offset, None, _dl(out_q), _dl(out_k), _dl(cu_seqlens), backward, None,
+        _dl(freqs), _dl(saved_q), _dl(saved_k), _dl(d_freqs))
+
+
+def _new(t):
+    return torch.empty(t.shape, dtype=t.dtype, device=t.device)
+
+
+def _no_k(q):
+    return q.new_empty(0)
+
+
+# Schemas first (the contract), then the kernels behind them: real ones for the
+# devices, fake ones for tracing, autograd for the out-of-place rope.
+_lib = torch.library.Library("ropegen", "DEF")
+_lib.define("rope(str spec, Tensor q, Tensor? k, Tensor? positions, str layout, int offset, Tensor? cu_seqlens, "
+            "Tensor? freqs) -> (Tensor, Tensor)")
+_lib.define("rope_(str spec, Tensor(a!) q, Tensor(b!)? k, Tensor? positions, str layout, int offset, "
+            "Tensor? cu_seqlens, Tensor? freqs) -> ()")
+_lib.define("rope_backward(str spec, Tensor grad_q, Tensor? grad_k, Tensor? positions, str layout, int offset, "
+            "Tensor? cu_seqlens, Tensor? freqs, Tensor? saved_q, Tensor? saved_k) -> (Tensor, Tensor, Tensor)")
+_lib.define("rotary_embedding(Tensor positions, Tensor(a!) query, Tensor(b!)? key, int head_size, "
+            "Tensor cos_sin_cache, bool is_neox) -> ()")
+
+
+def _impl(name):
+    """Registers f as the op's kernel on every device (the library says which
+    devices it can run on)."""
+    def register(f):
+        for device in ("CPU", "CUDA"):
+            _lib.impl(name, f, device)
+        return f
+    return register
+
+
+@_impl("rope")
+def _rope(spec, q, k, positions, layout, offset, cu_seqlens, freqs):
+    out_q = _new(q)
+    out_k = _new(k) if k is not None else None
+    _run(spec, q, k, positions, layout, offset, cu_seqlens, freqs, out_q, out_k)
+    return out_q, (out_k if out_k is not None else _no_k(q))
+
+
+@torch.library.register_fake("ropegen::rope", lib=_lib)
+def _(spec, q, k, positions, layout, offset, cu_seqlens, freqs):
+    return _new(q), (_new(k) if k is not None else _no_k(q))
+
+
+@_impl("rope_")
+def _rope_(spec, q, k, positions, layout, offset, cu_seqlens, freqs):
+    _run(spec, q, k, positions, layout, offset, cu_seqlens, freqs, q, k)
+
+
+@torch.library.register_fake("ropegen::rope_", lib=_lib)
+def _(spec, q, k, positions, layout, offset, cu_seqlens, freqs):
+    return None
+
+
+@_impl("rope_backward")
+def _rope_backward(spec, grad_q, grad_k, positions, layout, offset, cu_seqlens, freqs, saved_q, saved_k):
+    dq = _new(grad_q)
+    dk = _new(grad_k) if grad_k is not None else None
+    d_freqs = torch.zeros_like(freqs) if saved_q is not None else None
+    _run(spec, grad_q, grad_k, positions, layout, offset, cu_seqlens, freqs, dq, dk, True, saved_q, saved_k, d_freqs)
+    return dq, (dk if dk is not None else _no_k(grad_q)), (d_freqs if d_freqs is not None else _no_k(grad_q))
+
+
+@torch.library.register_fake("ropegen::rope_backward", lib=_lib)
+def _(spec, grad_q, grad_k, positions, layout, offset, cu_seqlens, freqs, saved_q, saved_k):
+    d_freqs = torch.empty_like(freqs) if saved_q is not None else _no_k(grad_q)
+    return _new(grad_q), (_new(grad_k) if grad_k is not None else _no_k(grad_q)), d_freqs
+
+
+def _setup_context(ctx, inputs, output):
+    spec, q, k, positions, layout, offset, cu_seqlens, freqs = inputs
+    ctx.spec, ctx.layout, ctx.offset, ctx.with_k = spec, layout, offset, k is not None
+    # dL/d(freqs) needs the forward's inputs; dL/dq and dL/dk only the rotation.
+    ctx.freqs_grad = freqs is not None and freqs.requires_grad
+    saved = (q, k) if ctx.freqs_grad else (None, None)
+    ctx.save_for_backward(positions, cu_seqlens, freqs, *saved)
+
+
+def _dense_last(t):
+    """t, or a copy when its last dim is not dense (the kernels need stride 1
+    there): the gradient of a sum() arrives expanded, with stride 0."""
+    return t if t.stride(-1) == 1 else t.contiguous()
+
+
+def _backward(ctx, grad_q, grad_k):
+    positions, cu_seqlens, freqs, saved_q, saved_k = ctx.saved_tensors
+    dq, dk, d_freqs = torch.ops.ropegen.rope_backward(
+        ctx.spec, _dense_last(grad_q), _dense_last(grad_k) if ctx.with_k else None, positions, ctx.layout, ctx.offset, cu_seqlens, freqs,
+        saved_q, saved_k)
+    return (None, dq, dk if ctx.with_k else None, None, None, None, None, d_freqs if ctx.freqs_grad else None)
+
+
+torch.library.register_autograd("ropegen::rope", _backward, setup_context=_setup_context, lib=_lib)
+
+
+# vLLM's rotary_embedding: query [T, Hq * head_size] or [T, Hq, head_size], key
+# likewise (or None), rotated in place by the cos/sin rows of positions [T] (or
+# [B, S], flattened as the tokens are) in cos_sin_cache [max_pos, rot_dim]
+# = [cos | sin]; is_neox: half pairing, else interleaved. Only the first rot_dim
+# dims of each head rotate.
+def _vllm_spec(head_size, rot_dim, is_neox):
+    return json.dumps({"name": "vllm", "encoding": "rope", "head_dim": head_size, "rotary_dim": rot_dim,
+                       "pairing": "half" if is_neox else "interleaved", "frequency": {"scheme": "table"}})
+
+
+def _heads(t, tokens, head_size, name):
+    """t as [tokens, heads, head_size] (a view, strides kept)."""
+    if t.dim() == 3 and t.shape[0] == tokens:
+        if t.shape[2] != head_size:
+            raise ValueError(f"{name} is {list(t.shape)}: its last dim must be head_size ({head_size})")
+        return t
+    if t.dim() != 2 or t.shape[0] != tokens or t.shape[1] % head_size != 0:
+        raise ValueError(f"{name} is {list(t.shape)}: it must be [tokens ({tokens}), heads * head_size ({head_size})]"
+                         " or [tokens, heads, head_size]")
+    if t.stride(1) != 1:
+        raise ValueError(f"{name} must have a dense last dim (stride 1, not {t.stride(1)})")
+    return t.as_strided((tokens, t.shape[1] // head_size, head_size), (t.stride(0), head_size, 1), t.storage_offset())
+
+
+@_impl("rotary_embedding")
+def _rotary_embedding(positions, query, key, head_size, cos_sin_cache, is_neox):
+    tokens = positions.reshape(-1)
+    q = _heads(query, tokens.shape[0], head_size, "query")
+    k = _heads(key, tokens.shape[0], head_size, "key") if key is not None else None
+    spec = _vllm_spec(head_size, cos_sin_cache.shape[-1], is_neox)
+    run = kernel(spec, query.dtype, "thd", True)
+    run(_dl(q), _dl(k), _dl(tokens), 0, None, _dl(q), _dl(k), None, False, None, None, None, None, None,
+        cos_sin_cache=_dl(cos_sin_cache))
+
+
+@torch.library.register_fake("ropegen::rotary_embedding", lib=_lib)
+def _(positions, query, key, head_size, cos_sin_cache, is_neox):
+    return None
+
+
+def _spec_of(spec):
+    """Spec text from a path, YAML text, dict or Hugging Face config. An HF
+    config's spec leaves dtype, layout and positions to the call (from_hf
+    writes every key; these three are the tensors')."""
+    if hasattr(spec, "to_dict") and hasattr(spec, "model_type"):  # transformers' PretrainedConfig
+        spec = from_hf(spec.to_dict())
+        return "".join(line for line in spec.splitlines(keepends=True)
+                       if not line.startswith(("dtype:", "layout:", "positions:")))
+    text, _ = _spec_text(spec)
+    return text
+
+
+class Rope(torch.nn.Module):
+    """A rope spec as a module: forward(q, k=None, position_ids=None, *, layout="bhsd",
+    offset=0, cu_seqlens=None) -> (q_rot, k_rot), differentiable in q, k and (for
+    `scheme: runtime`) the trainable `freqs` parameter.
+
+    spec: a path, YAML text, dict, or a Hugging Face config (through from_hf).
+    Layouts: "bhsd" (HF's [B, H, S, D]), "bshd", "sbhd", "thd" (packed tokens
+    with cu_seqlens). position_ids: int32/int64 in the layout's token dims
+    ([B, S], [S, B] for sbhd, [T] for thd) or [S], with a trailing [n_axes] for
+    multi-axis specs; absent: positions offset, offset + 1, ... A spec that leaves
+    out dtype or layout takes the tensors'; one that fixes them refuses others.
+    """
+
+    def __init__(self, spec, freqs=None):
+        super().__init__()
+        self.spec = _spec_of(spec)
+        self._encoding = _ropegen.compile(self.spec, "<spec>", "host").encoding
+        if self._encoding != "rope":
+            raise ValueError(f"Rope needs a rope spec, not {self._encoding}")
+        # scheme: runtime: the inverse frequencies, trainable.
+        self.freqs = torch.nn.Parameter(torch.as_tensor(freqs, dtype=torch.float32)) if freqs is not None else None
+
+    def forward(self, q, k=None, position_ids=None, *, layout="bhsd", offset=0, cu_seqlens=None):
+        out_q, out_k = torch.ops.ropegen.rope(self.spec, q, k, position_ids, layout, offset, cu_seqlens, self.freqs)
+        return out_q, (out_k if k is not None else None)
+
+    def forward_(self, q, k=None, position_ids=None, *, layout="bhsd", offset=0, cu_seqlens=None):
+        """In place: q (and k) rotated where they are; returns them. Under autograd
+        (an input or freqs that needs a gradient) the rotation is computed out of
+        place and copied back, so the graph stays correct."""
+        tracked = torch.is_grad_enabled() and (q.requires_grad or (k is not None and k.requires_grad) or
+                                              (self.freqs is not None and self.freqs.requires_grad))
+        if tracked:
+            out_q, out_k = self.forward(q, k, position_ids, layout=layout, offset=offset, cu_seqlens=cu_seqlens)
+            q.copy_(out_q)
+            if k is not None:
+                k.copy_(out_k)
+        else:
+            torch.ops.ropegen.rope_(self.spec, q, k, position_ids, layout, offset, cu_seqlens, self.freqs)
+        return q, k
+
+    def extra_repr(self):
+        return self.spec.splitlines()[0] if self.spec else ""
