@@ -61,6 +61,7 @@ import torch
 import yaml
 
 import ropegen
+from . import torch as rt
 
 __all__ = ["patch", "unpatch", "is_patched"]
 
@@ -73,58 +74,11 @@ _lock = threading.RLock()
 
 # --- the kernel ----------------------------------------------------------------------------
 
-_TORCH_DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
-
-
-class _KernelFunction(torch.autograd.Function):
-    """q (and k) rotated by a compiled kernel; backward rotates the gradients back."""
-
-    @staticmethod
-    def forward(ctx, kernel, position_ids, q, k):
-        ctx.kernel, ctx.has_k = kernel, k is not None
-        ctx.save_for_backward(position_ids)
-        if k is None:
-            return kernel(q, positions=position_ids)
-        return kernel(q, k, positions=position_ids)
-
-    @staticmethod
-    def backward(ctx, grad_q, grad_k=None):
-        (position_ids,) = ctx.saved_tensors
-        kernel = ctx.kernel
-        dq = kernel.backward(grad_q.contiguous(), positions=position_ids) if grad_q is not None else None
-        dk = None
-        if ctx.has_k and grad_k is not None:
-            dk = kernel.backward(grad_k.contiguous(), positions=position_ids)
-        return None, None, dq, dk
-
-
-class _KernelRope:
-    """rope(q, k, position_ids, layout) -> (q_rot, k_rot), differentiable in q and k: the interface
-    of ropegen.torch.Rope, on the compiled kernels of `ropegen.compile` (one per layout and dtype)."""
-
-    def __init__(self, spec):
-        self._spec = dict(spec)
-        self._kernels = {}
-
-    def _kernel(self, layout, dtype):
-        key = (layout, dtype)
-        kernel = self._kernels.get(key)
-        if kernel is None:
-            if dtype not in _TORCH_DTYPES:
-                raise ValueError(f"ropegen.hf: rope-gen kernels take float32, float16 or bfloat16 q/k, not {dtype}")
-            kernel = ropegen.compile(dict(self._spec, layout=layout, dtype=_TORCH_DTYPES[dtype]))
-            self._kernels[key] = kernel
-        return kernel
-
-    def __call__(self, q, k, position_ids, layout="bhsd"):
-        kernel = self._kernel(layout, q.dtype)
-        if k is None:
-            return _KernelFunction.apply(kernel, position_ids, q, None), None
-        return _KernelFunction.apply(kernel, position_ids, q, k)
-
-
 def _make_rope(spec):
-    return _KernelRope(spec)
+    """A ropegen.torch.Rope of the spec with explicit positions (M-RoPE axes need it said), its
+    dtype and layout left to each call's tensors."""
+    spec = {key: value for key, value in spec.items() if key not in ("dtype", "layout")}
+    return rt.Rope(dict(spec, positions="explicit"))
 
 
 class _RopeSpec:
@@ -134,7 +88,6 @@ class _RopeSpec:
 
     def __init__(self, spec_text, where):
         spec = yaml.safe_load(spec_text)
-        spec["positions"] = "explicit"
         self.spec, self.where = spec, where
         self.rotary_dim = int(spec["rotary_dim"])
         self.n_axes = len(spec.get("axes", {}).get("sections", ())) or None
