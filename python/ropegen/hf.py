@@ -46,8 +46,9 @@ Covered: the model's text RoPE. Vision towers (Qwen2-VL's `...VisionRotaryEmbedd
 `apply_rotary_pos_emb_vision`) are left on HF's path. Refused: a model without RoPE, a rotary
 module whose forward is not (x, position_ids[, layer_type]), an attention that applies RoPE
 through another function (e.g. DeepSeek-V2 / Llama-4's complex `apply_rotary_emb(xq, xk,
-freqs_cis)`), and a spec that does not reproduce HF's rotation. Not tried under torch.compile
-(the tag is a Python attribute on a tensor). q/k in float32, float16 or bfloat16.
+freqs_cis)`), and a spec that does not reproduce HF's rotation. q/k in float32, float16 or
+bfloat16. torch.compile (after patch) traces it in one graph: dynamo follows the tag, a Python
+object, at trace time into ropegen.torch's op, and the ids stay graph inputs.
 """
 import contextvars
 import copy

@@ -238,3 +238,18 @@ def test_refuses_a_rotary_module_that_disagrees_with_its_config():
                                          r".*modeling_qwen2.apply_rotary_pos_emb: max \|diff\|"):
         hf.patch(model)
     assert not hf.is_patched(model) and "forward" not in rotary.__dict__
+
+
+def test_torch_compile_traces_a_patched_model_in_one_graph():
+    """The tag is a trace-time Python object: dynamo follows it into ropegen.torch's op
+    (fullgraph: no break), and the ids stay graph inputs (other positions, same graph)."""
+    model = hf.patch(build("llama"))
+    try:
+        compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
+        for shift in (0, 30):
+            kwargs = inputs("llama", 12)
+            kwargs["position_ids"] = (torch.arange(12) + shift)[None].expand(2, 12)
+            eager = model(**kwargs).logits
+            assert max_diff(compiled(**kwargs).logits, eager) <= 1e-6
+    finally:
+        hf.unpatch(model)
