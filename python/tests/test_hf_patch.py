@@ -94,7 +94,7 @@ def run(model, kwargs):
 
 
 def max_diff(a, b):
-    return float((a.double() - b.double()).abs().max())
+    return float((a.detach().double() - b.detach().double()).abs().max())
 
 
 def grad_diff(a, b):
