@@ -277,7 +277,8 @@ class _Specs:
             try:
                 text = ropegen.from_hf(config.to_dict(), layer_type=layer_type)
             except ValueError as e:
-                raise ValueError(f"ropegen.hf.patch: {where}: rope-gen cannot make a spec from its config: {e}") from None
+                raise ValueError(f"ropegen.hf.patch: {where}: rope-gen cannot make a spec from its config: "
+                                 f"{e}") from None
             self._specs[key] = _RopeSpec(text, where)
         return self._specs[key]
 
@@ -287,8 +288,9 @@ def _rotary_specs(rotary, name, specs):
     cls = type(rotary)
     params = _parameters(_forward_function(cls))
     if params not in (["self", "x", "position_ids"], ["self", "x", "position_ids", "layer_type"]):
-        raise ValueError(f"ropegen.hf.patch: {name} ({cls.__name__}): its forward takes ({', '.join(params or ['?'])}); "
-                         "only forward(x, position_ids[, layer_type]) returning (cos, sin) is supported")
+        takes = ", ".join(params or ["?"])
+        raise ValueError(f"ropegen.hf.patch: {name} ({cls.__name__}): its forward takes ({takes}); only "
+                         "forward(x, position_ids[, layer_type]) returning (cos, sin) is supported")
     config = rotary.config
     where = f"{name} ({cls.__name__}, model_type {config.model_type}"
     if "layer_type" not in params:
