@@ -1,0 +1,530 @@
+"""Run a Hugging Face transformers model's RoPE through rope-gen kernels, per model instance.
+
+    import ropegen.hf
+    model = ropegen.hf.patch(model)    # in place; returns the model
+    ropegen.hf.unpatch(model)          # exactly as before (bit-identical outputs)
+
+Where transformers applies RoPE: the model-level rotary module (`LlamaRotaryEmbedding`, ...)
+turns position_ids into (cos, sin) once per forward; every attention layer then calls its
+modeling file's `apply_rotary_pos_emb(q, k, cos, sin)` (DeepSeek-V3: `..._interleave`). GPT-J
+has no rotary module: its attention takes position_ids itself and calls
+`apply_rotary_pos_emb(tensor, sin, cos)` once for k and once for q. A rope-gen kernel wants
+the position ids, not cos/sin: it computes its own angles, with the spec's exact scaling.
+
+Mechanism (how the position ids reach the kernel):
+- The rotary module's instance `forward` is wrapped: it returns HF's own (cos, sin), unchanged
+  (anything else that reads them still works), and tags cos with an attribute naming the
+  position ids of this call and the rope-gen spec of this rotary module (and layer type:
+  Gemma-3 calls the module once per layer type). Qwen2-VL's [3, B, S] M-RoPE ids are kept as
+  they are and moved to [B, S, 3] for the kernel.
+- The apply function the attention forward calls is looked up in that forward's module
+  globals, so it is replaced there by a dispatcher: cos tagged -> the rope-gen kernel; cos
+  untagged -> the function that was there before. Only a patched model's rotary module tags
+  its cos, so another model of the same class in the same process keeps HF's path even while
+  the dispatcher is installed. The dispatcher is reference-counted per modeling module and
+  the previous function is put back when the last patched model using it is unpatched.
+- GPT-J: its attention instances' `forward` is wrapped to set a context variable with the
+  call's position_ids, which the dispatcher for GPT-J's apply function reads.
+- Before changing anything, patch() checks every (rotary module, layer type, apply function)
+  pair it is going to route: HF's own apply function on HF's own cos/sin against the rope-gen
+  kernel, on random q/k at short positions and at positions up to max_position_embeddings - 1
+  (both LongRoPE lists). A family whose spec rope-gen cannot build, or whose RoPE the spec does
+  not reproduce, is refused with a ValueError naming the module and what differs.
+
+Why not transformers' hook: integrations/hub_kernels.py decorates the apply function with
+`use_kernel_forward_from_hub("rotary_pos_emb")` and the attention classes with
+`use_kernelized_func(apply_rotary_pos_emb)`. Both are no-ops unless the `kernels` package is
+installed; with it, `kernelize(model)` sets `forward` on the function's wrapper module to a kernel
+loaded from a Hub (or local) kernel repository, chosen by layer name, device and mode. That
+wrapper is one object per modeling file, the one the attention forward calls by its module-level
+name, so the swap reaches every model in the process; and the replacement must keep HF's
+signature (q, k, cos, sin, unsqueeze_dim), which carries no position ids, so an exact-angle
+kernel that computes its own cos/sin cannot be plugged in through it. The mechanism above
+replaces the same function, but dispatches per model and brings the ids along.
+
+Covered: the model's text RoPE. Vision towers (Qwen2-VL's `...VisionRotaryEmbedding` /
+`apply_rotary_pos_emb_vision`) are left on HF's path. Refused: a model without RoPE, a rotary
+module whose forward is not (x, position_ids[, layer_type]), an attention that applies RoPE
+through another function (e.g. DeepSeek-V2 / Llama-4's complex `apply_rotary_emb(xq, xk,
+freqs_cis)`), and a spec that does not reproduce HF's rotation. q/k in float32, float16 or
+bfloat16. torch.compile (after patch) traces it in one graph: dynamo follows the tag, a Python
+object, at trace time into ropegen.torch's op, and the ids stay graph inputs.
+"""
+import contextvars
+import copy
+import functools
+import inspect
+import re
+import threading
+import weakref
+
+import torch
+import yaml
+
+import ropegen
+from . import torch as rt
+
+__all__ = ["patch", "unpatch", "is_patched"]
+
+_TAG = "_ropegen_positions"  # attribute set on the cos a patched rotary module returns
+_LAYOUT_OF_UNSQUEEZE = {1: "bhsd", 2: "bshd"}  # HF's unsqueeze_dim for [B,S,D] cos -> q's layout
+_APPLY_NAMES = ("apply_rotary_pos_emb", "apply_rotary_pos_emb_interleave")
+_ROPE_FUNCTION = re.compile(r"^apply_\w*(rotary|rope)")
+_lock = threading.RLock()
+
+
+# --- the kernel ----------------------------------------------------------------------------
+
+def _make_rope(spec):
+    """A ropegen.torch.Rope of the spec with explicit positions (M-RoPE axes need it said), its
+    dtype and layout left to each call's tensors."""
+    spec = {key: value for key, value in spec.items() if key not in ("dtype", "layout")}
+    return rt.Rope(dict(spec, positions="explicit"))
+
+
+class _RopeSpec:
+    """One rotary source (a rotary module, per layer type): its rope-gen spec, and a kernel per
+    head width that HF's apply function is given (it rotates the first rotary_dim dims of what
+    it gets: all of q, DeepSeek-V3's rope part, or GPT-NeoX's q with rotary_dim < head_dim)."""
+
+    def __init__(self, spec_text, where):
+        spec = yaml.safe_load(spec_text)
+        self.spec, self.where = spec, where
+        self.rotary_dim = int(spec["rotary_dim"])
+        self.n_axes = len(spec.get("axes", {}).get("sections", ())) or None
+        self.mismatch = {}  # apply function -> why its rotation differs from the spec's (not called then)
+        self._ropes = {}
+
+    def rope(self, width):
+        rope = self._ropes.get(width)
+        if rope is None:
+            if width < self.rotary_dim:
+                raise ValueError(f"ropegen.hf: {self.where}: q/k of {width} dims are narrower than the spec's "
+                                 f"rotary_dim {self.rotary_dim}")
+            rope = _make_rope(dict(self.spec, head_dim=width, rotary_offset=0))
+            self._ropes[width] = rope
+        return rope
+
+    def kernel_ids(self, position_ids, batch):
+        """HF's ids as the kernel takes them: [B, S], or [B, S, n_axes] (HF's M-RoPE ids are [3, B, S])."""
+        ids = position_ids
+        if self.n_axes:
+            ids = ids.unsqueeze(-1) if ids.dim() == 2 else ids.movedim(0, -1)
+            ids = ids.expand(*ids.shape[:-1], self.n_axes)
+        if ids.shape[0] != batch:
+            ids = ids.expand(batch, *ids.shape[1:])
+        return ids.contiguous()
+
+
+class _Positions:
+    """What a patched rotary module attaches to its cos: the call's position ids and spec."""
+
+    def __init__(self, rope_spec, position_ids):
+        self.rope_spec, self.position_ids = rope_spec, position_ids
+        self._ids = {}
+
+    def rotate(self, q, k, cos_dims, layout, via=None):
+        spec = self.rope_spec
+        if via in spec.mismatch:
+            raise ValueError(spec.mismatch[via])
+        if cos_dims != spec.rotary_dim:
+            raise ValueError(f"ropegen.hf: {spec.where}: HF's cos/sin rotate {cos_dims} dims but the rope-gen spec "
+                             f"has rotary_dim {spec.rotary_dim}")
+        batch = q.shape[0]  # bhsd or bshd
+        ids = self._ids.get(batch)
+        if ids is None:
+            ids = self._ids[batch] = spec.kernel_ids(self.position_ids, batch)
+        return spec.rope(q.shape[-1])(q, k, ids, layout=layout)
+
+
+# --- dispatchers that replace the apply functions ------------------------------------------
+
+def _unsqueeze_dim(signature, q, k, cos, sin, args, kwargs):
+    if not args and not kwargs:
+        return 1
+    bound = signature.bind(q, k, cos, sin, *args, **kwargs)
+    bound.apply_defaults()
+    return bound.arguments.get("unsqueeze_dim", 1)
+
+
+def _qk_dispatcher(previous, via):
+    """For apply_rotary_pos_emb(q, k, cos, sin, [position_ids,] unsqueeze_dim=1)."""
+    signature = inspect.signature(previous)
+
+    def apply_rotary_pos_emb(q, k, cos, sin, *args, **kwargs):
+        positions = getattr(cos, _TAG, None)
+        if positions is None:
+            return previous(q, k, cos, sin, *args, **kwargs)
+        unsqueeze_dim = _unsqueeze_dim(signature, q, k, cos, sin, args, kwargs)
+        layout = _LAYOUT_OF_UNSQUEEZE.get(unsqueeze_dim)
+        if layout is None or q.dim() != 4:
+            raise ValueError(f"ropegen.hf: {positions.rope_spec.where}: q of shape {tuple(q.shape)} with "
+                             f"unsqueeze_dim={unsqueeze_dim} is neither [B, H, S, D] nor [B, S, H, D]")
+        return positions.rotate(q, k, cos.shape[-1], layout, via)
+
+    return functools.wraps(previous, updated=())(apply_rotary_pos_emb)
+
+
+_GPTJ_POSITIONS = contextvars.ContextVar("ropegen_gptj_positions", default=None)
+
+
+def _gptj_dispatcher(previous, via):
+    """For GPT-J's apply_rotary_pos_emb(tensor, sin, cos), tensor [B, S, H, rotary_dim]."""
+
+    def apply_rotary_pos_emb(tensor, sin, cos):
+        positions = _GPTJ_POSITIONS.get()
+        if positions is None:
+            return previous(tensor, sin, cos)
+        return positions.rotate(tensor, None, 2 * cos.shape[-1], "bshd", via)[0]
+
+    return functools.wraps(previous, updated=())(apply_rotary_pos_emb)
+
+
+def _parameters(fn):
+    fn = fn.forward if isinstance(fn, torch.nn.Module) else fn
+    try:
+        return list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return None
+
+
+def _apply_kind(fn):
+    """'qk' (q, k, cos, sin, ...), 'gptj' (tensor, sin, cos), or None (not a form this module knows)."""
+    params = _parameters(fn)
+    if params is None:
+        return None
+    if params[:4] == ["q", "k", "cos", "sin"] and set(params[4:]) <= {"position_ids", "unsqueeze_dim"}:
+        return "qk"
+    if params == ["tensor", "sin", "cos"]:
+        return "gptj"
+    return None
+
+
+_DISPATCHERS = {"qk": _qk_dispatcher, "gptj": _gptj_dispatcher}
+
+
+class _Swap:
+    """A dispatcher installed in a modeling module's globals, shared by the patched models using it."""
+
+    def __init__(self, module_globals, name, kind, users=0):
+        self.globals, self.name = module_globals, name
+        self.previous = module_globals[name]
+        self.dispatcher = _DISPATCHERS[kind](self.previous, _qualified(module_globals, name))
+        self.users = users
+
+
+_swaps = {}  # (id(module globals), name) -> _Swap
+
+
+def _acquire(module_globals, name, kind):
+    key = (id(module_globals), name)
+    swap = _swaps.get(key)
+    if swap is not None and module_globals.get(name) is not swap.dispatcher:
+        # replaced behind our back (by another patcher, or put back): wrap what is there now
+        swap = _Swap(module_globals, name, kind, users=swap.users)
+        _swaps[key] = swap
+        module_globals[name] = swap.dispatcher
+    if swap is None:
+        swap = _swaps[key] = _Swap(module_globals, name, kind)
+        module_globals[name] = swap.dispatcher
+    swap.users += 1
+    return key
+
+
+def _release(key):
+    swap = _swaps[key]
+    swap.users -= 1
+    if swap.users == 0:
+        del _swaps[key]
+        if swap.globals.get(swap.name) is swap.dispatcher:
+            swap.globals[swap.name] = swap.previous
+        # else someone replaced it after us; ours passes untagged calls through, so leave theirs
+
+
+# --- finding what to patch -----------------------------------------------------------------
+
+def _qualified(module_globals, name):
+    return f"{module_globals.get('__name__', '?')}.{name}"
+
+
+def _is_vision(module):
+    return "Vision" in type(module).__name__
+
+
+def _forward_function(cls):
+    return inspect.unwrap(cls.forward)
+
+
+def _rope_functions_called(cls):
+    """{name: function} of the module-level RoPE functions the class's forward calls."""
+    forward = _forward_function(cls)
+    code, module_globals = getattr(forward, "__code__", None), getattr(forward, "__globals__", {})
+    if code is None:
+        return {}, module_globals
+    names = {name for name in code.co_names if _ROPE_FUNCTION.match(name) and callable(module_globals.get(name))}
+    return {name: module_globals[name] for name in names}, module_globals
+
+
+class _Specs:
+    """The _RopeSpec of each (config, layer type), made once per patch."""
+
+    def __init__(self):
+        self._specs = {}
+
+    def get(self, config, layer_type, where):
+        key = (id(config), layer_type)
+        if key not in self._specs:
+            try:
+                text = ropegen.from_hf(config.to_dict(), layer_type=layer_type)
+            except ValueError as e:
+                raise ValueError(f"ropegen.hf.patch: {where}: rope-gen cannot make a spec from its config: "
+                                 f"{e}") from None
+            self._specs[key] = _RopeSpec(text, where)
+        return self._specs[key]
+
+
+def _rotary_specs(rotary, name, specs):
+    """{layer_type or None: _RopeSpec} for one rotary module."""
+    cls = type(rotary)
+    params = _parameters(_forward_function(cls))
+    if params not in (["self", "x", "position_ids"], ["self", "x", "position_ids", "layer_type"]):
+        takes = ", ".join(params or ["?"])
+        raise ValueError(f"ropegen.hf.patch: {name} ({cls.__name__}): its forward takes ({takes}); only "
+                         "forward(x, position_ids[, layer_type]) returning (cos, sin) is supported")
+    config = rotary.config
+    where = f"{name} ({cls.__name__}, model_type {config.model_type}"
+    if "layer_type" not in params:
+        return {None: specs.get(config, None, where + ")")}
+    rope_types = getattr(rotary, "rope_type", None)
+    layer_types = rope_types if isinstance(rope_types, dict) else getattr(rotary, "layer_types", ())
+    return {t: specs.get(config, t, f"{where}, layer_type {t})") for t in sorted(layer_types)}
+
+
+# --- checking a spec against HF's own rotation before routing anything ---------------------
+
+def _test_positions(config, n_axes):
+    """Two calls' ids, [1, S] (or [3, 1, S]): short, and reaching max_position_embeddings - 1."""
+    top = int(getattr(config, "max_position_embeddings", 4096) or 4096)
+    short = torch.arange(8)
+    long = torch.unique(torch.cat([torch.arange(8), torch.tensor([top // 3, top // 2, top - 2, top - 1])]))
+    out = []
+    for ids in (short, long):
+        if n_axes:  # differing axes, as an image's tokens have (t, h, w)
+            ids = torch.stack([ids, ids // 2, torch.flip(ids, [0])])[:, None, :]
+        else:
+            ids = ids[None, :]
+        out.append(ids)
+    return out
+
+
+def _difference(expected, got, max_position):
+    """None, or what differs beyond HF float32 RoPE's own error (~2^-24 * position per unit of |q|)."""
+    scale = max(1.0, float(expected.abs().max()))
+    tol = (2e-5 + 3e-7 * max_position) * scale
+    diff = float((got - expected).abs().max())
+    if diff <= tol:
+        return None
+    return f"max |diff| {diff:.3g} > {tol:.3g} at positions up to {max_position}"
+
+
+def _float32_copy(rotary):
+    """A copy to call: the module itself, or, where model.to(bf16/f16) has rounded its inv_freq
+    buffers (HF's own rotation is then off by up to 2^-9 * angle), a new one from its config."""
+    buffers = [b for b in rotary.buffers() if b.is_floating_point()]
+    if all(b.dtype in (torch.float32, torch.float64) for b in buffers):
+        return copy.deepcopy(rotary)
+    try:
+        return type(rotary)(rotary.config)
+    except Exception:  # noqa: BLE001 - a constructor that wants more than the config
+        return copy.deepcopy(rotary).float()
+
+
+def _compare_rotary(rotary, layer_type, rope_spec, fn):
+    """None when the spec reproduces `fn` on `rotary`'s cos/sin, else what differs."""
+    rotary = _float32_copy(rotary)  # the call may update a dynamic / LongRoPE module's state
+    gen = torch.Generator().manual_seed(0)
+    x = torch.zeros(1, dtype=torch.float32)
+    tested = False
+    for ids in _test_positions(rotary.config, rope_spec.n_axes):
+        with torch.no_grad():
+            cos, sin = rotary(x, ids) if layer_type is None else rotary(x, ids, layer_type)
+        positions = _Positions(rope_spec, ids)
+        seq, width = ids.shape[-1], cos.shape[-1]
+        for w in sorted({width, int(rope_spec.spec["head_dim"])}):
+            q = torch.randn(1, 2, seq, w, generator=gen)
+            k = torch.randn(1, 1, seq, w, generator=gen)
+            try:
+                expected = fn(q, k, cos, sin)
+            except RuntimeError as e:
+                if w == width:
+                    return f"it fails on HF's own cos/sin: {e}"
+                continue  # this apply function only takes the rotary part (DeepSeek-V3)
+            with torch.no_grad():
+                got = positions.rotate(q, k, width, "bhsd")
+            for e, g in zip(expected, got):
+                why = _difference(e, g, int(ids.max()))
+                if why:
+                    return why
+            tested = True
+    return None if tested else "nothing was compared"
+
+
+def _compare_gptj(attention, rope_spec, fn, module_globals):
+    table = attention.embed_positions
+    if table.dtype != torch.float32 and "create_sinusoidal_positions" in module_globals:  # rounded by .to(bf16)
+        table = module_globals["create_sinusoidal_positions"](attention.max_positions, attention.pos_embd_dim)
+    gen = torch.Generator().manual_seed(0)
+    for ids in _test_positions(attention.config, None):
+        sincos = table[ids].float()
+        sin, cos = torch.split(sincos, sincos.shape[-1] // 2, dim=-1)
+        tensor = torch.randn(1, ids.shape[-1], 2, 2 * cos.shape[-1], generator=gen)
+        with torch.no_grad():
+            got = _Positions(rope_spec, ids).rotate(tensor, None, 2 * cos.shape[-1], "bshd")[0]
+        why = _difference(fn(tensor, sin, cos), got, int(ids.max()))
+        if why:
+            return why
+    return None
+
+
+# --- patch / unpatch -----------------------------------------------------------------------
+
+class _Patch:
+    def __init__(self):
+        self.forwards = []  # (module, the instance `forward` it had or None)
+        self.swaps = []     # keys of _swaps this model holds
+
+
+_patched = weakref.WeakKeyDictionary()  # model -> _Patch
+
+
+def _tagging_forward(original, specs):
+    def forward(x, position_ids, *args, **kwargs):
+        out = original(x, position_ids, *args, **kwargs)
+        layer_type = args[0] if args else kwargs.get("layer_type")
+        rope_spec = specs.get(layer_type)
+        if rope_spec is not None and position_ids is not None and isinstance(out, tuple) and len(out) == 2:
+            setattr(out[0], _TAG, _Positions(rope_spec, position_ids))
+        return out
+
+    return forward
+
+
+def _gptj_forward(original, rope_spec):
+    signature = inspect.signature(original)
+
+    def forward(*args, **kwargs):
+        position_ids = signature.bind_partial(*args, **kwargs).arguments.get("position_ids")
+        token = _GPTJ_POSITIONS.set(None if position_ids is None else _Positions(rope_spec, position_ids))
+        try:
+            return original(*args, **kwargs)
+        finally:
+            _GPTJ_POSITIONS.reset(token)
+
+    return forward
+
+
+def _signature_text(fn):
+    params = _parameters(fn)
+    return f"({', '.join(params)})" if params is not None else ""
+
+
+def _plan(model):
+    """What patch() will change, checked: ([(rotary module, {layer_type: spec})], [(GPT-J attention,
+    spec)], [(module globals, apply function name, kind)]). Changes nothing."""
+    specs = _Specs()
+    rotaries, gptj, swaps, unknown = [], [], {}, {}
+    for name, module in model.named_modules():
+        cls = type(module)
+        if _is_vision(module):
+            continue
+        if cls.__name__.endswith("RotaryEmbedding"):
+            rotaries.append((module, _rotary_specs(module, name or "model", specs)))
+            continue
+        functions, module_globals = _rope_functions_called(cls)
+        for fn_name, fn in functions.items():
+            kind = _apply_kind(fn) if fn_name in _APPLY_NAMES else None
+            if kind is None:
+                unknown.setdefault(f"{cls.__name__} calls {fn_name}{_signature_text(fn)}", name)
+                continue
+            swaps[(id(module_globals), fn_name)] = (module_globals, fn_name, kind)
+            if kind == "gptj":
+                where = f"{name} ({cls.__name__}, model_type {module.config.model_type})"
+                gptj.append((module, specs.get(module.config, None, where)))
+    if unknown:
+        raise ValueError("ropegen.hf.patch: unsupported RoPE application: "
+                         + "; ".join(f"{what} (in {name})" for what, name in sorted(unknown.items()))
+                         + ". Supported: apply_rotary_pos_emb(q, k, cos, sin[, unsqueeze_dim]) fed by a "
+                         "...RotaryEmbedding module, DeepSeek-V3's apply_rotary_pos_emb_interleave, and GPT-J's "
+                         "apply_rotary_pos_emb(tensor, sin, cos)")
+    qk_swaps = [s for s in swaps.values() if s[2] == "qk"]
+    if not qk_swaps and not gptj:
+        raise ValueError(f"ropegen.hf.patch: {type(model).__name__} has no rotary position embedding that "
+                         "ropegen.hf can route (no attention calls apply_rotary_pos_emb)")
+    if qk_swaps and not rotaries:
+        raise ValueError(f"ropegen.hf.patch: {type(model).__name__}: attention calls apply_rotary_pos_emb but "
+                         "no ...RotaryEmbedding module makes its cos/sin")
+    # HF's own rotation against the spec's, per apply function the attentions may call; a function
+    # that differs (DeepSeek-V3's forward names both the half and the interleaved one) is recorded
+    # and raises if it is ever called with this spec; none agreeing refuses the model.
+    for module, layer_specs in rotaries:
+        for layer_type, rope_spec in layer_specs.items():
+            for module_globals, fn_name, _ in qk_swaps:
+                via = _qualified(module_globals, fn_name)
+                why = _compare_rotary(module, layer_type, rope_spec, module_globals[fn_name])
+                if why:
+                    rope_spec.mismatch[via] = (f"ropegen.hf: {rope_spec.where}: rope-gen's spec does not reproduce "
+                                               f"{via}: {why}")
+            if len(rope_spec.mismatch) == len(qk_swaps):
+                raise ValueError("ropegen.hf.patch: refusing to patch: " + "; ".join(rope_spec.mismatch.values()))
+    for module, rope_spec in gptj:
+        module_globals = _forward_function(type(module)).__globals__
+        via = _qualified(module_globals, "apply_rotary_pos_emb")
+        why = _compare_gptj(module, rope_spec, module_globals["apply_rotary_pos_emb"], module_globals)
+        if why:
+            raise ValueError(f"ropegen.hf.patch: refusing to patch: {rope_spec.where}: rope-gen's spec does not "
+                             f"reproduce {via}: {why}")
+    return rotaries, gptj, list(swaps.values())
+
+
+def _set_forward(record, module, forward):
+    record.forwards.append((module, module.__dict__.get("forward")))
+    module.forward = forward
+
+
+def patch(model):
+    """Route `model`'s RoPE through rope-gen kernels made from its config (see the module
+    docstring); returns the model. Raises ValueError, changing nothing, for what it cannot route."""
+    with _lock:
+        if model in _patched:
+            raise ValueError(f"ropegen.hf.patch: this {type(model).__name__} is already patched")
+        rotaries, gptj, swaps = _plan(model)
+        record = _Patch()
+        for module_globals, name, kind in swaps:
+            record.swaps.append(_acquire(module_globals, name, kind))
+        for module, layer_specs in rotaries:
+            _set_forward(record, module, _tagging_forward(module.forward, layer_specs))
+        for module, rope_spec in gptj:
+            _set_forward(record, module, _gptj_forward(module.forward, rope_spec))
+        _patched[model] = record
+    return model
+
+
+def unpatch(model):
+    """Undo patch(model): its modules' forwards and the apply functions are as they were."""
+    with _lock:
+        record = _patched.pop(model, None)
+        if record is None:
+            raise ValueError(f"ropegen.hf.unpatch: this {type(model).__name__} is not patched")
+        for module, previous in reversed(record.forwards):
+            if previous is None:
+                del module.forward
+            else:
+                module.forward = previous
+        for key in record.swaps:
+            _release(key)
+    return model
+
+
+def is_patched(model):
+    """Whether patch(model) is in effect."""
+    return model in _patched
