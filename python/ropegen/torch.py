@@ -249,7 +249,8 @@ class Rope(torch.nn.Module):
     def __init__(self, spec, freqs=None):
         super().__init__()
         self.spec = _spec_of(spec)
-        compiled = _ropegen.compile(self.spec, "<spec>", "host")
+        # Checked as a call with ids would see it (multi-axis specs need explicit ids).
+        compiled = _ropegen.compile(self.spec, "<spec>", "host", None, None, True)
         if compiled.encoding != "rope":
             raise ValueError(f"Rope needs a rope spec, not {compiled.encoding}")
         # A spec that reads pairs one way and writes them another (DeepSeek's
