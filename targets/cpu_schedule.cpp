@@ -96,7 +96,7 @@ void schedule_pass_through_cpu(lowering::PassThroughCopy& c, const RopeSpec& spe
 // [4, 4096] unchanged within noise.
 void schedule_rope_cpu(lowering::RopeAlgorithm& a, const RopeSpec& spec, const Target& target) {
   const int lanes = vector_lanes(target);
-  a.inv_freq.compute_root();
+  if (a.inv_freq.defined()) a.inv_freq.compute_root();  // undefined: cos/sin read from a cache (scheme table)
   if (a.quarter_turns.defined()) a.quarter_turns.compute_root();
   const Var tile = schedule_tensor(a, a.q, spec, target);
   if (a.variant.with_k) {
@@ -109,9 +109,10 @@ void schedule_rope_cpu(lowering::RopeAlgorithm& a, const RopeSpec& spec, const T
     schedule_tensor(a, a.k, spec, target);
     a.k.output.compute_with(a.q.output, tile);
   }
-  // cos/sin once per token of the tile, shared by every head.
+  // cos/sin once per token of the tile, shared by every head (computed, or
+  // gathered from the cache's rows: scheme table).
   a.cos_sin.compute_at(a.q.output, tile).vectorize(a.r, lanes, TailStrategy::GuardWithIf);
-  a.reduced.compute_at(a.cos_sin, a.r).vectorize(a.r);  // once for both sin and cos
+  if (a.reduced.defined()) a.reduced.compute_at(a.cos_sin, a.r).vectorize(a.r);  // once for both sin and cos
   if (a.xpos_scale.defined())
     a.xpos_scale.compute_at(a.q.output, tile).vectorize(a.r, lanes, TailStrategy::GuardWithIf);
 }
