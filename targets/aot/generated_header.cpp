@@ -66,7 +66,7 @@ const char* element(DType t) {
 // What each of ropegen_call's fields means for this spec.
 std::string call_doc(const RopeSpec& spec) {
   std::string out;
-  auto line = [&](const std::string& field, const std::string& text) { out += fmt::format(" *   {:<13}{}\n", field, text); };
+  auto line = [&](const std::string& field, const std::string& text) { out += fmt::format(" *   {:<12} {}\n", field, text); };
   const std::string dtype = element(spec.dtype);
   switch (spec.encoding) {
     case Encoding::Rope:
