@@ -326,6 +326,11 @@ std::vector<EncodingCase> sweep_cos_sin_cache() {
       c->request.offset = 30;
       if (packed) c->request.cu_seqlens = std::vector<int64_t>{0, 3, 7};
     }
+  // cos/sin of a token past 16 KiB: per thread, in registers, on GPUs.
+  {
+    runtime::HostTensor q = tensor({1, 3, 2, 8192}, DType::F32, seed++), k = tensor({1, 3, 1, 8192}, DType::F32, seed++);
+    add("name: c\nhead_dim: 8192\n", which++, std::move(q), std::move(k), 3);
+  }
   for (auto [d, r, off] : {std::tuple{2, 2, 0}, std::tuple{130, 34, 96}}) {
     const std::string dims = fmt::format("name: c\nhead_dim: {}\nrotary_dim: {}\nrotary_offset: {}\n", d, r, off);
     add(dims, which++, tensor({1, 1, 1, d}, DType::F32, seed++), std::nullopt, 1);
