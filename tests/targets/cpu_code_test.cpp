@@ -51,19 +51,22 @@ TEST(CpuCode, KComputedWithQSharesOneCosSin) {
   }
 }
 
-// Frequency scheme table: the same shape, the cos/sin stage gathering the
-// cache's rows instead of computing them (no angle reduction at all).
-TEST(CpuCode, CosSinCacheReadOnceForQAndK) {
+// Frequency scheme table: the same loops, no angle reduction at all; the
+// cache's rows read where they are used (1-D positions), or gathered once per
+// tile into the shared cos/sin stage (multi-axis: a row per pair).
+TEST(CpuCode, CosSinCacheReadInPlaceOrGatheredPerTile) {
   for (const char* dtype : {"bf16", "f32"}) {
-    SCOPED_TRACE(dtype);
-    const std::string stmt = llama3_stmt(dtype, "frequency: {scheme: table}\n");
-    EXPECT_TRUE(std::regex_search(stmt, std::regex("par_for_out_q[_0-9]*_s0_b_fused_bo_par_for_out_q[_0-9]*_s0_s_fused_so")))
-        << stmt;
-    EXPECT_EQ(stmt.find("par_for_out_k"), std::string::npos) << stmt;
-    EXPECT_EQ(produced(stmt, "cos_sin"), std::set<std::string>{"cos_sin"}) << stmt;
-    EXPECT_EQ(produced(stmt, "reduced"), std::set<std::string>{});
-    EXPECT_EQ(produced(stmt, "inv_freq"), std::set<std::string>{});
-    EXPECT_NE(stmt.find("cos_sin_cache["), std::string::npos) << stmt;
+    for (const char* axes : {"", "positions: explicit\naxes: {sections: [16, 24, 24]}\n"}) {
+      SCOPED_TRACE(std::string(dtype) + " " + axes);
+      const std::string stmt = llama3_stmt(dtype, std::string("frequency: {scheme: table}\n") + axes);
+      EXPECT_TRUE(std::regex_search(stmt, std::regex("par_for_out_q[_0-9]*_s0_b_fused_bo_par_for_out_q[_0-9]*_s0_s_fused_so")))
+          << stmt;
+      EXPECT_EQ(stmt.find("par_for_out_k"), std::string::npos) << stmt;
+      EXPECT_EQ(produced(stmt, "cos_sin"), *axes ? std::set<std::string>{"cos_sin"} : std::set<std::string>{}) << stmt;
+      EXPECT_EQ(produced(stmt, "reduced"), std::set<std::string>{});
+      EXPECT_EQ(produced(stmt, "inv_freq"), std::set<std::string>{});
+      EXPECT_NE(stmt.find("cos_sin_cache["), std::string::npos) << stmt;
+    }
   }
 }
 
