@@ -96,11 +96,11 @@ Expr inv_freq_expr(const RopeSpec& spec, RopeAlgorithm& a) {
 
 // Frequency scheme table: cos and sin of pair r read from the call's cache,
 // columns r and r + rotary_dim/2 of the row at the token's position (its
-// axis's, multi-axis): the stage the schedules place as they place the
-// computed cos/sin, so each is loaded once per token and pair and shared by
-// every head of q and k. The cache holds them as used (attention factor
-// included), and the rotation is the same float32 arithmetic as with
-// computed ones.
+// axis's, multi-axis). The schedules place this stage where they place the
+// computed cos/sin (once per token and pair, shared by every head of q and
+// k), or inline where a row is one dense load (targets/cpu_schedule.cpp).
+// The cache holds cos and sin as used (attention factor included), and the
+// rotation is the same float32 arithmetic as with computed ones.
 void define_cos_sin_from_cache(const RopeSpec& spec, RopeAlgorithm& a) {
   a.uses_cos_sin_cache = true;
   const ImageParam& cache = a.cos_sin_cache;
