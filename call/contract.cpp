@@ -30,6 +30,7 @@ ropegen_contract call_contract(const RopeSpec& spec) {
   c.explicit_positions = spec.positions == PositionsMode::Explicit && spec.encoding != Encoding::Alibi;
   c.position_axes = rope ? spec.axes.count() : 0;
   c.runtime_frequencies = rope && spec.frequency.scheme == FrequencyScheme::Runtime;
+  c.table_frequencies = rope && spec.frequency.scheme == FrequencyScheme::Table;
   return c;
 }
 

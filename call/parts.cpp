@@ -23,7 +23,7 @@ RawBuffer make(void* host, ElementType type, int dims) {
   return b;
 }
 
-// A whole small buffer (cu_seqlens, table, frequencies): extents and
+// A whole small buffer (cu_seqlens, table, frequencies, cos/sin cache): extents and
 // strides fit 32 bits (prepare_call).
 RawBuffer whole(const View& v) {
   if (!v.defined()) return {};
@@ -128,6 +128,7 @@ PartViews part_views(const PreparedCall& c, const CallPart& p) {
   v.saved_q = part_buffer(c.saved_q, p), v.saved_k = part_buffer(c.saved_k, p);
   v.positions = part_buffer(c.positions, p);
   v.cu_seqlens = whole(c.cu_seqlens), v.table = whole(c.table), v.freqs = whole(c.freqs), v.d_freqs = whole(c.d_freqs);
+  v.cos_sin_cache = whole(c.cos_sin_cache);
   v.offset = c.offset, v.seq_len = c.seq_len;
   return v;
 }
@@ -171,6 +172,7 @@ BoundPart bind_part(const ropegen_contract& kc, const KernelVariant& variant, co
   a.out_q = rope ? rotary_view(part.out_q, kc) : part.out_q;
   if (variant.with_k) a.k = part.k, a.out_k = rotary_view(part.out_k, kc);
   a.positions = part.positions, a.cu_seqlens = part.cu_seqlens, a.table = part.table, a.freqs = part.freqs;
+  a.cos_sin_cache = part.cos_sin_cache;
   a.saved_q = part.saved_q, a.saved_k = part.saved_k, a.d_freqs = part.d_freqs;
   a.offset = part.offset, a.seq_len = part.seq_len;
   auto copies = [&](const RawBuffer& in, const RawBuffer& out) {
@@ -194,6 +196,7 @@ std::optional<ArgumentSource> rope_argument(std::string_view name) {
   else if (name == "cu_seqlens") s.rope_buffer = &RopeArguments::cu_seqlens;
   else if (name == "table") s.rope_buffer = &RopeArguments::table;
   else if (name == "freqs") s.rope_buffer = &RopeArguments::freqs;
+  else if (name == "cos_sin_cache") s.rope_buffer = &RopeArguments::cos_sin_cache;
   else if (name == "saved_q") s.rope_buffer = &RopeArguments::saved_q;
   else if (name == "saved_k") s.rope_buffer = &RopeArguments::saved_k;
   else if (name == "d_freqs") s.rope_buffer = &RopeArguments::d_freqs;

@@ -58,10 +58,11 @@ struct CallPart {
 std::vector<CallPart> plan_parts(const PreparedCall& call);
 
 // One part's logical buffers: tensors (d, h, s, b) with the part's mins;
-// positions cropped to it; cu_seqlens, table and frequencies whole.
+// positions cropped to it; cu_seqlens, table, frequencies and the cos/sin
+// cache whole.
 struct PartViews {
   RawBuffer q, out_q, k, out_k, saved_q, saved_k;
-  RawBuffer positions, cu_seqlens, table, freqs, d_freqs;
+  RawBuffer positions, cu_seqlens, table, freqs, cos_sin_cache, d_freqs;
   int64_t offset = 0, seq_len = 1;
 };
 PartViews part_views(const PreparedCall& call, const CallPart& part);
@@ -75,7 +76,7 @@ std::vector<std::pair<int, int>> pass_through_ranges(const ropegen_contract& con
 
 // One part as a pipeline's arguments.
 struct RopeArguments {
-  RawBuffer q, k, positions, cu_seqlens, table, freqs, saved_q, saved_k;
+  RawBuffer q, k, positions, cu_seqlens, table, freqs, cos_sin_cache, saved_q, saved_k;
   int64_t offset = 0, seq_len = 1;
   RawBuffer out_q, out_k, d_freqs;  // outputs: rotary views (rope) or the whole tensor
 };

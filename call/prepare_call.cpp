@@ -70,6 +70,7 @@ class Preparer {
       errors_.push_back(error("seq_len", fmt::format("seq_len ({}) must be >= 1", *call_.seq_len)));
     if (errors_.empty()) check_position_range();
     if (errors_.empty()) check_table();
+    if (errors_.empty()) check_cos_sin_cache();
     check_freqs();
     check_backward();
     if (!errors_.empty()) return errors_;
@@ -103,8 +104,8 @@ class Preparer {
     if (k_) f(*k_, "k"), f(*out_k_, "out_k");
     const std::pair<const std::optional<Tensor>*, const char*> rest[] = {
         {&call_.positions, "positions"}, {&call_.cu_seqlens, "cu_seqlens"}, {&call_.table, "table"},
-        {&call_.freqs, "freqs"},         {&call_.saved_q, "saved_q"},       {&call_.saved_k, "saved_k"},
-        {&call_.d_freqs, "d_freqs"}};
+        {&call_.freqs, "freqs"},         {&call_.cos_sin_cache, "cos_sin_cache"},
+        {&call_.saved_q, "saved_q"},     {&call_.saved_k, "saved_k"},       {&call_.d_freqs, "d_freqs"}};
     for (auto [t, name] : rest)
       if (*t) f(**t, name);
   }
@@ -124,6 +125,8 @@ class Preparer {
       if (*t) want(**t, name, spec_type, spec_dtype.c_str());
     for (auto [t, name] : {std::pair{&call_.freqs, "freqs"}, std::pair{&call_.d_freqs, "d_freqs"}})
       if (*t) want(**t, name, ElementType::Float32, "frequencies are float32");
+    if (call_.cos_sin_cache)
+      want(*call_.cos_sin_cache, "cos_sin_cache", ElementType::Float32, "a cos/sin cache is float32, whatever the spec's dtype");
     for (auto [t, name] : {std::pair{&call_.positions, "positions"}, std::pair{&call_.cu_seqlens, "cu_seqlens"}})
       if (*t && !is_id_type((*t)->type))
         errors_.push_back(error(name, fmt::format("{} has dtype {}: ids must be int32 or int64", name, to_string((*t)->type))));
@@ -336,6 +339,50 @@ class Preparer {
                                                    range_.last, t.shape[0], t.shape[0] - 1)));
   }
 
+  // Frequency scheme table: cos and sin of every position a call reads, as
+  // engines keep them ([max_pos, rotary_dim], row p = [cos | sin]).
+  void check_cos_sin_cache() {
+    const int64_t dim = c_.rotary_dim;
+    if (!c_.table_frequencies) {
+      if (call_.cos_sin_cache)
+        errors_.push_back(error("cos_sin_cache", "cos_sin_cache is for specs with `frequency: {scheme: table}`; this "
+                                                 "spec computes its cos and sin"));
+      return;
+    }
+    if (!call_.cos_sin_cache) {
+      errors_.push_back(error("cos_sin_cache", fmt::format("the spec has `frequency: {{scheme: table}}`: pass "
+                                                           "cos_sin_cache, float32 shaped (max_pos, {}) (row p: cos of "
+                                                           "the {} pairs at position p, then their sin)",
+                                                           dim, dim / 2)));
+      return;
+    }
+    const Tensor& t = *call_.cos_sin_cache;
+    int64_t span = 0;
+    const bool fits = t.rank == 2 && t.shape[1] == dim && t.shape[0] >= 1 && t.shape[0] <= INT32_MAX &&
+                      !__builtin_mul_overflow(t.shape[0] - 1, t.strides[0] < 0 ? -t.strides[0] : t.strides[0], &span) &&
+                      span <= INT32_MAX - dim;
+    if (!fits) {
+      errors_.push_back(error("cos_sin_cache", fmt::format("cos_sin_cache has shape {} but must be (max_pos, {}) "
+                                                           "(rotary_dim = {}), spanning at most 2^31-1 elements",
+                                                           shape_str(t), dim, dim)));
+      return;
+    }
+    if (t.strides[1] != 1) {
+      errors_.push_back(error("cos_sin_cache", fmt::format("cos_sin_cache's last dim must be contiguous (stride 1, not "
+                                                           "{}); its rows may be any distance apart",
+                                                           t.strides[1])));
+      return;
+    }
+    if (range_.last >= t.shape[0]) {
+      const bool ids = call_.positions.has_value();
+      errors_.push_back(error("cos_sin_cache", fmt::format("{} {} is outside cos_sin_cache: it has {} rows (positions "
+                                                           "0..{}){}; pass a longer cache or smaller positions",
+                                                           ids ? "position id" : "position (offset + index)", range_.last,
+                                                           t.shape[0], t.shape[0] - 1,
+                                                           ids ? "" : fmt::format(", the offset is {}", call_.offset))));
+    }
+  }
+
   // A run-time frequency vector: [rotary_dim / 2], contiguous.
   bool check_vector(const Tensor& t, const char* name) {
     const std::vector<int64_t> want = {c_.rotary_dim / 2};
@@ -469,6 +516,14 @@ class Preparer {
       p_.table.extent = {t.shape[1], t.shape[0], 0, 0}, p_.table.stride = {1, t.shape[1], 0, 0};
     }
     if (call_.freqs) p_.freqs = vector_view(*call_.freqs);
+    if (call_.cos_sin_cache) {
+      // (c, position), only the rows up to the largest position read (GPU
+      // targets stage what the kernel is given).
+      const Tensor& t = *call_.cos_sin_cache;
+      View& v = p_.cos_sin_cache;
+      v.data = t.data, v.type = t.type, v.dims = 2;
+      v.extent = {t.shape[1], std::min(t.shape[0], range_.last + 1), 0, 0}, v.stride = {1, t.strides[0], 0, 0};
+    }
     if (call_.d_freqs) p_.d_freqs = vector_view(*call_.d_freqs);
     if (traits_.packed()) {
       // The kernels read int32 starts; every start is <= T < 2^31.
@@ -500,6 +555,7 @@ class Preparer {
     if (call_.cu_seqlens) add("cu_seqlens", p_.cu_seqlens, false, false);
     add("table", p_.table, false, false);
     add("freqs", p_.freqs, false, false);
+    add("cos_sin_cache", p_.cos_sin_cache, false, false);
     add("d_freqs", p_.d_freqs, true, false);
     std::vector<Diagnostic> memory = check_memory(args);
     errors_.insert(errors_.end(), memory.begin(), memory.end());

@@ -6,7 +6,9 @@
 // devices; shapes (rank, the spec's row dim, k like q but for its heads,
 // outputs like their inputs, ALiBi's heads); position ids (shape, width)
 // or their absence; cu_seqlens; seq_len; every position in 0..2^53; the
-// learned table (shape, rows for every position); run-time frequencies
+// learned table (shape, rows for every position); the cos/sin cache of
+// frequency scheme table (float32 [max_pos, rotary_dim], last dim
+// contiguous, a row for every position); run-time frequencies
 // (shape, finite, at most kMaxInvFreq); backward's saved inputs; the memory
 // (every span and address in 64 bits without overflow, contiguous rows; an
 // output is exactly its own input (in place) or overlaps nothing — views
@@ -28,7 +30,8 @@ namespace ropegen::call {
 
 // A tensor as the kernels see it, extents and strides in elements, 64-bit.
 // Tensors are (d, h, s, b); ids (s, b) or multi-axis (axis, s, b); a learned
-// table (d, position); cu_seqlens and frequencies (r).
+// table (d, position); a cos/sin cache (c, position); cu_seqlens and
+// frequencies (r).
 struct View {
   void* data = nullptr;
   ElementType type = ElementType::Float32;
@@ -45,7 +48,7 @@ struct PreparedCall {
   Device device;
   void* stream = nullptr;
   View q, out_q, k, out_k, saved_q, saved_k;  // q is x (and out_q out) for the single-tensor encodings
-  View positions, cu_seqlens, table, freqs, d_freqs;
+  View positions, cu_seqlens, table, freqs, cos_sin_cache, d_freqs;
   int64_t offset = 0, seq_len = 1;
 
   PreparedCall() = default;

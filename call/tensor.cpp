@@ -122,6 +122,7 @@ Result<Call> Call::from_c(const ropegen_call& c) {
   take(c.out_q, "out_q", call.out_q), take(c.out_k, "out_k", call.out_k);
   take(c.positions, "positions", call.positions), take(c.cu_seqlens, "cu_seqlens", call.cu_seqlens);
   take(c.table, "table", call.table), take(c.freqs, "freqs", call.freqs);
+  take(c.cos_sin_cache, "cos_sin_cache", call.cos_sin_cache);
   take(c.saved_q, "saved_q", call.saved_q), take(c.saved_k, "saved_k", call.saved_k);
   take(c.d_freqs, "d_freqs", call.d_freqs);
   if (!errors.empty()) return errors;

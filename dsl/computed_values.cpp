@@ -45,7 +45,9 @@ std::vector<std::optional<int64_t>> seq_len_extremes(const RopeSpec& spec) {
 std::optional<Problem> first_problem(const RopeSpec& spec) {
   if (spec.encoding == Encoding::Sinusoidal) return frequency_problem(sinusoidal_frequencies(spec), false);
   // learned and alibi compute nothing from written numbers (slopes depend on num_heads only).
-  if (spec.encoding != Encoding::Rope || spec.frequency.scheme == FrequencyScheme::Runtime) return std::nullopt;
+  if (spec.encoding != Encoding::Rope || spec.frequency.scheme == FrequencyScheme::Runtime ||
+      spec.frequency.scheme == FrequencyScheme::Table)
+    return std::nullopt;
   const bool zero_allowed =
       spec.frequency.scheme == FrequencyScheme::Custom || spec.frequency.scheme == FrequencyScheme::Constant;
   for (const std::optional<int64_t>& seq_len : seq_len_extremes(spec)) {

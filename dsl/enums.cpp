@@ -40,6 +40,7 @@ const char* to_string(FrequencyScheme v) {
     case FrequencyScheme::Constant: return "constant";
     case FrequencyScheme::Custom: return "custom";
     case FrequencyScheme::Runtime: return "runtime";
+    case FrequencyScheme::Table: return "table";
   }
   return "?";
 }

@@ -25,7 +25,7 @@ template <> struct EnumValues<DType> { static constexpr DType all[] = {DType::F3
 template <> struct EnumValues<FrequencyScheme> {
   static constexpr FrequencyScheme all[] = {FrequencyScheme::Lang, FrequencyScheme::Pixel,
                                             FrequencyScheme::Constant, FrequencyScheme::Custom,
-                                            FrequencyScheme::Runtime};
+                                            FrequencyScheme::Runtime, FrequencyScheme::Table};
 };
 template <> struct EnumValues<ScalingType> {
   static constexpr ScalingType all[] = {ScalingType::None, ScalingType::Linear, ScalingType::Ntk,

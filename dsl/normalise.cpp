@@ -62,7 +62,8 @@ void append_frequency(std::string& out, const Frequency& f) {
     case FrequencyScheme::Pixel: out += fmt::format("  max_freq: {}\n", f.max_freq); break;
     case FrequencyScheme::Constant: out += fmt::format("  value: {}\n", f.value); break;
     case FrequencyScheme::Custom: out += fmt::format("  values: {}\n", number_list(f.values)); break;
-    case FrequencyScheme::Runtime: break;
+    case FrequencyScheme::Runtime:
+    case FrequencyScheme::Table: break;
   }
 }
 

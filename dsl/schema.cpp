@@ -106,7 +106,8 @@ const Section& frequency_section() {
                           {"pixel", {{"max_freq", Kind::Number}}},
                           {"constant", {{"value", Kind::Number}}},
                           {"custom", {{"values", Kind::NumberList, true}}},
-                          {"runtime", {}}}};
+                          {"runtime", {}},
+                          {"table", {}}}};
   return s;
 }
 

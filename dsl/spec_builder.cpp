@@ -252,6 +252,11 @@ class SpecBuilder {
                                    "frequencies are given at run time, so scaling cannot be applied to them "
                                    "(use type none)",
                                    to_string(sc.type)));
+    else if (spec_.frequency.scheme == FrequencyScheme::Table && sc.type != ScalingType::None)
+      error(s["type"], fmt::format("scaling type `{}` cannot be used with frequency scheme `table`: cos_sin_cache "
+                                   "holds cos and sin as they are used (scaled, the attention factor included), so "
+                                   "there is nothing to scale; leave scaling out (or use type none)",
+                                   to_string(sc.type)));
     else if (lang_only && spec_.frequency.scheme != FrequencyScheme::Lang)
       error(s["type"], fmt::format("scaling type `{}` rescales theta and needs frequency scheme `lang` (got `{}`)",
                                    to_string(sc.type), to_string(spec_.frequency.scheme)));
@@ -261,6 +266,9 @@ class SpecBuilder {
     const YAML::Node x = root_["xpos"];
     if (!x) return;
     spec_.xpos.enabled = true;
+    if (spec_.frequency.scheme == FrequencyScheme::Table)
+      error(x, "xpos cannot be used with frequency scheme `table`: a cos/sin cache has no xPos scale (queries and "
+               "keys are scaled differently)");
     spec_.xpos.scale_base = read_number(x, "scale_base", spec_.xpos.scale_base, ">= 1",
                                         [](double v) { return v >= kMinXposScaleBase; });
   }
@@ -286,6 +294,9 @@ class SpecBuilder {
     if (axes.per_axis_frequencies && spec_.frequency.scheme == FrequencyScheme::Runtime)
       error(a["per_axis_frequencies"], "per_axis_frequencies cannot be used with frequency scheme `runtime`: the "
                                        "inv_freq tensor already gives every pair's frequency");
+    if (axes.per_axis_frequencies && spec_.frequency.scheme == FrequencyScheme::Table)
+      error(a["per_axis_frequencies"], "per_axis_frequencies cannot be used with frequency scheme `table`: "
+                                       "cos_sin_cache already gives every pair's cos and sin");
   }
 
   // Whether the sections are valid and split exactly the rotary pairs.

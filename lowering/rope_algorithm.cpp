@@ -94,6 +94,25 @@ Expr inv_freq_expr(const RopeSpec& spec, RopeAlgorithm& a) {
   return constant_table(compute_frequencies(spec).inv_freq, "inv_freq_table")(a.r);
 }
 
+// Frequency scheme table: cos and sin of pair r read from the call's cache,
+// columns r and r + rotary_dim/2 of the row at the token's position (its
+// axis's, multi-axis). The schedules place this stage where they place the
+// computed cos/sin (once per token and pair, shared by every head of q and
+// k), or inline where a row is one dense load (targets/cpu_schedule.cpp).
+// The cache holds cos and sin as used (attention factor included), and the
+// rotation is the same float32 arithmetic as with computed ones.
+void define_cos_sin_from_cache(const RopeSpec& spec, RopeAlgorithm& a) {
+  a.uses_cos_sin_cache = true;
+  const ImageParam& cache = a.cos_sin_cache;
+  // Positions past the cache are refused before the call (call/prepare_call);
+  // clamped so that no call can read outside it, and so that bounds
+  // inference sees the rows a data-dependent index may reach.
+  const Expr id = a.position_id(a.r, a.s, a.b);
+  const Expr row = cast<int>(clamp(id, cast(id.type(), cache.dim(1).min()), cast(id.type(), cache.dim(1).max())));
+  a.cos_sin = Func("cos_sin");
+  a.cos_sin(a.r, a.s, a.b) = Tuple(cache(a.r, row), cache(a.r + spec.num_pairs(), row));
+}
+
 // Multi-axis specs read the position of each pair's axis (rope_math's pair_axes).
 Expr pair_axis(const RopeSpec& spec, const Var& r) {
   if (!spec.axes.enabled()) return 0;
@@ -213,6 +232,7 @@ RopeAlgorithm build_rope(const RopeSpec& forward_spec, const KernelVariant& vari
   a.positions.dim(0).set_stride(Expr());
   a.cu_seqlens = ImageParam(Int(32), 1, "cu_seqlens");
   a.freqs = ImageParam(Float(32), 1, "freqs");
+  a.cos_sin_cache = ImageParam(Float(32), 2, "cos_sin_cache");
 
   a.position = Func("position");
   a.position_id = Func("position_id");
@@ -220,13 +240,16 @@ RopeAlgorithm build_rope(const RopeSpec& forward_spec, const KernelVariant& vari
   a.position(a.r, a.s, a.b) = position;
   a.position_id(a.r, a.s, a.b) = id;
 
-  a.inv_freq = Func("inv_freq");
-  a.inv_freq(a.r) = inv_freq_expr(spec, a);
-  a.quarter_turns = Func("quarter_turns");
-  a.quarter_turns(a.r) = quarter_turns_split(a.inv_freq(a.r));
-
   const RopeFrequencies freqs = compute_frequencies(spec);
-  detail::define_cos_sin(a, static_cast<float>(freqs.attention_factor));
+  if (spec.frequency.scheme == FrequencyScheme::Table) {
+    define_cos_sin_from_cache(spec, a);
+  } else {
+    a.inv_freq = Func("inv_freq");
+    a.inv_freq(a.r) = inv_freq_expr(spec, a);
+    a.quarter_turns = Func("quarter_turns");
+    a.quarter_turns(a.r) = quarter_turns_split(a.inv_freq(a.r));
+    detail::define_cos_sin(a, static_cast<float>(freqs.attention_factor));
+  }
 
   if (spec.xpos.enabled) {
     a.uses_seq_len = true;
@@ -258,13 +281,14 @@ RopeAlgorithm build_algorithm(const RopeSpec& spec, const KernelVariant& variant
 
 std::vector<Argument> RopeAlgorithm::arguments() const {
   // Fixed order (documented in manifest.json): q (or x), k, positions,
-  // cu_seqlens, table, freqs, saved_q, saved_k, offset, seq_len.
+  // cu_seqlens, table, freqs, cos_sin_cache, saved_q, saved_k, offset, seq_len.
   std::vector<Argument> args = {q.input};
   if (variant.with_k) args.push_back(k.input);
   if (uses_positions) args.push_back(positions);
   if (uses_cu_seqlens) args.push_back(cu_seqlens);
   if (uses_table) args.push_back(table);
   if (uses_freqs) args.push_back(freqs);
+  if (uses_cos_sin_cache) args.push_back(cos_sin_cache);
   if (q.saved.defined()) args.push_back(q.saved);
   if (k.saved.defined()) args.push_back(k.saved);
   if (uses_offset) args.push_back(offset);

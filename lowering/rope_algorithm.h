@@ -57,10 +57,14 @@ struct RopeAlgorithm {
   Halide::ImageParam cu_seqlens;  // (n + 1) thd sequence starts, int32
   Halide::ImageParam table;       // learned: (d, position) rows to add, spec dtype
   Halide::ImageParam freqs;       // frequency scheme runtime: (r) inv_freq, float32
+  // frequency scheme table: (c, position), float32; row p = [cos of the
+  // pairs | their sin] at position p, any attention factor included.
+  Halide::ImageParam cos_sin_cache;
   Halide::Param<int64_t> offset{"offset", 0};
   Halide::Param<int64_t> seq_len{"seq_len", 1};
 
   Halide::Func position;      // (r, s, b) float64: the position pair r of token (s, b) is rotated by
+  // Computed frequencies only (undefined with scheme table):
   Halide::Func inv_freq;      // (r) float64, after scaling
   Halide::Func reduced;       // (r, s, b) -> {angle mod pi/2 (float32), quadrant}
   // RoPE reduces the angle in 32-bit fixed point (lowering/trig.h,
@@ -68,7 +72,7 @@ struct RopeAlgorithm {
   // encodings) `reduced` is the float64 reduction of position * inv_freq.
   Halide::Func position_id;    // (r, s, b) the position as an integer (int32 or int64)
   Halide::Func quarter_turns;  // (r): quarter_turns_split(inv_freq)
-  Halide::Func cos_sin;       // (r, s, b) -> {cos, sin} * attention factor, float32
+  Halide::Func cos_sin;       // (r, s, b) -> {cos, sin} * attention factor, float32 (scheme table: read from the cache)
   Halide::Func xpos_scale;    // (r, s, b) -> {query scale s_r^p, key scale s_r^-p}; undefined without xPos
 
   // q, k for rope; q alone holds the single tensor of the other encodings
@@ -79,7 +83,7 @@ struct RopeAlgorithm {
   KernelVariant variant;
   // Which run-time arguments the spec reads; arguments() lists exactly these.
   bool uses_positions = false, uses_cu_seqlens = false, uses_offset = false, uses_seq_len = false;
-  bool uses_table = false, uses_freqs = false;
+  bool uses_table = false, uses_freqs = false, uses_cos_sin_cache = false;
 
   std::vector<Halide::Argument> arguments() const;
   std::vector<Halide::Func> outputs() const;

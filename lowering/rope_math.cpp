@@ -38,6 +38,7 @@ std::vector<double> base_frequencies(const RopeSpec& spec, double theta) {
     case FrequencyScheme::Constant: return std::vector<double>(n, f.value);
     case FrequencyScheme::Custom: return f.values;
     case FrequencyScheme::Runtime: return {};  // given at call time
+    case FrequencyScheme::Table: return {};    // cos and sin given at call time
   }
   return {};
 }

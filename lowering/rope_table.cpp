@@ -73,6 +73,8 @@ Result<RopeTable> rope_table(const RopeSpec& spec, const std::vector<int64_t>& p
   if (spec.xpos.enabled) return no_table(spec, "a spec with xpos has no cos/sin table: queries and keys are scaled differently");
   if (spec.frequency.scheme == FrequencyScheme::Runtime)
     return no_table(spec, "a spec with `frequency: {scheme: runtime}` has no table: its frequencies are given per call");
+  if (spec.frequency.scheme == FrequencyScheme::Table)
+    return no_table(spec, "a spec with `frequency: {scheme: table}` has no table of its own: it reads the call's cos_sin_cache");
   const size_t per_row = std::max(1, spec.axes.count());
   if (positions.size() % per_row != 0)
     return Diagnostic{{"positions", -1, -1}, fmt::format("multi-axis positions need {} ids per row", per_row), {}};

@@ -120,7 +120,7 @@ class PartRun {
       : spec_(spec), variant_(variant), call_(call), p_(p) {}
 
   // `whole`: the call's arguments that are not split (cu_seqlens, table,
-  // freqs), staged once for every part.
+  // freqs, cos_sin_cache), staged once for every part.
   void run(const DevicePipelines& pipelines, const PipelineArguments& whole) {
     const bool rope = spec_.encoding == Encoding::Rope;
     PipelineArguments a = whole;
@@ -246,7 +246,7 @@ Sizes sizes_of(const RopeSpec& spec, const lowering::KernelVariant& variant, con
 }
 
 // A small argument that is not split (a learned table, run-time
-// frequencies): copied whole, its last dim padded so that its size is a
+// frequencies, a cos/sin cache): copied whole, its last dim padded so that its size is a
 // multiple of the device's size multiple.
 Halide::Buffer<> staged_whole(const Halide::Buffer<>& in, int64_t multiple) {
   if (!in.defined()) return in;
@@ -282,6 +282,7 @@ DevicePart wrap(const call::PartViews& v) {
   p.q = wrap(v.q), p.out_q = wrap(v.out_q), p.k = wrap(v.k), p.out_k = wrap(v.out_k);
   p.saved_q = wrap(v.saved_q), p.saved_k = wrap(v.saved_k), p.positions = wrap(v.positions);
   p.cu_seqlens = wrap(v.cu_seqlens), p.table = wrap(v.table), p.freqs = wrap(v.freqs), p.d_freqs = wrap(v.d_freqs);
+  p.cos_sin_cache = wrap(v.cos_sin_cache);
   p.offset = v.offset, p.seq_len = v.seq_len;
   return p;
 }
@@ -307,6 +308,8 @@ void run_on_device(const RopeSpec& spec, const lowering::KernelVariant& variant,
   whole.cu_seqlens = staged_cu_seqlens(call.cu_seqlens, device.buffer_size_multiple);
   whole.table = staged_whole(call.table, device.buffer_size_multiple);
   whole.freqs = staged_whole(call.freqs, device.buffer_size_multiple);
+  // The rows up to the call's largest position (prepare_call crops the view).
+  whole.cos_sin_cache = staged_whole(call.cos_sin_cache, device.buffer_size_multiple);
   if (call.d_freqs.defined()) Halide::Buffer<float>(call.d_freqs).fill(0.0f);  // the parts add to it
   try {
     for (const Part& p : plan_parts(sizes, call.q.dim(2).extent(), call.q.dim(3).extent()))
@@ -314,7 +317,7 @@ void run_on_device(const RopeSpec& spec, const lowering::KernelVariant& variant,
   } catch (const Halide::Error& e) {
     throw DeviceError(fmt::format("{}: {}", device.description, e.what()));
   }
-  for (Halide::Buffer<> b : {whole.cu_seqlens, whole.table, whole.freqs})
+  for (Halide::Buffer<> b : {whole.cu_seqlens, whole.table, whole.freqs, whole.cos_sin_cache})
     if (b.defined()) b.device_free();
 }
 

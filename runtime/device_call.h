@@ -39,7 +39,7 @@ class DeviceError : public KernelFailure {
 // b) with the part's mins, positions cropped to it, the rest whole.
 struct DevicePart {
   Halide::Buffer<> q, out_q, k, out_k, saved_q, saved_k;
-  Halide::Buffer<> positions, cu_seqlens, table, freqs, d_freqs;
+  Halide::Buffer<> positions, cu_seqlens, table, freqs, cos_sin_cache, d_freqs;
   int64_t offset = 0, seq_len = 1;
 };
 DevicePart wrap(const call::PartViews& part);

@@ -61,6 +61,12 @@ Result<ApplyResult> apply_on_host(const RopeSpec& spec, const ApplyRequest& r) {
       call.d_freqs = dense(d_freqs.data(), ElementType::Float32, r.freqs->shape);
     }
   }
+  // The cache is float32 whatever the spec's dtype: passed as it is.
+  std::vector<float> cos_sin_cache;
+  if (r.cos_sin_cache) {
+    cos_sin_cache = r.cos_sin_cache->data;
+    call.cos_sin_cache = dense(cos_sin_cache.data(), ElementType::Float32, r.cos_sin_cache->shape);
+  }
   call.offset = r.offset;
   call.seq_len = r.seq_len;
   call.backward = r.backward;

@@ -31,6 +31,7 @@ struct ApplyRequest {
   std::optional<HostPositions> positions;  // multi-axis: a trailing [n_axes] dim
   std::optional<HostTensor> table;         // learned: [max_len, dim]
   std::optional<HostTensor> freqs;         // frequency scheme runtime: [rotary_dim / 2]
+  std::optional<HostTensor> cos_sin_cache; // frequency scheme table: [max_pos, rotary_dim], float32 as it is
   // Backward: q / k are the upstream gradients; with run-time frequencies
   // the forward inputs too, for dL/d(inv_freq).
   bool backward = false;

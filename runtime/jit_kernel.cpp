@@ -60,6 +60,7 @@ void JitKernel::realize(const PipelineArguments& args) {
   if (a.uses_cu_seqlens) a.cu_seqlens.set(args.cu_seqlens);
   if (a.uses_table) a.table.set(args.table);
   if (a.uses_freqs) a.freqs.set(args.freqs);
+  if (a.uses_cos_sin_cache) a.cos_sin_cache.set(args.cos_sin_cache);
   if (a.q.saved.defined()) a.q.saved.set(args.saved_q);
   if (a.k.saved.defined()) a.k.saved.set(args.saved_k);
   a.offset.set(args.offset);

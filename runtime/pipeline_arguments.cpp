@@ -19,6 +19,7 @@ PipelineArguments wrap(const call::RopeArguments& a) {
   PipelineArguments p;
   p.q = wrap(a.q), p.k = wrap(a.k), p.positions = wrap(a.positions), p.cu_seqlens = wrap(a.cu_seqlens);
   p.table = wrap(a.table), p.freqs = wrap(a.freqs), p.saved_q = wrap(a.saved_q), p.saved_k = wrap(a.saved_k);
+  p.cos_sin_cache = wrap(a.cos_sin_cache);
   p.offset = a.offset, p.seq_len = a.seq_len;
   p.out_q = wrap(a.out_q), p.out_k = wrap(a.out_k), p.d_freqs = wrap(a.d_freqs);
   return p;

@@ -13,7 +13,7 @@ namespace ropegen::runtime {
 
 // The rotary pipeline's inputs and outputs (lowering::RopeAlgorithm).
 struct PipelineArguments {
-  Halide::Buffer<> q, k, positions, cu_seqlens, table, freqs, saved_q, saved_k;
+  Halide::Buffer<> q, k, positions, cu_seqlens, table, freqs, cos_sin_cache, saved_q, saved_k;
   int64_t offset = 0, seq_len = 1;
   Halide::Buffer<> out_q, out_k, d_freqs;
 

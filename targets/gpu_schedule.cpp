@@ -178,12 +178,15 @@ Var schedule_per_thread(Func f, const lowering::RopeAlgorithm& a, Func out, cons
 void schedule_tensor(const lowering::RopeAlgorithm& a, lowering::RotatedTensor& t, Func cos_sin, Func reduced, Func xpos,
                      const GpuShape& g, const RopeSpec& spec) {
   const Loops loops = schedule_output(a, t, g, spec);
+  // reduced is undefined when cos/sin are read from a cache (scheme table).
   if (!g.shared_cos_sin) {
-    reduced.compute_at(cos_sin, schedule_per_thread(cos_sin, a, t.output, loops));
+    const Var at = schedule_per_thread(cos_sin, a, t.output, loops);
+    if (reduced.defined()) reduced.compute_at(cos_sin, at);
     if (xpos.defined()) schedule_per_thread(xpos, a, t.output, loops);
     return;
   }
-  reduced.compute_at(cos_sin, schedule_per_tile(cos_sin, a, t.output, loops, g));  // once for sin and cos
+  const Var at = schedule_per_tile(cos_sin, a, t.output, loops, g);
+  if (reduced.defined()) reduced.compute_at(cos_sin, at);  // once for sin and cos
   if (xpos.defined()) schedule_per_tile(xpos, a, t.output, loops, g);
   // Each thread copies its chunk's cos/sin from shared memory into
   // registers once and reuses them for all its heads (which also keeps
@@ -201,7 +204,8 @@ void schedule_rope_gpu(lowering::RopeAlgorithm& a, const RopeSpec& spec, const T
   // multiple of 32 pairs: the device buffer's size must be a multiple of
   // 256 bytes (lowering/constant_table.h; the tables it reads are padded
   // as far).
-  a.inv_freq.compute_root().bound(a.r, 0, (spec.num_pairs() + 31) / 32 * 32);
+  // Undefined when cos/sin are read from a cache (scheme table).
+  if (a.inv_freq.defined()) a.inv_freq.compute_root().bound(a.r, 0, (spec.num_pairs() + 31) / 32 * 32);
   // Its fixed-point split for the angle reduction, the same way (128-byte buffers).
   if (a.quarter_turns.defined()) a.quarter_turns.compute_root().bound(a.r, 0, (spec.num_pairs() + 31) / 32 * 32);
   // k is its own launch with its own cos/sin: fusing it into q's launch
@@ -210,7 +214,7 @@ void schedule_rope_gpu(lowering::RopeAlgorithm& a, const RopeSpec& spec, const T
   Func cs_k, reduced_k, xpos_k;
   if (a.variant.with_k) {
     cs_k = a.cos_sin.clone_in(a.k.rotated);
-    reduced_k = a.reduced.clone_in(cs_k);
+    if (a.reduced.defined()) reduced_k = a.reduced.clone_in(cs_k);
     if (a.xpos_scale.defined()) xpos_k = a.xpos_scale.clone_in(a.k.rotated);
   }
   schedule_tensor(a, a.q, a.cos_sin, a.reduced, a.xpos_scale, g, spec);

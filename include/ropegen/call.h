@@ -22,6 +22,10 @@ struct Call {
   std::optional<Tensor> cu_seqlens;  // thd, td: int32 or int64 [n + 1]; absent: one sequence
   std::optional<Tensor> table;       // learned: [max_len, dim]
   std::optional<Tensor> freqs;       // frequency scheme runtime: float32 [rotary_dim / 2]
+  // Frequency scheme table: float32 [max_pos, rotary_dim], row p = [cos of
+  // the pairs | their sin] at position p (any attention factor included);
+  // last dim contiguous, any row stride; every position < max_pos.
+  std::optional<Tensor> cos_sin_cache;
   // Backward with run-time frequencies: the forward inputs, and where
   // dL/d(inv_freq) (float32 [rotary_dim / 2]) goes.
   std::optional<Tensor> saved_q, saved_k, d_freqs;

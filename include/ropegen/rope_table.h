@@ -27,7 +27,8 @@ struct RopeTable {
 
 // Rows for `positions` (multi-axis specs: n_axes ids per row, row-major);
 // seq_len defaults to max position + 1 (HF). Specs with xPos have no such
-// table (q and k scale differently), nor do run-time frequencies: errors.
+// table (q and k scale differently), nor do run-time frequencies or
+// `scheme: table` (which reads such a table): errors.
 Result<RopeTable> rope_table(const RopeSpec& spec, const std::vector<int64_t>& positions,
                              std::optional<int64_t> seq_len = std::nullopt);
 

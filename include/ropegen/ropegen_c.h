@@ -75,6 +75,11 @@ typedef struct ropegen_tensor {
  *               starts 0 .. T; NULL: one sequence of all T tokens.
  *   table       learned: [max_len, dim] in the spec's dtype.
  *   freqs       frequency scheme runtime: float32 inv_freq [rotary_dim / 2].
+ *   cos_sin_cache  frequency scheme table: float32 [max_pos, rotary_dim], row p
+ *               = [cos of the rotary_dim / 2 pairs | their sin] at position p,
+ *               times any attention factor (vLLM's, FlashInfer's cos_sin_cache;
+ *               `rope-gen table` writes one). Its last dim is contiguous, its
+ *               row stride free; every position must be < max_pos.
  *   saved_q, saved_k  backward with run-time frequencies: the forward's inputs.
  *   d_freqs     backward with run-time frequencies: float32 [rotary_dim / 2],
  *               receives dL/d(inv_freq).
@@ -87,7 +92,7 @@ typedef struct ropegen_call {
   const ropegen_tensor *q, *k;
   const ropegen_tensor *out_q, *out_k;
   const ropegen_tensor *positions, *cu_seqlens;
-  const ropegen_tensor *table, *freqs;
+  const ropegen_tensor *table, *freqs, *cos_sin_cache;
   const ropegen_tensor *saved_q, *saved_k, *d_freqs;
   int64_t offset;
   int64_t seq_len;
@@ -126,6 +131,7 @@ typedef struct ropegen_contract {
   int32_t explicit_positions;
   int32_t position_axes;      /* multi-axis: ids per token; 0: one */
   int32_t runtime_frequencies;
+  int32_t table_frequencies;  /* frequency scheme table: the call passes cos_sin_cache */
 } ropegen_contract;
 
 struct halide_filter_metadata_t;

@@ -25,7 +25,9 @@ enum class Pairing { Half, Interleaved };
 enum class Layout { BSHD, BHSD, SBHD, THD, BSD, SBD, TD };
 enum class DType { F32, F16, BF16 };
 // runtime: inv_freq [rotary_dim / 2] is a tensor passed at call time.
-enum class FrequencyScheme { Lang, Pixel, Constant, Custom, Runtime };
+// table: no frequencies at all; cos and sin (times any attention factor)
+// are read from the cos_sin_cache [max_pos, rotary_dim] passed at call time.
+enum class FrequencyScheme { Lang, Pixel, Constant, Custom, Runtime, Table };
 enum class ScalingType { None, Linear, Ntk, Dynamic, Yarn, LongRope, Llama3 };
 enum class LongRopePolicy { PerCall, Long, Short };
 enum class PositionsMode { Implicit, Explicit };

@@ -5,6 +5,7 @@
     q_rot, k_rot = rope(q, k, positions=position_ids)
     rope(q, out_q=q)                                     # in place
     dq, dk = rope.backward(grad_q, grad_k, positions=position_ids)  # dL/dq, dL/dk
+    q_rot = ropegen.compile(table_spec)(q, positions=ids, cos_sin_cache=cache)  # `frequency: {scheme: table}`
     y = ropegen.compile("examples/transformer_sinusoidal.yaml")(x)  # x + PE (sinusoidal, learned: table=, alibi: scores)
     inv_freq, attention_factor = ropegen.freqs(spec, seq_len=8192)
     spec = ropegen.from_hf("path/to/model")                # a Hugging Face config.json -> spec text
@@ -69,31 +70,34 @@ class Kernel:
         return self._kernel.encoding
 
     def __call__(self, q, k=None, positions=None, offset=0, seq_len=None, out_q=None, out_k=None, cu_seqlens=None,
-                 table=None, freqs=None, out=None):
+                 table=None, freqs=None, out=None, cos_sin_cache=None):
         """Rope: rotate q (and k); returns out_q, or (out_q, out_k) when k is
         given; pass out_q=q (out_k=k) to rotate in place; freqs: inv_freq for
-        `scheme: runtime`. Other encodings: q is x (or the scores), table the
-        learned table; returns the result (out=x: in place)."""
+        `scheme: runtime`; cos_sin_cache: float32 [max_pos, rotary_dim] (row p:
+        cos of the pairs at position p, then their sin) for `scheme: table`.
+        Other encodings: q is x (or the scores), table the learned table;
+        returns the result (out=x: in place)."""
         out_q = out if out is not None else out_q
-        return self._run(q, k, positions, offset, seq_len, out_q, out_k, cu_seqlens, False, table, freqs, None, None)
+        return self._run(q, k, positions, offset, seq_len, out_q, out_k, cu_seqlens, False, table, freqs, None, None,
+                         cos_sin_cache)
 
     def backward(self, grad_q, grad_k=None, positions=None, offset=0, seq_len=None, out_q=None, out_k=None,
-                 cu_seqlens=None, freqs=None, saved_q=None, saved_k=None):
+                 cu_seqlens=None, freqs=None, saved_q=None, saved_k=None, cos_sin_cache=None):
         """Rope: the gradients dL/dq (and dL/dk) of upstream gradients dL/d(out_q)
-        (and dL/d(out_k)), with the forward call's positions / offset / seq_len.
-        With `scheme: runtime` pass the forward's freqs and inputs (saved_q,
-        saved_k): dL/d(freqs) is returned last."""
+        (and dL/d(out_k)), with the forward call's positions / offset / seq_len
+        (and cos_sin_cache with `scheme: table`). With `scheme: runtime` pass the
+        forward's freqs and inputs (saved_q, saved_k): dL/d(freqs) is returned last."""
         return self._run(grad_q, grad_k, positions, offset, seq_len, out_q, out_k, cu_seqlens, True, None, freqs,
-                         saved_q, saved_k)
+                         saved_q, saved_k, cos_sin_cache)
 
     def _run(self, q, k, positions, offset, seq_len, out_q, out_k, cu_seqlens, backward, table, freqs, saved_q,
-             saved_k):
+             saved_k, cos_sin_cache):
         out_q = _empty_like(q) if out_q is None else out_q
         if k is not None and out_k is None:
             out_k = _empty_like(k)
         d_freqs = _zeros_like_vector(freqs) if backward and freqs is not None else None
         self._kernel(q, k, positions, offset, seq_len, out_q, out_k, cu_seqlens, backward, table, freqs, saved_q,
-                     saved_k, d_freqs)
+                     saved_k, d_freqs, cos_sin_cache)
         results = (out_q,) + ((out_k,) if k is not None else ()) + ((d_freqs,) if d_freqs is not None else ())
         return results[0] if len(results) == 1 else results
 

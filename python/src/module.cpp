@@ -69,7 +69,8 @@ class SpecKernel {
   // library's prepare_call, like every other.
   void call(nb::handle q_arg, nb::handle k_arg, nb::handle positions_arg, nb::handle offset_arg, nb::handle seq_len_arg,
             nb::handle out_q_arg, nb::handle out_k_arg, nb::handle cu_seqlens_arg, bool backward, nb::handle table_arg,
-            nb::handle freqs_arg, nb::handle saved_q_arg, nb::handle saved_k_arg, nb::handle d_freqs_arg) {
+            nb::handle freqs_arg, nb::handle saved_q_arg, nb::handle saved_k_arg, nb::handle d_freqs_arg,
+            nb::handle cos_sin_cache_arg) {
     const bool rope = spec_.encoding == Encoding::Rope;
     const char* q_name = rope ? "q" : "x";
     const char* out_name = rope ? "out_q" : "out";
@@ -96,6 +97,7 @@ class SpecKernel {
     in(cu_seqlens_arg, "cu_seqlens", call.cu_seqlens, false);
     in(table_arg, "table", call.table, true);
     in(freqs_arg, "freqs", call.freqs, false);
+    in(cos_sin_cache_arg, "cos_sin_cache", call.cos_sin_cache, false);  // float32 whatever the spec's dtype
     in(saved_q_arg, "saved_q", call.saved_q, true);
     in(saved_k_arg, "saved_k", call.saved_k, true);
     out(d_freqs_arg, "d_freqs", call.d_freqs, false);
@@ -155,7 +157,8 @@ NB_MODULE(_ropegen, m) {
       .def("__call__", &SpecKernel::call, nb::arg("q").none(), nb::arg("k").none(), nb::arg("positions").none(),
            nb::arg("offset").none(), nb::arg("seq_len").none(), nb::arg("out_q").none(), nb::arg("out_k").none(),
            nb::arg("cu_seqlens").none(), nb::arg("backward"), nb::arg("table").none(), nb::arg("freqs").none(),
-           nb::arg("saved_q").none(), nb::arg("saved_k").none(), nb::arg("d_freqs").none())
+           nb::arg("saved_q").none(), nb::arg("saved_k").none(), nb::arg("d_freqs").none(),
+           nb::arg("cos_sin_cache").none())
       .def_prop_ro("spec", &SpecKernel::spec_yaml)
       .def_prop_ro("encoding", &SpecKernel::encoding);
   m.def(

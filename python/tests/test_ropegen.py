@@ -133,3 +133,37 @@ def test_alibi_in_place_and_errors():
     assert scores[0, 0, 2, 0] == -2 * 0.25 and scores[0, 0, 0, 2] == 0  # slope 2^-2 for head 0 of 4; j > i untouched
     with pytest.raises(ValueError, match="num_heads 4"):
         alibi(np.zeros((1, 2, 3, 3), dtype=np.float32))
+
+
+def test_cos_sin_cache_of_frequency_scheme_table():
+    """`frequency: {scheme: table}` reads an engine's cos/sin cache: given the
+    computing kernel's own cos/sin, it gives that kernel's bits, forward and
+    backward; any row stride; mistakes are ValueErrors naming cos_sin_cache."""
+    yarn = {"type": "yarn", "factor": 4, "original_max_position": 32}
+    dims = {"name": "c", "head_dim": 24, "rotary_dim": 16, "rotary_offset": 4, "pairing": "interleaved",
+            "positions": "explicit"}
+    computing = ropegen.compile({**dims, "scaling": yarn})
+    table = ropegen.compile({**dims, "frequency": {"scheme": "table"}})
+    # The computing kernel's cos/sin: its outputs on (1, 0) pairs (half pairing: [cos | sin]).
+    rows = 64
+    unit = np.zeros((1, rows, 1, 16), np.float32)
+    unit[..., :8] = 1
+    extract = ropegen.compile({"name": "e", "head_dim": 16, "positions": "explicit", "scaling": yarn})
+    cache = extract(unit, positions=np.arange(rows)[None])[0, :, 0, :]
+    rng = np.random.default_rng(3)
+    q, k = rng.standard_normal((2, 5, 3, 24)).astype(np.float32), rng.standard_normal((2, 5, 1, 24)).astype(np.float32)
+    positions = rng.integers(0, rows, (2, 5)).astype(np.int32)
+    for want, got in zip(computing(q, k, positions=positions), table(q, k, positions=positions, cos_sin_cache=cache)):
+        assert np.array_equal(want, got)
+    wide = np.full((rows, 20), 9.0, np.float32)
+    wide[:, :16] = cache  # rows 20 apart
+    want, got = computing.backward(q, positions=positions), table.backward(q, positions=positions, cos_sin_cache=wide[:, :16])
+    assert np.array_equal(want, got) and not np.array_equal(want, q)
+    with pytest.raises(ValueError, match="pass cos_sin_cache, float32 shaped \\(max_pos, 16\\)"):
+        table(q, positions=positions)
+    with pytest.raises(ValueError, match="cos_sin_cache has dtype float16 but float32"):
+        table(q, positions=positions, cos_sin_cache=cache.astype(np.float16))
+    with pytest.raises(ValueError, match="is outside cos_sin_cache: it has 64 rows"):
+        table(q, positions=positions + 40, cos_sin_cache=cache)
+    with pytest.raises(ValueError, match="cos_sin_cache is for specs with `frequency: {scheme: table}`"):
+        computing(q, positions=positions, cos_sin_cache=cache)

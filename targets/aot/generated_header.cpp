@@ -20,17 +20,18 @@ std::string upper(std::string s) {
 }
 
 // ropegen_c.h's ropegen_contract, field by field, as a C initializer.
-static_assert(sizeof(ropegen_contract) == 12 * 4, "ropegen_contract changed: update contract_initializer");
+static_assert(sizeof(ropegen_contract) == 13 * 4, "ropegen_contract changed: update contract_initializer");
 std::string contract_initializer(const ropegen_contract& c) {
   return fmt::format(
       "{{\n"
       "    {} /* encoding */, {} /* layout */, {{{}, {}, {}}} /* dtype: code, bits, lanes */,\n"
       "    {} /* row_dim */, {} /* num_heads */, {} /* rotary_offset */, {} /* rotary_dim */,\n"
       "    {} /* pairing */, {} /* output_pairing */, {} /* explicit_positions */,\n"
-      "    {} /* position_axes */, {} /* runtime_frequencies */\n"
+      "    {} /* position_axes */, {} /* runtime_frequencies */, {} /* table_frequencies */\n"
       "  }}",
       c.encoding, c.layout, c.dtype.code, c.dtype.bits, c.dtype.lanes, c.row_dim, c.num_heads, c.rotary_offset,
-      c.rotary_dim, c.pairing, c.output_pairing, c.explicit_positions, c.position_axes, c.runtime_frequencies);
+      c.rotary_dim, c.pairing, c.output_pairing, c.explicit_positions, c.position_axes, c.runtime_frequencies,
+      c.table_frequencies);
 }
 
 // The shape of q (x, the scores) in the spec's layout.
@@ -65,7 +66,7 @@ const char* element(DType t) {
 // What each of ropegen_call's fields means for this spec.
 std::string call_doc(const RopeSpec& spec) {
   std::string out;
-  auto line = [&](const std::string& field, const std::string& text) { out += fmt::format(" *   {:<13}{}\n", field, text); };
+  auto line = [&](const std::string& field, const std::string& text) { out += fmt::format(" *   {:<12} {}\n", field, text); };
   const std::string dtype = element(spec.dtype);
   switch (spec.encoding) {
     case Encoding::Rope:
@@ -103,6 +104,10 @@ std::string call_doc(const RopeSpec& spec) {
     line("freqs", fmt::format("float32 [{}], inv_freq, given per call", spec.num_pairs()));
     line("saved_q/k", "backward: the forward's inputs; d_freqs float32 [rotary_dim / 2] receives dL/d(inv_freq)");
   }
+  if (spec.encoding == Encoding::Rope && spec.frequency.scheme == FrequencyScheme::Table)
+    line("cos_sin_cache", fmt::format("float32 [max_pos, {}], row p = [cos of the {} pairs | their sin] at position p "
+                                      "(attention factor included); every position < max_pos",
+                                      spec.rotary_dim, spec.num_pairs()));
   if (spec.encoding == Encoding::Rope) line("backward", "nonzero: q and k are dL/d(out), out_q/out_k receive dL/d(in)");
   return out;
 }

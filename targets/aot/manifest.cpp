@@ -60,6 +60,10 @@ void describe_buffer(const RopeSpec& spec, const std::string& name, ordered_json
     j["dims"] = {"d", "position"};
     j["shape"] = {spec.dim, "max_len"};
     j["note"] = "the learned position table [max_len, dim]";
+  } else if (name == "cos_sin_cache") {
+    j["dims"] = {"c", "position"};
+    j["shape"] = {spec.rotary_dim, "max_pos"};
+    j["note"] = "float32 [max_pos, rotary_dim]: cos of each pair, then its sin, per position; c has stride 1";
   } else if (name == "freqs" || name == "d_freqs") {
     j["dims"] = {"r"};
     j["shape"] = {half};

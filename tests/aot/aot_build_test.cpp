@@ -147,6 +147,7 @@ struct Scenario {
   bool cu_seqlens_int64 = false;
   int64_t offset = 0, seq_len = 0;  // 0: the library derives it
   bool backward = false;
+  std::optional<ref::Tensor> cos_sin_cache;  // frequency scheme table: float32 [rows, rotary_dim]
 };
 
 std::string join(const std::vector<int64_t>& v) { return fmt::format("{}", fmt::join(v, " ")); }
@@ -181,6 +182,13 @@ std::string run_driver(const std::string& exe, const std::string& dir, DType dty
   if (s.cu_seqlens.empty()) call += "0\n";
   else call += fmt::format("{} {} {}\n", s.cu_seqlens.size() - 1, join(s.cu_seqlens), s.cu_seqlens_int64 ? 1 : 0);
   call += fmt::format("{} {} {}\n", s.offset, s.seq_len, s.backward ? 1 : 0);
+  if (s.cos_sin_cache) {
+    call += fmt::format("{} {}\n", s.cos_sin_cache->shape[0], s.cos_sin_cache->shape[1]);
+    test::write_text(dir + "/cos_sin_cache.bin",
+                     Storage{DType::F32, std::vector<float>(s.cos_sin_cache->data.begin(), s.cos_sin_cache->data.end())}.bytes());
+  } else {
+    call += "0 0\n";
+  }
   test::write_text(dir + "/call.txt", call);
   const auto r = run_command(exe + " " + dir);
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -202,6 +210,7 @@ void check_output(const RopeSpec& spec, const std::string& result_file, const St
   if (!s.positions.empty())
     call.positions = ref::Tensor{s.positions_shape, std::vector<double>(s.positions.begin(), s.positions.end())};
   if (s.seq_len > 0) call.seq_len = s.seq_len;
+  call.cos_sin_cache = s.cos_sin_cache;
   const ref::Tensor x{in.shape, in.dense};
   const ref::Tensor want = spec.encoding == Encoding::Alibi ? ref::reference_alibi(spec, x, s.offset)
                            : spec.encoding != Encoding::Rope ? ref::reference_add_positions(spec, x, call)
@@ -370,6 +379,50 @@ TEST_F(AotBuild, ThdCuSeqlensBf16Library) {
 
   s.cu_seqlens = {0, 4, 3, 7};  // decreasing
   EXPECT_THAT(run_driver(exe, path("call2"), DType::BF16, s), ::testing::StartsWith("rc=1\ninvalid argument: cu_seqlens: "));
+}
+
+// Frequency scheme table: the C call passes the cache; forward and backward
+// (the same cache, rotation by -angle), bf16, partial interleaved, int64 ids.
+TEST_F(AotBuild, TableLibraryReadsTheCallsCosSinCache) {
+  const char* text = "name: aot_t\nhead_dim: 20\nrotary_dim: 12\nrotary_offset: 4\npairing: interleaved\ndtype: bf16\n"
+                     "positions: explicit\nfrequency: {scheme: table}\n";
+  const RopeSpec spec = parse(text);
+  const std::string lib = path("lib");
+  build_library(write_spec(text), "host", lib);
+  const auto manifest = nlohmann::json::parse(test::read_text(lib + "/manifest.json"));
+  bool described = false;
+  for (const auto& a : manifest["entry_points"][0]["arguments"])
+    if (a["name"] == "cos_sin_cache") described = a["shape"] == nlohmann::json::parse(R"([12, "max_pos"])");
+  EXPECT_TRUE(described) << manifest["entry_points"][0].dump();
+  EXPECT_THAT(test::read_text(lib + "/aot_t.h"), HasSubstr("cos_sin_cache float32 [max_pos, 12], row p = [cos of the 6 pairs"));
+  EXPECT_THAT(test::read_text(lib + "/aot_t.h"), HasSubstr("1 /* table_frequencies */"));
+  const std::string exe = compile_driver(lib, "aot_t", path("driver"));
+
+  // The cache engines keep for a yarn spec (attention factor 1.14), from the reference.
+  ref::Call rows;
+  rows.positions = ref::Tensor{{40}, {}};
+  for (int p = 0; p < 40; ++p) rows.positions->data.push_back(p);
+  Scenario s;
+  s.cos_sin_cache = ref::reference_table(
+      parse("name: y\nhead_dim: 20\nrotary_dim: 12\nscaling: {type: yarn, factor: 4, original_max_position: 16}\n"), rows);
+  for (double& v : s.cos_sin_cache->data) v = static_cast<float>(v);  // what the library reads
+  s.q = make_tensor(DType::BF16, {2, 3, 2, 20}, {6 * 20, 2 * 20, 20, 1}, 0.4);
+  s.k = make_tensor(DType::BF16, {2, 3, 1, 20}, {3 * 20, 20, 20, 1}, 1.1);
+  s.positions_shape = {2, 3}, s.positions = {0, 39, 7, 12, 3, 30}, s.positions_int64 = true;
+  for (bool backward : {false, true}) {
+    s.backward = backward;
+    const std::string dir = path(backward ? "backward" : "forward");
+    EXPECT_EQ(run_driver(exe, dir, DType::BF16, s), "rc=0\n");
+    check_output(spec, dir + "/result_q.bin", s.q, false, s, "q", backward);
+    check_output(spec, dir + "/result_k.bin", *s.k, true, s, "k", backward);
+  }
+  s.positions[1] = 40;
+  EXPECT_EQ(run_driver(exe, path("past"), DType::BF16, s),
+            "rc=1\ninvalid argument: cos_sin_cache: position id 40 is outside cos_sin_cache: it has 40 rows (positions "
+            "0..39); pass a longer cache or smaller positions\n\n");
+  s.cos_sin_cache.reset();
+  EXPECT_THAT(run_driver(exe, path("none"), DType::BF16, s),
+              ::testing::StartsWith("rc=1\ninvalid argument: cos_sin_cache: the spec has `frequency: {scheme: table}`"));
 }
 
 // The e_machine of every ELF member of an ar archive.

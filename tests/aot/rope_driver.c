@@ -8,8 +8,9 @@
  *   has_k [k_shape[rank], k_strides[rank], k_elements], in_place,
  *   positions_rank [positions_shape[rank], positions_are_int64],
  *   num_sequences [cu_seqlens[num_sequences + 1], cu_seqlens_are_int64],
- *   offset, seq_len, backward
- * and DIR/{q,k,out_q,out_k,positions}.bin the raw data (out_*: the output
+ *   offset, seq_len, backward,
+ *   cache_rows cache_columns (0 0: no cos_sin_cache)
+ * and DIR/{q,k,out_q,out_k,positions,cos_sin_cache}.bin the raw data (out_*: the output
  * buffers' initial contents). Writes DIR/result_{q,k}.bin (the output
  * buffers after the call) and prints "rc=N", then the message if N != 0. */
 #include <stdint.h>
@@ -66,12 +67,12 @@ static ropegen_tensor tensor(void *data, int ndim, int64_t *shape, int64_t *stri
 }
 
 int main(int argc, char **argv) {
-  int64_t q_shape[4], q_strides[4], k_shape[4], k_strides[4], positions_shape[3], cu_shape[1];
+  int64_t q_shape[4], q_strides[4], k_shape[4], k_strides[4], positions_shape[3], cu_shape[1], cache_shape[2];
   int64_t q_elements, k_elements = 0, cu[64];
   int code, bits, bytes, rank, has_k, in_place, positions_rank, positions_are_int64 = 0, num_sequences, i, rc;
   int cu_int64 = 0;
-  void *q, *k = NULL, *out_q, *out_k = NULL, *positions = NULL, *cu_data = NULL;
-  ropegen_tensor tq, tk, tout_q, tout_k, tpositions, tcu;
+  void *q, *k = NULL, *out_q, *out_k = NULL, *positions = NULL, *cu_data = NULL, *cache = NULL;
+  ropegen_tensor tq, tk, tout_q, tout_k, tpositions, tcu, tcache;
   ropegen_call call;
   ropegen_message message;
   FILE *in;
@@ -122,6 +123,13 @@ int main(int argc, char **argv) {
   call.offset = next(in);
   call.seq_len = next(in);
   call.backward = (int32_t)next(in);
+  cache_shape[0] = next(in);
+  cache_shape[1] = next(in);
+  if (cache_shape[0]) {
+    cache = read_file("cos_sin_cache.bin", (size_t)(cache_shape[0] * cache_shape[1]) * 4);
+    tcache = tensor(cache, 2, cache_shape, NULL, ROPEGEN_DTYPE_FLOAT, 32);
+    call.cos_sin_cache = &tcache;
+  }
   fclose(in);
 
   q = read_file("q.bin", (size_t)q_elements * bytes);

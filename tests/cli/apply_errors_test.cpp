@@ -90,6 +90,33 @@ TEST_F(ApplyErrors, FlagsThatDoNotBelongToTheEncoding) {
   EXPECT_FALSE(std::filesystem::exists(path("df.npy")));
 }
 
+TEST_F(ApplyErrors, CosSinCacheMistakesNameTheFlag) {
+  const std::string table = spec("name: t\nhead_dim: 8\nlayout: thd\npositions: explicit\nfrequency: {scheme: table}\n");
+  const std::string q = floats("q.npy", {3, 1, 8});
+  EXPECT_EQ(rejected(table + " --q " + q + " --positions " + ints("p.npy", {3}, 1), "--out-q"),
+            "--cos-sin-cache: error: the spec has `frequency: {scheme: table}`: pass cos_sin_cache, float32 shaped "
+            "(max_pos, 8) (row p: cos of the 4 pairs at position p, then their sin)\n");
+  EXPECT_EQ(rejected(table + " --q " + q + " --positions " + ints("p.npy", {3}, 9) + " --cos-sin-cache " +
+                         floats("c.npy", {9, 8}),
+                     "--out-q"),
+            "--cos-sin-cache: error: position id 9 is outside cos_sin_cache: it has 9 rows (positions 0..8); pass a "
+            "longer cache or smaller positions\n");
+  EXPECT_THAT(rejected(table + " --q " + q + " --positions " + ints("p.npy", {3}, 1) + " --cos-sin-cache " +
+                           floats("c.npy", {9, 4}),
+                       "--out-q"),
+              HasSubstr("--cos-sin-cache: error: cos_sin_cache has shape (9, 4) but must be (max_pos, 8)"));
+  cli::write_file_atomically(path("c64.npy"), cli::npy_bytes(std::vector<int64_t>(72, 1), {9, 8}));
+  EXPECT_EQ(rejected(table + " --q " + q + " --positions " + ints("p.npy", {3}, 1) + " --cos-sin-cache " + path("c64.npy"),
+                     "--out-q"),
+            "error: --cos-sin-cache (" + path("c64.npy") + ") has dtype <i8; a cos/sin cache must be float32 "
+            "(np.float32) whatever the spec's dtype (`rope-gen table` writes one)\n");
+  EXPECT_EQ(rejected(spec("name: r\nhead_dim: 8\n") + " --q " + floats("q4.npy", {1, 3, 1, 8}) + " --cos-sin-cache " +
+                         floats("c.npy", {9, 8}),
+                     "--out-q"),
+            "--cos-sin-cache: error: cos_sin_cache is for specs with `frequency: {scheme: table}`; this spec computes "
+            "its cos and sin\n");
+}
+
 // Run-time frequencies that are not finite, or past the bound every spec's
 // frequencies obey, would give NaN or no longer rotations: refused by value.
 TEST_F(ApplyErrors, RuntimeFrequenciesMustBeFiniteAndBounded) {

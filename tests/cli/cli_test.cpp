@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "atomic_file.h"
+#include "npy.h"
 #include "support/run_command.h"
 
 namespace ropegen {
@@ -115,6 +117,44 @@ TEST_F(Cli, TableWritesTheCosSinCache) {
   EXPECT_FLOAT_EQ(cos0, 1.1386294f);
   EXPECT_EQ(sin0, 0.0f);
   EXPECT_EQ(run_command(kTool + " table " + kExamples + "/qwen2_5_7b.yaml --out " + out).exit_code, 2);
+}
+
+// An engine's cache, as `rope-gen table` writes it, in a spec that reads it
+// (`frequency: {scheme: table}`): the spec's rotation, up to the rounding of
+// the cache (tests/kernels/cos_sin_cache_test.cpp bounds it).
+TEST_F(Cli, ApplyReadsTheTableOfAnotherSpec) {
+  const std::string qwen = path("yarn.yaml");  // attention factor 1.1386
+  test::write_text(qwen, "name: yarn\nhead_dim: 128\nscaling: {type: yarn, factor: 4, original_max_position: 32768}\n");
+  ASSERT_EQ(run_command(kTool + " table " + qwen + " --max-pos 21 --out " + path("t.npy")).exit_code, 0);
+  std::vector<float> q(2 * 7 * 3 * 128);
+  for (size_t i = 0; i < q.size(); ++i) q[i] = static_cast<float>((i * 37 % 101) / 50.0 - 1.0);
+  cli::write_file_atomically(path("q.npy"), cli::npy_bytes(q, {2, 7, 3, 128}));
+  const std::string table = spec_file("name: engine\nhead_dim: 128\nfrequency: {scheme: table}\n");
+  const auto computed = run_command(kTool + " apply " + qwen + " --q " + path("q.npy") + " --offset 14 --out-q " + path("a.npy"));
+  ASSERT_EQ(computed.exit_code, 0) << computed.err;
+  const auto read = run_command(kTool + " apply " + table + " --q " + path("q.npy") + " --offset 14 --cos-sin-cache " +
+                                path("t.npy") + " --out-q " + path("b.npy"));
+  ASSERT_EQ(read.exit_code, 0) << read.err;
+  const cli::NpyArray a = cli::read_npy(path("a.npy")), b = cli::read_npy(path("b.npy"));
+  ASSERT_EQ(a.shape, b.shape);
+  ASSERT_EQ(a.data.size(), q.size() * 4);
+  std::vector<float> av(q.size()), bv(q.size());
+  std::memcpy(av.data(), a.data.data(), a.data.size());
+  std::memcpy(bv.data(), b.data.data(), b.data.size());
+  for (size_t i = 0; i < q.size(); ++i) ASSERT_NEAR(av[i], bv[i], 1e-6) << i;
+  EXPECT_NE(av, q);
+  // One row short (positions 14 .. 20 need 21): exit 2, the flag named.
+  ASSERT_EQ(run_command(kTool + " table " + qwen + " --max-pos 20 --out " + path("t.npy")).exit_code, 0);
+  const auto short_cache = run_command(kTool + " apply " + table + " --q " + path("q.npy") + " --offset 14 --cos-sin-cache " +
+                                       path("t.npy") + " --out-q " + path("c.npy"));
+  EXPECT_EQ(short_cache.exit_code, 2);
+  EXPECT_EQ(short_cache.err, "--cos-sin-cache: error: position (offset + index) 20 is outside cos_sin_cache: it has 20 "
+                             "rows (positions 0..19), the offset is 14; pass a longer cache or smaller positions\n");
+  EXPECT_FALSE(std::filesystem::exists(path("c.npy")));
+  // A spec that reads a table has none to write.
+  const auto none = run_command(kTool + " table " + table + " --max-pos 4 --out " + path("n.npy"));
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_THAT(none.err, HasSubstr("has no table of its own: it reads the call's cos_sin_cache"));
 }
 
 TEST_F(Cli, UsageErrorsExitTwo) {

@@ -153,6 +153,25 @@ const ErrorCase kCases[] = {
      "axes: {sections: [2, 2], per_axis_frequencies: true}\n",
      "s.yaml:5:48: error: per_axis_frequencies cannot be used with frequency scheme `runtime`: the inv_freq tensor "
      "already gives every pair's frequency\n"},
+    // Cos/sin read from the call's cache.
+    {"table_with_scaling",
+     "name: a\nhead_dim: 8\nfrequency: {scheme: table}\nscaling: {type: yarn, factor: 4, original_max_position: 64}\n",
+     "s.yaml:4:17: error: scaling type `yarn` cannot be used with frequency scheme `table`: cos_sin_cache holds cos "
+     "and sin as they are used (scaled, the attention factor included), so there is nothing to scale; leave scaling "
+     "out (or use type none)\n"},
+    {"table_with_theta", "name: a\nhead_dim: 8\nfrequency: {scheme: table, theta: 10000}\n",
+     "s.yaml:3:28: error: `theta` does not belong to frequency scheme `table`; it is used by scheme lang\n"},
+    {"table_with_xpos", "name: a\nhead_dim: 8\nfrequency: {scheme: table}\nxpos: {scale_base: 64}\n",
+     "s.yaml:4:7: error: xpos cannot be used with frequency scheme `table`: a cos/sin cache has no xPos scale "
+     "(queries and keys are scaled differently)\n"},
+    {"table_per_axis_frequencies",
+     "name: a\nhead_dim: 8\npositions: explicit\nfrequency: {scheme: table}\n"
+     "axes: {sections: [2, 2], per_axis_frequencies: true}\n",
+     "s.yaml:5:48: error: per_axis_frequencies cannot be used with frequency scheme `table`: cos_sin_cache already "
+     "gives every pair's cos and sin\n"},
+    {"table_misspelt", "name: a\nhead_dim: 8\nfrequency: {scheme: tabel}\n",
+     "s.yaml:3:21: error: unknown scheme `tabel`; allowed: lang, pixel, constant, custom, runtime, table; did you mean "
+     "`table`?\n"},
     // Sinusoidal, learned, alibi.
     {"sinusoidal_with_rope_layout", "name: a\nencoding: sinusoidal\ndim: 64\nlayout: bshd\n",
      "s.yaml:4:9: error: layout `bshd` does not belong to encoding `sinusoidal`; it is used by encoding rope; allowed: "

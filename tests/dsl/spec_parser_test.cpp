@@ -153,6 +153,20 @@ TEST(SpecParser, RuntimeFrequenciesHaveNoOtherKeys) {
   EXPECT_EQ(s.scaling.type, ScalingType::None);
 }
 
+// scaling type none is what the normalised text writes: it must parse back.
+TEST(SpecParser, TableFrequenciesHaveNoOtherKeysAndRoundTrip) {
+  const RopeSpec s = parse_ok("name: t\nhead_dim: 8\nrotary_dim: 4\npositions: explicit\nfrequency: {scheme: table}\n"
+                              "axes: {sections: [1, 1]}\n");
+  EXPECT_EQ(s.frequency.scheme, FrequencyScheme::Table);
+  const std::string text = to_yaml(s);
+  EXPECT_EQ(text, "name: t\nencoding: rope\nhead_dim: 8\nrotary_dim: 4\nrotary_offset: 0\npairing: half\n"
+                  "output_pairing: half\nlayout: bshd\ndtype: f32\nfrequency:\n  scheme: table\nscaling:\n  type: none\n"
+                  "positions: explicit\naxes:\n  sections: [1, 1]\n  interleaved: false\n  per_axis_frequencies: false\n");
+  EXPECT_EQ(to_yaml(parse_ok(text)), text);
+  EXPECT_NE(spec_hash(s), spec_hash(parse_ok("name: t\nhead_dim: 8\nrotary_dim: 4\npositions: explicit\n"
+                                             "frequency: {scheme: runtime}\naxes: {sections: [1, 1]}\n")));
+}
+
 TEST(SpecParser, SinusoidalDefaults) {
   const RopeSpec s = parse_ok("name: pe\nencoding: sinusoidal\ndim: 7\n");
   EXPECT_EQ(s.encoding, Encoding::Sinusoidal);

@@ -53,6 +53,7 @@ TEST(CpuEncodings, MultiAxisRope) { test::run_encoding_sweep(test::sweep_multi_a
 TEST(CpuEncodings, BackwardAndRuntimeFrequencies) {
   test::run_encoding_sweep(test::sweep_backward_and_runtime_frequencies(), "host", false);
 }
+TEST(CpuEncodings, CosSinCache) { test::run_encoding_sweep(test::sweep_cos_sin_cache(), "host", false); }
 TEST(CpuEncodings, BackwardIsTheAdjointOfForward) {
   for (const char* spec : {"name: a\nhead_dim: 16\n", "name: a\nhead_dim: 24\nrotary_dim: 16\npairing: interleaved\n",
                            "name: a\nhead_dim: 16\npairing: interleaved\noutput_pairing: half\n",

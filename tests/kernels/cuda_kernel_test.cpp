@@ -17,7 +17,7 @@ namespace {
 TEST(CudaEncodings, EveryEncodingAndBackward) {
   ROPEGEN_REQUIRE_GPU(c, "cuda");
   for (const auto& sweep : {test::sweep_sinusoidal_and_learned(), test::sweep_alibi(), test::sweep_multi_axis_rope(),
-                            test::sweep_backward_and_runtime_frequencies()})
+                            test::sweep_backward_and_runtime_frequencies(), test::sweep_cos_sin_cache()})
     test::run_encoding_sweep(sweep, "cuda", true);
 }
 TEST(CudaKernel, SweepLayoutsPairingsDtypesScalings) {

@@ -90,6 +90,7 @@ ref::Call reference_call(const runtime::ApplyRequest& r, int64_t seq_len) {
   call.seq_len = seq_len;
   if (r.freqs) call.inv_freq.assign(r.freqs->data.begin(), r.freqs->data.end());
   if (r.table) call.table = as_ref(*r.table);
+  if (r.cos_sin_cache) call.cos_sin_cache = as_ref(*r.cos_sin_cache);
   return call;
 }
 
@@ -230,6 +231,127 @@ std::vector<EncodingCase> sweep_backward_and_runtime_frequencies() {
           c.request.saved_k = tensor(k_shape, spec.dtype, seed++);
         }
       }
+      out.push_back(std::move(c));
+    }
+  return out;
+}
+
+// A cos/sin cache as engines keep it, rows for positions 0 .. rows-1, from
+// the independent reference of `source`: a spec that computes them (its
+// scaling and attention factor), float32 [rows, rotary_dim].
+runtime::HostTensor reference_cache(const std::string& source, int64_t rows) {
+  const RopeSpec spec = parse(source);
+  ref::Call call;
+  call.positions = ref::Tensor{{rows}, {}};
+  for (int64_t p = 0; p < rows; ++p) call.positions->data.push_back(static_cast<double>(p));
+  const ref::Tensor t = ref::reference_table(spec, call);
+  return {t.shape, std::vector<float>(t.data.begin(), t.data.end())};
+}
+
+std::vector<EncodingCase> sweep_cos_sin_cache() {
+  std::vector<EncodingCase> out;
+  uint32_t seed = 400;
+  // What the caches hold: each computed by the reference from a spec with
+  // the case's dims and one of these (yarn and longrope: attention factor != 1).
+  auto source = [](int pairs, int which) -> std::string {
+    std::vector<int> short_f, long_f;
+    for (int i = 0; i < pairs; ++i) short_f.push_back(1 + i % 3), long_f.push_back(4 + i);
+    switch (which % 3) {
+      case 0: return "frequency: {theta: 500000}\nscaling: {type: llama3, factor: 8, original_max_position: 64}\n";
+      case 1: return "scaling: {type: yarn, factor: 8, original_max_position: 64, mscale: 1, mscale_all_dim: 0.5}\n";
+      default:
+        return fmt::format("scaling: {{type: longrope, factor: 16, original_max_position: 8, policy: long, "
+                           "short_factor: [{}], long_factor: [{}]}}\n",
+                           fmt::join(short_f, ", "), fmt::join(long_f, ", "));
+    }
+  };
+  // The spec without frequency keys (`dims`), computing (+ source) and reading the cache.
+  auto add = [&](const std::string& dims, int which, runtime::HostTensor q, std::optional<runtime::HostTensor> k,
+                 int64_t rows) {
+    const RopeSpec spec = parse(dims);
+    EncodingCase c = make(dims + "frequency: {scheme: table}\n", std::move(q), std::move(k));
+    c.request.cos_sin_cache = reference_cache(dims + source(spec.num_pairs(), which), rows);
+    out.push_back(std::move(c));
+    return &out.back();
+  };
+  int which = 0;
+  // layout x pairing x dtype; partial, offset, thd sequences.
+  for (const char* layout : {"bshd", "bhsd", "sbhd", "thd"})
+    for (const char* pairing : {"half", "interleaved"})
+      for (const char* dtype : {"f32", "f16", "bf16"}) {
+        const std::string dims = fmt::format("name: c\nhead_dim: 20\nrotary_dim: 12\nrotary_offset: 4\npairing: {}\n"
+                                             "layout: {}\ndtype: {}\n", pairing, layout, dtype);
+        const DType dt = parse(dims).dtype;
+        const bool packed = std::string(layout) == "thd";
+        std::vector<int64_t> q_shape = packed ? std::vector<int64_t>{7, 3, 20} : std::vector<int64_t>{2, 7, 3, 20};
+        if (std::string(layout) == "bhsd") std::swap(q_shape[1], q_shape[2]);
+        if (std::string(layout) == "sbhd") std::swap(q_shape[0], q_shape[1]);
+        std::vector<int64_t> k_shape = q_shape;
+        k_shape[std::string(layout) == "bhsd" || packed ? 1 : 2] = 1;
+        runtime::HostTensor q = tensor(q_shape, dt, seed++), k = tensor(k_shape, dt, seed++);
+        EncodingCase* c = add(dims, which++, std::move(q), std::move(k), 12);
+        if (packed) c->request.cu_seqlens = std::vector<int64_t>{0, 3, 7};
+        c->request.offset = 5;  // last position read: 5 + 6 = 11, the cache's last row
+      }
+  // Explicit int32 / int64 ids, per sequence or shared by the batch; q alone.
+  for (const char* layout : {"bshd", "sbhd", "thd"})
+    for (bool int64 : {false, true})
+      for (bool shared : {false, true}) {
+        const std::string dims = fmt::format("name: c\nhead_dim: 16\nlayout: {}\npositions: explicit\n", layout);
+        const bool packed = std::string(layout) == "thd";
+        if (packed && !shared) continue;
+        std::vector<int64_t> q_shape = packed ? std::vector<int64_t>{9, 4, 16} : std::vector<int64_t>{2, 9, 4, 16};
+        if (std::string(layout) == "sbhd") std::swap(q_shape[0], q_shape[1]);
+        EncodingCase* c = add(dims, which++, tensor(q_shape, DType::F32, seed++), std::nullopt, 3000);
+        std::vector<int64_t> id_shape = {9};
+        if (!shared) id_shape = std::string(layout) == "sbhd" ? std::vector<int64_t>{9, 2} : std::vector<int64_t>{2, 9};
+        c->request.positions = ids(id_shape, 3000, int64, seed++);
+      }
+  // Backward (rotation by -angle with the same cache), q and k, and odd sizes.
+  for (const char* dims : {"name: c\nhead_dim: 16\n",
+                           "name: c\nhead_dim: 24\nrotary_dim: 16\nrotary_offset: 4\npairing: interleaved\nlayout: sbhd\n"
+                           "dtype: bf16\n",
+                           "name: c\nhead_dim: 24\nrotary_dim: 8\nrotary_offset: 16\npairing: interleaved\n"
+                           "output_pairing: half\nlayout: thd\ndtype: f16\n"})
+    for (bool backward : {false, true}) {
+      const RopeSpec spec = parse(dims);
+      const bool packed = spec.layout == Layout::THD;
+      std::vector<int64_t> q_shape = packed ? std::vector<int64_t>{7, 3, spec.head_dim} : std::vector<int64_t>{2, 5, 3, spec.head_dim};
+      if (spec.layout == Layout::SBHD) std::swap(q_shape[0], q_shape[1]);
+      std::vector<int64_t> k_shape = q_shape;
+      k_shape[packed ? 1 : 2] = 2;
+      runtime::HostTensor q = tensor(q_shape, spec.dtype, seed++), k = tensor(k_shape, spec.dtype, seed++);
+      EncodingCase* c = add(dims, which++, std::move(q), std::move(k), 40);
+      c->request.backward = backward;
+      c->request.offset = 30;
+      if (packed) c->request.cu_seqlens = std::vector<int64_t>{0, 3, 7};
+    }
+  // cos/sin of a token past 16 KiB: per thread, in registers, on GPUs.
+  {
+    runtime::HostTensor q = tensor({1, 3, 2, 8192}, DType::F32, seed++), k = tensor({1, 3, 1, 8192}, DType::F32, seed++);
+    add("name: c\nhead_dim: 8192\n", which++, std::move(q), std::move(k), 3);
+  }
+  for (auto [d, r, off] : {std::tuple{2, 2, 0}, std::tuple{130, 34, 96}}) {
+    const std::string dims = fmt::format("name: c\nhead_dim: {}\nrotary_dim: {}\nrotary_offset: {}\n", d, r, off);
+    add(dims, which++, tensor({1, 1, 1, d}, DType::F32, seed++), std::nullopt, 1);
+    runtime::HostTensor q = tensor({3, 1, 5, d}, DType::BF16, seed++), k = tensor({3, 1, 5, d}, DType::BF16, seed++);
+    add(dims, which++, std::move(q), std::move(k), 1);
+  }
+  // Multi-axis: each pair reads the row of its own axis's position.
+  for (const char* axes : {"{sections: [2, 3, 3]}", "{sections: [4, 2, 2], interleaved: true}"})
+    for (const char* layout : {"bshd", "thd"}) {
+      const std::string dims =
+          fmt::format("name: c\nhead_dim: 20\nrotary_dim: 16\nlayout: {}\npositions: explicit\naxes: {}\n", layout, axes);
+      const bool packed = std::string(layout) == "thd";
+      const std::vector<int64_t> q_shape = packed ? std::vector<int64_t>{7, 4, 20} : std::vector<int64_t>{2, 5, 4, 20};
+      std::vector<int64_t> k_shape = q_shape;
+      k_shape[packed ? 1 : 2] = 2;
+      // The cache's source is 1-D: cos/sin of pair r depend on its position, not its axis.
+      runtime::HostTensor q = tensor(q_shape, DType::F32, seed++), k = tensor(k_shape, DType::F32, seed++);
+      EncodingCase c = make(dims + "frequency: {scheme: table}\n", std::move(q), std::move(k));
+      c.request.cos_sin_cache = reference_cache(
+          fmt::format("name: c\nhead_dim: 20\nrotary_dim: 16\n{}", source(8, which++)), 500);
+      c.request.positions = ids(packed ? std::vector<int64_t>{7, 3} : std::vector<int64_t>{2, 5, 3}, 500, !packed, seed++);
       out.push_back(std::move(c));
     }
   return out;

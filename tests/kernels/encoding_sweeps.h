@@ -27,6 +27,15 @@ std::vector<EncodingCase> sweep_multi_axis_rope();
 // Backward of rope specs (partial, interleaved, output_pairing, xPos, yarn,
 // multi-axis) and run-time frequencies forward and backward (dL/d(inv_freq)).
 std::vector<EncodingCase> sweep_backward_and_runtime_frequencies();
+// Frequency scheme table (cos/sin read from the call's cos_sin_cache, each
+// cache the reference's table of a computing spec: llama3, yarn, longrope):
+// layouts x pairings x dtypes on a partial range, explicit int32 / int64
+// ids, backward, q alone, odd sizes, DeepSeek-V3's output pairing, multi-axis.
+std::vector<EncodingCase> sweep_cos_sin_cache();
+
+// The reference's cos/sin cache of a computing spec (YAML): float32
+// [rows, rotary_dim], rows for positions 0 .. rows-1.
+runtime::HostTensor reference_cache(const std::string& source, int64_t rows);
 
 // Runs c on `target` (host, vulkan, cuda) and checks every output against
 // the reference (gtest failures). Returns the outputs, empty if it could not run.

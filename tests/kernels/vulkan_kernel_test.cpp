@@ -62,6 +62,10 @@ TEST(VulkanEncodings, BackwardAndRuntimeFrequencies) {
   ROPEGEN_REQUIRE_GPU(v, "vulkan");
   test::run_encoding_sweep(test::sweep_backward_and_runtime_frequencies(), "vulkan", true);
 }
+TEST(VulkanEncodings, CosSinCache) {
+  ROPEGEN_REQUIRE_GPU(v, "vulkan");
+  test::run_encoding_sweep(test::sweep_cos_sin_cache(), "vulkan", true);
+}
 TEST(VulkanKernel, XposLongRopeAndSchemes) {
   ROPEGEN_REQUIRE_GPU(v, "vulkan");
   test::expect_parity("xpos, longrope, schemes", test::sweep_xpos_longrope_schemes(), *v.target);

@@ -45,6 +45,8 @@ std::vector<double> scheme_inv_freq(const Frequency& f, int dim, const std::vect
     case FrequencyScheme::Runtime:
       if (static_cast<int>(runtime.size()) != n) throw std::invalid_argument("runtime freqs: need rotary_dim/2 values");
       return runtime;
+    case FrequencyScheme::Table:  // no frequencies: cos and sin come from the call's cache (for_each_pair)
+      return inv;
   }
   return inv;
 }
@@ -279,14 +281,22 @@ void for_each_pair(const RopeSpec& spec, const Tensor& x, bool is_key, const Cal
         for (int i = 0; i < spec.rotary_dim / 2; ++i) {
           const LD pos = g.position(b, s, pair_axis(spec.axes, i));
           const LD angle = pos * LD(fr.inv_freq[i]);
-          LD k = fr.attention_factor;
+          LD k = fr.attention_factor, c = std::cos(angle), sn = std::sin(angle);
+          if (spec.frequency.scheme == FrequencyScheme::Table) {  // an engine's cos_sin_cache, row pos: [cos | sin]
+            require(call.cos_sin_cache && call.cos_sin_cache->shape.size() == 2 &&
+                        call.cos_sin_cache->shape[1] == spec.rotary_dim,
+                    "scheme table: cos_sin_cache must be [max_pos, rotary_dim]");
+            require(pos >= 0 && pos < call.cos_sin_cache->shape[0], "scheme table: position outside cos_sin_cache");
+            const double* row = &call.cos_sin_cache->data[static_cast<int64_t>(pos) * spec.rotary_dim];
+            c = row[i], sn = row[spec.rotary_dim / 2 + i], k = 1;  // the cache holds the attention factor
+          }
           if (spec.xpos.enabled) {  // lucidrains get_scale: power = (t - len(t)//2) / scale_base
             const LD p = (pos - LD(*seq_len / 2)) / LD(spec.xpos.scale_base);
             k *= std::pow(LD(fr.xpos_scale[i]), is_key ? -p : p);
           }
           visit(PairSite{i, row + member(spec, spec.pairing, i, false), row + member(spec, spec.pairing, i, true),
                          row + member(spec, spec.output_pairing, i, false),
-                         row + member(spec, spec.output_pairing, i, true), pos, std::cos(angle), std::sin(angle), k});
+                         row + member(spec, spec.output_pairing, i, true), pos, c, sn, k});
         }
       }
 }

@@ -49,6 +49,9 @@ struct Call {
   std::optional<int64_t> seq_len;    // default: max position in the call + 1 (HF: max(position_ids)+1)
   std::vector<double> inv_freq;      // frequency.scheme runtime: inv_freq [rotary_dim/2]
   std::optional<Tensor> table;       // learned: [max_len, dim]
+  // frequency.scheme table: [max_pos, rotary_dim], row p = [cos | sin] of the
+  // pairs at position p (attention factor included), used as it is.
+  std::optional<Tensor> cos_sin_cache;
 };
 
 // Rotates x (q if !is_key, k if is_key) laid out per spec.layout:

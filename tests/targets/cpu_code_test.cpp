@@ -22,10 +22,10 @@ std::set<std::string> produced(const std::string& stmt, const std::string& part)
   return names;
 }
 
-std::string llama3_stmt(const std::string& dtype) {
-  const RopeSpec spec = parse_spec("name: l\nhead_dim: 128\ndtype: " + dtype +
-                                          "\nscaling: {type: llama3, factor: 8, original_max_position: 8192}\n", "llama3.yaml")
-                            .value();
+const char* const kLlama3 = "scaling: {type: llama3, factor: 8, original_max_position: 8192}\n";
+
+std::string llama3_stmt(const std::string& dtype, const std::string& frequency = kLlama3) {
+  const RopeSpec spec = parse_spec("name: l\nhead_dim: 128\ndtype: " + dtype + "\n" + frequency, "llama3.yaml").value();
   lowering::KernelVariant variant;
   variant.with_k = true;
   const Halide::Target target("x86-64-linux-avx512_zen4");
@@ -48,6 +48,25 @@ TEST(CpuCode, KComputedWithQSharesOneCosSin) {
     EXPECT_EQ(produced(stmt, "cos_sin"), std::set<std::string>{"cos_sin"}) << stmt;
     EXPECT_EQ(produced(stmt, "reduced"), std::set<std::string>{"reduced"});
     EXPECT_EQ(produced(stmt, "out_k"), std::set<std::string>{"out_k"});
+  }
+}
+
+// Frequency scheme table: the same loops, no angle reduction at all; the
+// cache's rows read where they are used (1-D positions), or gathered once per
+// tile into the shared cos/sin stage (multi-axis: a row per pair).
+TEST(CpuCode, CosSinCacheReadInPlaceOrGatheredPerTile) {
+  for (const char* dtype : {"bf16", "f32"}) {
+    for (const char* axes : {"", "positions: explicit\naxes: {sections: [16, 24, 24]}\n"}) {
+      SCOPED_TRACE(std::string(dtype) + " " + axes);
+      const std::string stmt = llama3_stmt(dtype, std::string("frequency: {scheme: table}\n") + axes);
+      EXPECT_TRUE(std::regex_search(stmt, std::regex("par_for_out_q[_0-9]*_s0_b_fused_bo_par_for_out_q[_0-9]*_s0_s_fused_so")))
+          << stmt;
+      EXPECT_EQ(stmt.find("par_for_out_k"), std::string::npos) << stmt;
+      EXPECT_EQ(produced(stmt, "cos_sin"), *axes ? std::set<std::string>{"cos_sin"} : std::set<std::string>{}) << stmt;
+      EXPECT_EQ(produced(stmt, "reduced"), std::set<std::string>{});
+      EXPECT_EQ(produced(stmt, "inv_freq"), std::set<std::string>{});
+      EXPECT_NE(stmt.find("cos_sin_cache["), std::string::npos) << stmt;
+    }
   }
 }
 

@@ -36,6 +36,8 @@ std::vector<PtxCase> cases() {
                            "original_max_position: 64}\n";
   const std::string mrope = "name: m\nhead_dim: 128\ndtype: bf16\npositions: explicit\naxes: {sections: [16, 24, 24]}\n";
   const std::string learned_freq = "name: f\nhead_dim: 64\npairing: interleaved\nfrequency: {scheme: runtime}\n";
+  const std::string cache = "name: c\nhead_dim: 128\ndtype: bf16\npositions: explicit\nfrequency: {scheme: table}\n";
+  const std::string cache_huge = "name: h\nhead_dim: 8192\npairing: interleaved\nfrequency: {scheme: table}\n";
   const std::string sinusoidal = "name: s\nencoding: sinusoidal\ndim: 512\ntable_form: roformer\nlayout: td\n";
   const std::string learned = "name: w\nencoding: learned\ndim: 768\ndtype: f16\n";
   const std::string alibi = "name: a\nencoding: alibi\nnum_heads: 12\nform: causal\ndtype: bf16\n";
@@ -51,6 +53,10 @@ std::vector<PtxCase> cases() {
     out.push_back({ds, target, true, false, false, true});
     out.push_back({mrope, target, true, true});
     out.push_back({learned_freq, target, true, false, false, true});
+    // cos/sin read from a cache: shared memory per tile, and per thread (huge heads), backward.
+    out.push_back({cache, target, true, true});
+    out.push_back({cache, target, true, false, false, true});
+    out.push_back({cache_huge, target, true});
     for (const std::string& other : {sinusoidal, learned, alibi}) out.push_back({other, target});
   }
   return out;

@@ -1,5 +1,6 @@
 // rope-gen apply SPEC --q Q.npy [--k K.npy] [--positions P.npy | --offset N]
-//   [--cu-seqlens C.npy] [--seq-len N] [--freqs F.npy] [--target T] --out-q OQ.npy [--out-k OK.npy]
+//   [--cu-seqlens C.npy] [--seq-len N] [--freqs F.npy | --cos-sin-cache C.npy] [--target T]
+//   --out-q OQ.npy [--out-k OK.npy]
 // rope-gen apply SPEC --backward --q GQ.npy [--k GK.npy] [--saved-q Q.npy --saved-k K.npy
 //   --out-freqs DF.npy] ... --out-q DQ.npy [--out-k DK.npy]
 // rope-gen apply SPEC --x X.npy [--positions P.npy | --offset N] [--table T.npy] --out Y.npy
@@ -21,7 +22,7 @@ namespace ropegen::cli {
 namespace {
 
 struct ApplyOptions {
-  std::string spec, q, k, x, positions, cu_seqlens, table, freqs, saved_q, saved_k;
+  std::string spec, q, k, x, positions, cu_seqlens, table, freqs, cos_sin_cache, saved_q, saved_k;
   std::string out_q, out_k, out, out_freqs, target = "host";
   int64_t offset = 0;
   std::optional<int64_t> seq_len;
@@ -36,6 +37,20 @@ runtime::HostTensor read_float_tensor(const std::string& path, const char* role)
                      role, path, a.dtype, role));
   runtime::HostTensor t{a.shape, std::vector<float>(a.elements())};
   if (!a.data.empty()) std::memcpy(t.data.data(), a.data.data(), a.data.size());  // an empty tensor has no data pointer
+  return t;
+}
+
+// The cos/sin cache of frequency scheme table: float32, passed to the kernel
+// as it is (never converted to the spec's dtype).
+std::optional<runtime::HostTensor> cos_sin_cache(const std::string& path) {
+  if (path.empty()) return std::nullopt;
+  const NpyArray a = read_npy(path);
+  if (a.dtype != "<f4")
+    fail(fmt::format("--cos-sin-cache ({}) has dtype {}; a cos/sin cache must be float32 (np.float32) whatever the "
+                     "spec's dtype (`rope-gen table` writes one)",
+                     path, a.dtype));
+  runtime::HostTensor t{a.shape, std::vector<float>(a.elements())};
+  if (!a.data.empty()) std::memcpy(t.data.data(), a.data.data(), a.data.size());
   return t;
 }
 
@@ -71,7 +86,8 @@ std::vector<Diagnostic> with_flags(std::vector<Diagnostic> errors) {
   static const std::pair<const char*, const char*> flags[] = {
       {"q", "--q"},           {"x", "--x"},           {"k", "--k"},           {"out_q", "--out-q"},
       {"out_k", "--out-k"},   {"out", "--out"},       {"positions", "--positions"}, {"cu_seqlens", "--cu-seqlens"},
-      {"table", "--table"},   {"freqs", "--freqs"},   {"saved_q", "--saved-q"}, {"saved_k", "--saved-k"},
+      {"table", "--table"},   {"freqs", "--freqs"},   {"cos_sin_cache", "--cos-sin-cache"},
+      {"saved_q", "--saved-q"}, {"saved_k", "--saved-k"},
       {"d_freqs", "--out-freqs"}, {"offset", "--offset"}, {"seq_len", "--seq-len"}, {"backward", "--backward"}};
   for (Diagnostic& d : errors)
     for (auto [name, flag] : flags)
@@ -94,6 +110,7 @@ void run_apply(const ApplyOptions& o) {
   if (!o.cu_seqlens.empty()) r.cu_seqlens = read_npy_ints(o.cu_seqlens, "cu_seqlens").values;
   r.table = optional_tensor(o.table, "table");
   r.freqs = optional_tensor(o.freqs, "freqs");
+  r.cos_sin_cache = cos_sin_cache(o.cos_sin_cache);
   r.saved_q = optional_tensor(o.saved_q, "saved_q");
   r.saved_k = optional_tensor(o.saved_k, "saved_k");
   r.backward = o.backward;
@@ -124,6 +141,9 @@ void add_apply_command(CLI::App& app) {
   cmd->add_option("--cu-seqlens", o->cu_seqlens, "thd / td: sequence starts, int32/int64 [n+1]");
   cmd->add_option("--table", o->table, "learned: the position table, float32 [max_len, dim]");
   cmd->add_option("--freqs", o->freqs, "frequency scheme runtime: inv_freq, float32 [rotary_dim / 2]");
+  cmd->add_option("--cos-sin-cache", o->cos_sin_cache,
+                  "frequency scheme table: float32 [max_pos, rotary_dim], row p = [cos | sin] of the pairs at position "
+                  "p (as `rope-gen table` writes it)");
   cmd->add_option("--seq-len", o->seq_len, "run-time sequence length (default: max position + 1, as HF)");
   cmd->add_flag("--backward", o->backward, "rope: the gradients dL/dq (, dL/dk) of upstream gradients given as --q (, --k)");
   cmd->add_option("--saved-q", o->saved_q, "--backward with run-time frequencies: the forward's q");
