@@ -32,6 +32,7 @@ torch release.
 import json
 import os
 import threading
+import weakref
 
 import torch
 from torch.utils.dlpack import to_dlpack as _to_dlpack
@@ -205,6 +206,22 @@ def _heads(t, tokens, head_size, name):
     return t.as_strided((tokens, t.shape[1] // head_size, head_size), (t.stride(0), head_size, 1), t.storage_offset())
 
 
+_float_caches = weakref.WeakKeyDictionary()
+
+
+def _float32_cache(cache):
+    """cos_sin_cache as float32 (the kernels read float32; widening is exact).
+    Engines keep theirs in the model dtype and pass the same tensor every call,
+    so its conversion is kept until the tensor changes (its version counter)."""
+    if cache.dtype == torch.float32:
+        return cache
+    kept = _float_caches.get(cache)
+    if kept is None or kept[0] != cache._version:
+        kept = (cache._version, cache.float())
+        _float_caches[cache] = kept
+    return kept[1]
+
+
 @_impl("rotary_embedding")
 def _rotary_embedding(positions, query, key, head_size, cos_sin_cache, is_neox):
     tokens = positions.reshape(-1)
@@ -213,7 +230,7 @@ def _rotary_embedding(positions, query, key, head_size, cos_sin_cache, is_neox):
     spec = _vllm_spec(head_size, cos_sin_cache.shape[-1], is_neox)
     run = kernel(spec, query.dtype, "thd", True)
     run(_dl(q), _dl(k), _dl(tokens), 0, None, _dl(q), _dl(k), None, False, None, None, None, None, None,
-        cos_sin_cache=_dl(cos_sin_cache))
+        _dl(_float32_cache(cos_sin_cache)))
 
 
 @torch.library.register_fake("ropegen::rotary_embedding", lib=_lib)

@@ -158,7 +158,7 @@ NB_MODULE(_ropegen, m) {
            nb::arg("offset").none(), nb::arg("seq_len").none(), nb::arg("out_q").none(), nb::arg("out_k").none(),
            nb::arg("cu_seqlens").none(), nb::arg("backward"), nb::arg("table").none(), nb::arg("freqs").none(),
            nb::arg("saved_q").none(), nb::arg("saved_k").none(), nb::arg("d_freqs").none(),
-           nb::arg("cos_sin_cache").none())
+           nb::arg("cos_sin_cache").none() = nb::none())
       .def_prop_ro("spec", &SpecKernel::spec_yaml)
       .def_prop_ro("encoding", &SpecKernel::encoding);
   m.def(

@@ -230,6 +230,72 @@ def test_in_place_under_autograd_keeps_the_graph():
     assert torch.equal(q.detach(), out_q.detach())
 
 
+# --- vLLM's rotary_embedding ---------------------------------------------
+
+def vllm_reference(positions, x, head_size, cache, is_neox):
+    """vLLM's RotaryEmbedding.forward_native in float64: each head's first
+    rot_dim dims rotated by the cache rows [cos | sin] of its token."""
+    t = positions.numel()
+    x = x.double().reshape(t, -1, head_size)
+    rot = cache.shape[1]
+    cos, sin = cache.double()[positions.reshape(-1)].chunk(2, -1)
+    cos, sin = cos[:, None], sin[:, None]
+    r = x[..., :rot]
+    if is_neox:
+        a, b = r.chunk(2, -1)
+        r = torch.cat([a * cos - b * sin, b * cos + a * sin], -1)
+    else:
+        a, b = r[..., 0::2], r[..., 1::2]
+        r = torch.stack([a * cos - b * sin, b * cos + a * sin], -1).flatten(-2)
+    return torch.cat([r, x[..., rot:]], -1)
+
+
+def vllm_cache(max_pos, rot, theta=10000.0, dtype=torch.float32):
+    inv = 1.0 / theta ** (torch.arange(0, rot, 2, dtype=torch.float64) / rot)
+    angle = torch.arange(max_pos, dtype=torch.float64)[:, None] * inv
+    return torch.cat([angle.cos(), angle.sin()], -1).to(dtype)
+
+
+@pytest.mark.parametrize("is_neox", [True, False], ids=["neox", "gptj"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+def test_vllm_rotary_embedding_on_fused_qkv_views(is_neox, dtype):
+    """vLLM's call: query and key as [T, H * head_size] column slices of one qkv
+    projection, rotated in place; v untouched; rot_dim < head_size."""
+    t, hq, hk, hs, rot = 11, 4, 2, 64, 48
+    g = torch.Generator().manual_seed(1)
+    qkv = torch.randn(t, (hq + 2 * hk) * hs, generator=g).to(dtype)
+    before = qkv.clone()
+    query, key = qkv[:, :hq * hs], qkv[:, hq * hs:(hq + hk) * hs]
+    positions = torch.randint(0, 300, (t,), generator=g)
+    for cache_dtype in (torch.float32, dtype):
+        qkv.copy_(before)
+        cache = vllm_cache(300, rot, dtype=cache_dtype)
+        torch.ops.ropegen.rotary_embedding(positions, query, key, hs, cache, is_neox)
+        tol = 2e-6 if dtype == torch.float32 else 2e-2
+        assert (query.double().reshape(t, hq, hs) -
+                vllm_reference(positions, before[:, :hq * hs], hs, cache, is_neox)).abs().max() <= tol
+        assert (key.double().reshape(t, hk, hs) -
+                vllm_reference(positions, before[:, hq * hs:(hq + hk) * hs], hs, cache, is_neox)).abs().max() <= tol
+        assert torch.equal(qkv[:, (hq + hk) * hs:], before[:, (hq + hk) * hs:])
+
+
+def test_vllm_rotary_embedding_shapes_and_errors():
+    t, h, hs = 5, 2, 32
+    cache = vllm_cache(16, hs)
+    positions = torch.arange(t).reshape(1, t)           # [B, S] ids are flattened, as vLLM does
+    q3 = torch.randn(t, h, hs)
+    expect = vllm_reference(positions, q3, hs, cache, True).float()
+    torch.ops.ropegen.rotary_embedding(positions, q3, None, hs, cache, True)
+    assert (q3 - expect).abs().max() < 2e-6
+    opcheck(torch.ops.ropegen.rotary_embedding.default, (positions.flatten(), torch.randn(t, h * hs), None, hs, cache, True))
+    opcheck(torch.ops.ropegen.rotary_embedding.default,
+            (positions.flatten(), torch.randn(t, h * hs), torch.randn(t, hs), hs, cache, False))
+    with pytest.raises(ValueError, match="head_size"):
+        torch.ops.ropegen.rotary_embedding(positions, torch.randn(t, 33), None, hs, cache, True)
+    with pytest.raises(ValueError, match="outside cos_sin_cache"):
+        torch.ops.ropegen.rotary_embedding(positions + 20, torch.randn(t, h * hs), None, hs, cache, True)
+
+
 # --- torch.compile ---------------------------------------------------------
 
 class Attention(torch.nn.Module):
