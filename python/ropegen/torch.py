@@ -29,6 +29,7 @@ measured by `bench/torch_bench.py`) at the price of building against one
 torch's C++ ABI; `python -m ropegen.torch` would then break with every
 torch release.
 """
+import functools
 import json
 import os
 import threading
@@ -187,6 +188,7 @@ torch.library.register_autograd("ropegen::rope", _backward, setup_context=_setup
 # [B, S], flattened as the tokens are) in cos_sin_cache [max_pos, rot_dim]
 # = [cos | sin]; is_neox: half pairing, else interleaved. Only the first rot_dim
 # dims of each head rotate.
+@functools.lru_cache(maxsize=None)
 def _vllm_spec(head_size, rot_dim, is_neox):
     return json.dumps({"name": "vllm", "encoding": "rope", "head_dim": head_size, "rotary_dim": rot_dim,
                        "pairing": "half" if is_neox else "interleaved", "frequency": {"scheme": "table"}})
@@ -194,16 +196,14 @@ def _vllm_spec(head_size, rot_dim, is_neox):
 
 def _heads(t, tokens, head_size, name):
     """t as [tokens, heads, head_size] (a view, strides kept)."""
-    if t.dim() == 3 and t.shape[0] == tokens:
-        if t.shape[2] != head_size:
-            raise ValueError(f"{name} is {list(t.shape)}: its last dim must be head_size ({head_size})")
+    if t.dim() == 3 and t.shape[0] == tokens and t.shape[2] == head_size:
         return t
     if t.dim() != 2 or t.shape[0] != tokens or t.shape[1] % head_size != 0:
         raise ValueError(f"{name} is {list(t.shape)}: it must be [tokens ({tokens}), heads * head_size ({head_size})]"
                          " or [tokens, heads, head_size]")
     if t.stride(1) != 1:
         raise ValueError(f"{name} must have a dense last dim (stride 1, not {t.stride(1)})")
-    return t.as_strided((tokens, t.shape[1] // head_size, head_size), (t.stride(0), head_size, 1), t.storage_offset())
+    return t.view(tokens, t.shape[1] // head_size, head_size)  # splits the dense dim: always a view
 
 
 _float_caches = weakref.WeakKeyDictionary()

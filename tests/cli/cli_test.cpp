@@ -9,6 +9,7 @@
 
 #include "atomic_file.h"
 #include "npy.h"
+#include "ropegen/spec_io.h"
 #include "support/run_command.h"
 
 namespace ropegen {
@@ -155,6 +156,36 @@ TEST_F(Cli, ApplyReadsTheTableOfAnotherSpec) {
   const auto none = run_command(kTool + " table " + table + " --max-pos 4 --out " + path("n.npy"));
   EXPECT_EQ(none.exit_code, 2);
   EXPECT_THAT(none.err, HasSubstr("has no table of its own: it reads the call's cos_sin_cache"));
+}
+
+// `rope-gen table --kernel-bits`: the computing kernel's own cos/sin, so the
+// kernel that reads them gives the computing kernel's bits (yarn's attention
+// factor; DeepSeek's partial, interleaved-in, half-out pairs; int64 ids).
+TEST_F(Cli, KernelBitsTableReproducesTheComputingKernel) {
+  struct Case {
+    std::string dims, frequencies;  // the reading spec swaps the frequencies for the table
+  };
+  const std::vector<Case> cases = {
+      {"name: yarn\nhead_dim: 128\n", "scaling: {type: yarn, factor: 4, original_max_position: 32768}\n"},
+      {"name: mla\nhead_dim: 24\nrotary_dim: 16\nrotary_offset: 8\npairing: interleaved\noutput_pairing: half\n",
+       "scaling: {type: yarn, factor: 40, original_max_position: 4096, mscale: 0.707, mscale_all_dim: 0.707}\n"}};
+  for (const Case& c : cases) {
+    const std::string computing = spec_file(c.dims + c.frequencies);
+    const std::string reading = spec_file(c.dims + "frequency: {scheme: table}\n");
+    const int64_t head_dim = load_spec(computing)->head_dim;
+    const auto t = run_command(kTool + " table " + computing + " --max-pos 3000 --kernel-bits --out " + path("t.npy"));
+    ASSERT_EQ(t.exit_code, 0) << t.err;
+    std::vector<float> q(5 * 3 * head_dim);
+    for (size_t i = 0; i < q.size(); ++i) q[i] = static_cast<float>((i * 37 % 101) / 50.0 - 1.0);
+    cli::write_file_atomically(path("q.npy"), cli::npy_bytes(q, {1, 5, 3, head_dim}));
+    const auto a = run_command(kTool + " apply " + computing + " --q " + path("q.npy") + " --offset 2990 --out-q " + path("a.npy"));
+    ASSERT_EQ(a.exit_code, 0) << a.err;
+    const auto b = run_command(kTool + " apply " + reading + " --q " + path("q.npy") + " --offset 2990 --cos-sin-cache " +
+                               path("t.npy") + " --out-q " + path("b.npy"));
+    ASSERT_EQ(b.exit_code, 0) << b.err;
+    EXPECT_EQ(cli::read_npy(path("a.npy")).data, cli::read_npy(path("b.npy")).data) << c.dims;
+    EXPECT_NE(cli::read_npy(path("a.npy")).data, cli::read_npy(path("q.npy")).data);
+  }
 }
 
 TEST_F(Cli, UsageErrorsExitTwo) {

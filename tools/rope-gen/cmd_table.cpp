@@ -1,4 +1,4 @@
-// rope-gen table SPEC (--max-pos N | --positions P.npy) [--seq-len N] --out T.npy
+// rope-gen table SPEC (--max-pos N | --positions P.npy) [--seq-len N] [--kernel-bits] --out T.npy
 // (alibi: rope-gen table SPEC --out T.npy, the slopes)
 #include <iostream>
 
@@ -13,6 +13,7 @@
 #include "runtime/host_memory.h"
 #include "ropegen/position_limits.h"
 #include "ropegen/rope_table.h"
+#include "ropegen/runtime.h"
 #include "ropegen/spec_io.h"
 
 namespace ropegen::cli {
@@ -21,7 +22,44 @@ namespace {
 struct TableOptions {
   std::string spec, positions, out;
   std::optional<int64_t> max_pos, seq_len;
+  bool kernel_bits = false;
 };
+
+// Where pair i of the rotary dims sits in a head: (first, second) element.
+std::pair<int, int> pair_elements(const RopeSpec& spec, Pairing pairing, int i) {
+  const int off = spec.rotary_offset;
+  return pairing == Pairing::Half ? std::pair{off + i, off + spec.num_pairs() + i} : std::pair{off + 2 * i, off + 2 * i + 1};
+}
+
+// The table the spec's own kernel uses: its float32 cos and sin (times the
+// attention factor), read off the rotation of each pair's (1, 0). Rotation
+// by an angle maps (1, 0) to exactly (cos, sin) in the kernel's arithmetic
+// (1 * c - 0 * s = c), so a `scheme: table` kernel reading these rows
+// reproduces the computing kernel bit for bit.
+void replace_with_kernel_bits(const RopeSpec& spec, const std::vector<int64_t>& positions, RopeTable& t) {
+  RopeSpec ks = spec;
+  ks.dtype = DType::F32, ks.layout = Layout::THD, ks.positions = PositionsMode::Explicit;
+  const int64_t d = ks.head_dim, half = ks.num_pairs();
+  std::vector<float> q(static_cast<size_t>(t.rows * d), 0.0f), out(q.size());
+  for (int64_t row = 0; row < t.rows; ++row)
+    for (int i = 0; i < half; ++i) q[row * d + pair_elements(ks, ks.pairing, i).first] = 1.0f;
+  std::vector<int64_t> ids = positions;
+  const int axes = ks.axes.count();
+  Call call;
+  call.q = Tensor::dense(q.data(), ElementType::Float32, {t.rows, 1, d});
+  call.out_q = Tensor::dense(out.data(), ElementType::Float32, {t.rows, 1, d});
+  call.positions = axes > 0 ? Tensor::dense(ids.data(), ElementType::Int64, {t.rows, int64_t{axes}})
+                            : Tensor::dense(ids.data(), ElementType::Int64, {t.rows});
+  call.seq_len = t.seq_len;
+  if (const Status ran = Runtime::process().run(ks, call); !ran) throw CliError(format(ran.errors()));
+  for (int64_t row = 0; row < t.rows; ++row)
+    for (int i = 0; i < half; ++i) {
+      const auto [c, s] = pair_elements(ks, ks.output_pairing, i);
+      t.values[row * t.columns + i] = out[row * d + c];
+      t.values[row * t.columns + half + i] = out[row * d + s];
+    }
+  t.layout += " (the kernel's float32 values)";
+}
 
 void run_table(const TableOptions& o) {
   const RopeSpec spec = unwrap(load_spec(o.spec));
@@ -46,7 +84,11 @@ void run_table(const TableOptions& o) {
     fail("give --max-pos N or --positions P.npy");
   }
   if (o.seq_len && *o.seq_len < 1) fail("--seq-len must be >= 1");
-  const RopeTable t = unwrap(rope_table(spec, positions, o.seq_len));
+  RopeTable t = unwrap(rope_table(spec, positions, o.seq_len));
+  if (o.kernel_bits) {
+    if (spec.encoding != Encoding::Rope) fail("--kernel-bits is for rope specs (the cos/sin cache)");
+    replace_with_kernel_bits(spec, positions, t);
+  }
   const bool slopes = spec.encoding == Encoding::Alibi;
   const std::vector<int64_t> shape = slopes ? std::vector<int64_t>{t.columns} : std::vector<int64_t>{t.rows, t.columns};
   write_file_atomically(o.out, npy_bytes(t.values, shape));
@@ -77,6 +119,9 @@ void add_table_command(CLI::App& app) {
   max_pos->excludes(pos);
   cmd->add_option("--seq-len", o->seq_len, "run-time sequence length for dynamic / longrope (default: max position + 1)");
   cmd->add_option("--out", o->out, "the table (.npy, float32)")->required();
+  cmd->add_flag("--kernel-bits", o->kernel_bits,
+                "rope: the computing kernel's own float32 cos/sin instead of float64 values rounded once, so that a "
+                "`frequency: {scheme: table}` kernel reading the table gives the computing kernel's bits");
   cmd->callback([o] { run_table(*o); });
 }
 
