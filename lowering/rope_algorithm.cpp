@@ -148,7 +148,7 @@ Expr dim_of(const RopeSpec& spec, Pairing pairing, const Expr& r, const Expr& m)
 
 // `spec` is the kernel's (kernel_spec): it reads in `pairing` and writes in
 // `output_pairing`; backward kernels rotate by -angle.
-void define_rotation(const RopeSpec& spec, const RopeAlgorithm& a, RotatedTensor& t, bool is_key) {
+void define_rotation(const RopeSpec& spec, const RopeAlgorithm& a, RotatedTensor& t, bool is_key, bool with_output = true) {
   const int half = spec.num_pairs();
   const Expr x0 = load_as_float(t.input(dim_of(spec, spec.pairing, a.r, 0), a.h, a.s, a.b), spec.dtype);
   const Expr x1 = load_as_float(t.input(dim_of(spec, spec.pairing, a.r, 1), a.h, a.s, a.b), spec.dtype);
@@ -159,6 +159,7 @@ void define_rotation(const RopeSpec& spec, const RopeAlgorithm& a, RotatedTensor
   // No fused multiply-add: the same roundings on every target (trig.cpp).
   // Measured free on CPU (memory-bound: ratio to copy unchanged).
   t.rotated(a.r, a.m, a.h, a.s, a.b) = strict_float(value);
+  if (!with_output) return;  // kv_cache specs without out_k: k only goes to the cache
 
   // The view's dim 0 is the dense one: pairs when half-split, members when
   // interleaved (in the output pairing, which differs only for DeepSeek-V3).
@@ -219,6 +220,89 @@ void define_frequency_gradient(const RopeSpec& spec, RopeAlgorithm& a, const Rop
   a.d_freqs(a.r) = cast<float>(sum(a.r));
 }
 
+DType kv_dtype(const KvCache& kv) {
+  return kv.dtype == KvDType::F16 ? DType::F16 : kv.dtype == KvDType::BF16 ? DType::BF16 : DType::F32;
+}
+
+// A row of `in` (spec dtype) as the cache stores it: the same bits when
+// the dtypes agree, else through float32 (round to nearest even).
+Expr as_cache_value(const Expr& value, DType from, DType to) {
+  return from == to ? value : store_from_float(load_as_float(value, from), to);
+}
+
+// Where token t goes and whether it goes at all (FlashInfer's page.cuh
+// append: page kv_indices[kv_indptr[b] + p / page_size], entry p %
+// page_size; vLLM: slot slot_mapping[t]). prepare_call has checked every
+// index; the clamps only keep each load and store inside its buffer (and
+// give bounds inference finite regions) whatever the call.
+struct CacheEntry {
+  Expr entry, page, appended;
+};
+CacheEntry cache_entry(const RopeSpec& spec, RopeAlgorithm& a, const Expr& t, const Func& cache) {
+  auto within = [](const Expr& i, const ImageParam& p) { return clamp(i, p.dim(0).min(), p.dim(0).max()); };
+  const OutputImageParam out = cache.output_buffer();
+  CacheEntry c;
+  if (spec.kv_cache.layout == KvLayout::Contiguous) {
+    a.uses_slot_mapping = true;
+    const Expr slot = a.slot_mapping(within(t, a.slot_mapping));
+    c.entry = out.dim(2).min();
+    c.page = slot;
+    c.appended = slot >= 0;
+  } else {
+    a.uses_page_table = true;
+    const int ps = spec.kv_cache.page_size;
+    const Expr b = a.batch_indices(within(t, a.batch_indices));
+    const Expr pos = a.position_id(0, t, a.k.input.dim(3).min());
+    const Expr first = a.kv_indptr(clamp(b, a.kv_indptr.dim(0).min(), a.kv_indptr.dim(0).max()));
+    c.page = a.kv_indices(within(first + cast<int>(pos / ps), a.kv_indices));
+    c.entry = cast<int>(pos % ps);
+    c.appended = b >= 0;
+  }
+  c.entry = clamp(c.entry, out.dim(2).min(), out.dim(2).max());
+  c.page = clamp(c.page, out.dim(3).min(), out.dim(3).max());
+  return c;
+}
+
+void define_kv_append(const RopeSpec& spec, RopeAlgorithm& a) {
+  const DType to = kv_dtype(spec.kv_cache);
+  const Type cache_type = storage_type(to);
+  const ImageParam& k = a.k.input;
+  a.kv_indices = ImageParam(Int(32), 1, "kv_indices");
+  a.kv_indptr = ImageParam(Int(32), 1, "kv_indptr");
+  a.batch_indices = ImageParam(Int(32), 1, "batch_indices");
+  a.slot_mapping = ImageParam(Int(32), 1, "slot_mapping");
+  for (const ImageParam& p : {a.kv_indices, a.kv_indptr, a.batch_indices, a.slot_mapping}) p.dim(0).set_stride(Expr());
+
+  // k's row: the rotary dims rotated (as out_k holds them, in the output
+  // pairing), the others copied.
+  const int off = spec.rotary_offset, half = spec.num_pairs();
+  const Expr j = clamp(a.d - off, 0, spec.rotary_dim - 1);
+  const bool interleaved = spec.output_pairing == Pairing::Interleaved;
+  const Expr r = interleaved ? j / 2 : j % half, m = interleaved ? j % 2 : j / half;
+  const Expr rotary = a.d >= off && a.d < off + spec.rotary_dim;
+  a.k_row = Func("k_row");
+  a.k_row(a.d, a.h, a.s, a.b) = select(rotary, store_from_float(a.k.rotated(r, m, a.h, a.s, a.b), to),
+                                        as_cache_value(k(a.d, a.h, a.s, a.b), spec.dtype, to));
+  k.dim(0).set_bounds(0, spec.head_dim);
+
+  auto scatter = [&](Func& cache, const char* name, const Func& row, const ImageParam& in, RDom& rows) {
+    cache = Func(name);
+    cache(a.d, a.h, a.e, a.pg) = undef(cache_type);
+    rows = RDom(0, in.dim(0).extent(), in.dim(1).min(), in.dim(1).extent(), in.dim(2).min(), in.dim(2).extent(),
+                std::string(name) + "_rows");
+    const CacheEntry at = cache_entry(spec, a, rows.z, cache);
+    rows.where(at.appended);
+    cache(rows.x, rows.y, at.entry, at.page) = row(rows.x, rows.y, rows.z, in.dim(3).min());
+  };
+  scatter(a.k_cache, "k_cache", a.k_row, k, a.k_rows);
+  if (a.variant.with_v) {
+    a.v = ImageParam(a.q.input.type(), 4, "v");
+    a.v_row = Func("v_row");
+    a.v_row(a.d, a.h, a.s, a.b) = as_cache_value(a.v(a.d, a.h, a.s, a.b), spec.dtype, to);
+    scatter(a.v_cache, "v_cache", a.v_row, a.v, a.v_rows);
+  }
+}
+
 RopeAlgorithm build_rope(const RopeSpec& forward_spec, const KernelVariant& variant) {
   const RopeSpec spec = kernel_spec(forward_spec, variant);
   RopeAlgorithm a;
@@ -257,12 +341,13 @@ RopeAlgorithm build_rope(const RopeSpec& forward_spec, const KernelVariant& vari
   }
 
   define_rotation(spec, a, a.q, false);
-  if (variant.with_k) {
+  if (variant.with_k || spec.kv_cache.enabled) {
     a.k.input = ImageParam(type, 4, "k");
     a.k.rotated = Func("rotated_k");
-    a.k.output = Func("out_k");
-    define_rotation(spec, a, a.k, true);
+    if (variant.with_k) a.k.output = Func("out_k");
+    define_rotation(spec, a, a.k, true, variant.with_k);
   }
+  if (spec.kv_cache.enabled) define_kv_append(spec, a);
   if (variant.backward && a.uses_freqs) define_frequency_gradient(spec, a, freqs);
   return a;
 }
@@ -283,12 +368,15 @@ std::vector<Argument> RopeAlgorithm::arguments() const {
   // Fixed order (documented in manifest.json): q (or x), k, positions,
   // cu_seqlens, table, freqs, cos_sin_cache, saved_q, saved_k, offset, seq_len.
   std::vector<Argument> args = {q.input};
-  if (variant.with_k) args.push_back(k.input);
+  if (k.input.defined()) args.push_back(k.input);
+  if (v.defined()) args.push_back(v);
   if (uses_positions) args.push_back(positions);
   if (uses_cu_seqlens) args.push_back(cu_seqlens);
   if (uses_table) args.push_back(table);
   if (uses_freqs) args.push_back(freqs);
   if (uses_cos_sin_cache) args.push_back(cos_sin_cache);
+  if (uses_page_table) args.insert(args.end(), {kv_indices, kv_indptr, batch_indices});
+  if (uses_slot_mapping) args.push_back(slot_mapping);
   if (q.saved.defined()) args.push_back(q.saved);
   if (k.saved.defined()) args.push_back(k.saved);
   if (uses_offset) args.push_back(offset);
@@ -307,6 +395,8 @@ PassThroughCopy build_pass_through_copy(const RopeSpec& spec) {
 std::vector<Func> RopeAlgorithm::outputs() const {
   std::vector<Func> out = {q.output};
   if (variant.with_k) out.push_back(k.output);
+  if (k_cache.defined()) out.push_back(k_cache);
+  if (v_cache.defined()) out.push_back(v_cache);
   if (d_freqs.defined()) out.push_back(d_freqs);
   return out;
 }

@@ -78,6 +78,21 @@ struct RopeAlgorithm {
   // q, k for rope; q alone holds the single tensor of the other encodings
   // (input "x", output "out_x": (d, h, s, b) in the spec's dtype).
   RotatedTensor q, k;         // k.output is undefined unless the variant has k
+  // Fused KV-cache append (spec kv_cache): k's rows (rotary dims rotated,
+  // the rest copied) and v's rows scattered into the caches, (d, h, e, pg)
+  // = (dim, head, entry, page) in every layout (contiguous: slots are
+  // pages of one entry). The caches' pure definitions are undef (no
+  // entry is written but the tokens'); update 0 writes row (d, h) of every
+  // appended token at the entry its index tensors give (rows: d, h, token,
+  // where() keeps the appended ones).
+  Halide::Var e{"e"}, pg{"pg"};
+  Halide::ImageParam v;                                    // (d, h, s, b), spec dtype
+  Halide::ImageParam kv_indices, kv_indptr, batch_indices;  // paged, int32
+  Halide::ImageParam slot_mapping;                         // contiguous, int32
+  Halide::Func k_row, v_row;    // (d, h, s, b) as stored in the cache (its dtype)
+  Halide::Func k_cache, v_cache;
+  Halide::RDom k_rows, v_rows;
+  bool uses_page_table = false, uses_slot_mapping = false;
   Halide::Func d_freqs;       // (r) float32: dL/d(inv_freq), backward with run-time frequencies
   Halide::Func d_freqs_sum;   // (r) float64: its accumulation over every row of q and k
   KernelVariant variant;

@@ -80,6 +80,29 @@ Var schedule_tensor(const lowering::RopeAlgorithm& a, lowering::RotatedTensor& t
   return tile;
 }
 
+// The fused KV-cache append: the caches' scatters (update 0 over d, h,
+// token) run parallel over tiles of tokens, a row's dims vectorised; each
+// element of a rotary dim is rotated where it is stored (k_row and
+// rotated_k inline: a pair's members are loaded for each). cos/sin are
+// computed once per (pair, token) for q, out_k and the cache alike
+// (compute_root, parallel over tokens): one Func cannot be placed in
+// both q's tiles and the scatter's. Races: each entry takes at most one
+// token (prepare_call checks), so the tokens' writes never meet.
+void schedule_kv_append(lowering::RopeAlgorithm& a, const Target& target) {
+  const int lanes = vector_lanes(target);
+  a.cos_sin.compute_root().parallel(a.s);
+  for (auto [cache, rows] : {std::pair{a.k_cache, a.k_rows}, std::pair{a.v_cache, a.v_rows}}) {
+    if (!cache.defined()) continue;
+    RVar to("to"), ti("ti");
+    cache.update(0)
+        .allow_race_conditions()
+        .split(rows.z, to, ti, 16, TailStrategy::GuardWithIf)
+        .reorder(rows.x, rows.y, ti, to)
+        .parallel(to)
+        .vectorize(rows.x, lanes, TailStrategy::GuardWithIf);
+  }
+}
+
 }  // namespace
 
 void schedule_pass_through_cpu(lowering::PassThroughCopy& c, const RopeSpec& spec, const Target& target) {
@@ -98,6 +121,8 @@ void schedule_rope_cpu(lowering::RopeAlgorithm& a, const RopeSpec& spec, const T
   const int lanes = vector_lanes(target);
   if (a.inv_freq.defined()) a.inv_freq.compute_root();  // undefined: cos/sin read from a cache (scheme table)
   if (a.quarter_turns.defined()) a.quarter_turns.compute_root();
+  // The cache's rows rotate k on their own (inline): out_k's register stage is placed in out_k's loops.
+  if (a.k_cache.defined()) a.k.rotated.clone_in(a.k_row);
   const Var tile = schedule_tensor(a, a.q, spec, target);
   if (a.variant.with_k) {
     // k has q's tokens and batch, only its heads differ (call/prepare_call
@@ -115,6 +140,7 @@ void schedule_rope_cpu(lowering::RopeAlgorithm& a, const RopeSpec& spec, const T
   if (a.reduced.defined()) a.reduced.compute_at(a.cos_sin, a.r).vectorize(a.r);  // once for both sin and cos
   if (a.xpos_scale.defined())
     a.xpos_scale.compute_at(a.q.output, tile).vectorize(a.r, lanes, TailStrategy::GuardWithIf);
+  if (a.k_cache.defined()) schedule_kv_append(a, target);
 }
 
 // Sinusoidal, learned, ALiBi: out(d, h, s, b) = x + PE, vectorised along
