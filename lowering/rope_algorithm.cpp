@@ -101,7 +101,7 @@ Expr inv_freq_expr(const RopeSpec& spec, RopeAlgorithm& a) {
 // every head of q and k. The cache holds them as used (attention factor
 // included), and the rotation is the same float32 arithmetic as with
 // computed ones.
-void define_cos_sin_from_cache(const RopeSpec& spec, RopeAlgorithm& a) {
+Func cos_sin_from_cache(const RopeSpec& spec, RopeAlgorithm& a, const std::string& name) {
   a.uses_cos_sin_cache = true;
   const ImageParam& cache = a.cos_sin_cache;
   // Positions past the cache are refused before the call (call/prepare_call);
@@ -109,8 +109,9 @@ void define_cos_sin_from_cache(const RopeSpec& spec, RopeAlgorithm& a) {
   // inference sees the rows a data-dependent index may reach.
   const Expr id = a.position_id(a.r, a.s, a.b);
   const Expr row = cast<int>(clamp(id, cast(id.type(), cache.dim(1).min()), cast(id.type(), cache.dim(1).max())));
-  a.cos_sin = Func("cos_sin");
-  a.cos_sin(a.r, a.s, a.b) = Tuple(cache(a.r, row), cache(a.r + spec.num_pairs(), row));
+  Func cos_sin(name);
+  cos_sin(a.r, a.s, a.b) = Tuple(cache(a.r, row), cache(a.r + spec.num_pairs(), row));
+  return cos_sin;
 }
 
 // Multi-axis specs read the position of each pair's axis (rope_math's pair_axes).
@@ -148,14 +149,17 @@ Expr dim_of(const RopeSpec& spec, Pairing pairing, const Expr& r, const Expr& m)
 
 // `spec` is the kernel's (kernel_spec): it reads in `pairing` and writes in
 // `output_pairing`; backward kernels rotate by -angle.
-void define_rotation(const RopeSpec& spec, const RopeAlgorithm& a, RotatedTensor& t, bool is_key, bool with_output = true) {
+// cos_sin and xpos_scale: a's, unless given (the KV-cache rows' own copies).
+void define_rotation(const RopeSpec& spec, const RopeAlgorithm& a, RotatedTensor& t, bool is_key, bool with_output = true,
+                     Func cos_sin = Func(), Func xpos_scale = Func()) {
+  if (!cos_sin.defined()) cos_sin = a.cos_sin, xpos_scale = a.xpos_scale;
   const int half = spec.num_pairs();
   const Expr x0 = load_as_float(t.input(dim_of(spec, spec.pairing, a.r, 0), a.h, a.s, a.b), spec.dtype);
   const Expr x1 = load_as_float(t.input(dim_of(spec, spec.pairing, a.r, 1), a.h, a.s, a.b), spec.dtype);
-  const Expr c = a.cos_sin(a.r, a.s, a.b)[0];
-  const Expr sn = a.variant.backward ? -a.cos_sin(a.r, a.s, a.b)[1] : a.cos_sin(a.r, a.s, a.b)[1];
+  const Expr c = cos_sin(a.r, a.s, a.b)[0];
+  const Expr sn = a.variant.backward ? -cos_sin(a.r, a.s, a.b)[1] : cos_sin(a.r, a.s, a.b)[1];
   Expr value = select(a.m == 0, x0 * c - x1 * sn, x1 * c + x0 * sn);
-  if (spec.xpos.enabled) value *= a.xpos_scale(a.r, a.s, a.b)[is_key ? 1 : 0];
+  if (spec.xpos.enabled) value *= xpos_scale(a.r, a.s, a.b)[is_key ? 1 : 0];
   // No fused multiply-add: the same roundings on every target (trig.cpp).
   // Measured free on CPU (memory-bound: ratio to copy unchanged).
   t.rotated(a.r, a.m, a.h, a.s, a.b) = strict_float(value);
@@ -247,7 +251,8 @@ CacheEntry cache_entry(const RopeSpec& spec, RopeAlgorithm& a, const Expr& t, co
     const Expr slot = a.slot_mapping(within(t, a.slot_mapping));
     c.entry = out.dim(2).min();
     c.page = slot;
-    c.appended = slot >= 0;
+    // Tokens past the index tensor (GPU staging pads tokens) are not appended.
+    c.appended = t <= a.slot_mapping.dim(0).max() && slot >= 0;
   } else {
     a.uses_page_table = true;
     const int ps = spec.kv_cache.page_size;
@@ -256,7 +261,7 @@ CacheEntry cache_entry(const RopeSpec& spec, RopeAlgorithm& a, const Expr& t, co
     const Expr first = a.kv_indptr(clamp(b, a.kv_indptr.dim(0).min(), a.kv_indptr.dim(0).max()));
     c.page = a.kv_indices(within(first + cast<int>(pos / ps), a.kv_indices));
     c.entry = cast<int>(pos % ps);
-    c.appended = b >= 0;
+    c.appended = t <= a.batch_indices.dim(0).max() && b >= 0;
   }
   c.entry = clamp(c.entry, out.dim(2).min(), out.dim(2).max());
   c.page = clamp(c.page, out.dim(3).min(), out.dim(3).max());
@@ -273,6 +278,21 @@ void define_kv_append(const RopeSpec& spec, RopeAlgorithm& a) {
   a.slot_mapping = ImageParam(Int(32), 1, "slot_mapping");
   for (const ImageParam& p : {a.kv_indices, a.kv_indptr, a.batch_indices, a.slot_mapping}) p.dim(0).set_stride(Expr());
 
+  // k's rotation for the cache, with its own cos/sin (and xPos) stages:
+  // the same arithmetic as out_k's, so that schedules can place them apart
+  // from q's and out_k's (one Func has one place).
+  const RopeFrequencies freqs = compute_frequencies(spec);
+  if (spec.frequency.scheme == FrequencyScheme::Table) {
+    a.kv_cos_sin = cos_sin_from_cache(spec, a, "kv_cos_sin");
+  } else {
+    std::tie(a.kv_reduced, a.kv_cos_sin) = detail::cos_sin_stages(a, static_cast<float>(freqs.attention_factor), "kv_");
+  }
+  if (spec.xpos.enabled) a.kv_xpos_scale = xpos_stage(spec, a, freqs, "kv_");
+  RotatedTensor kv_k;
+  kv_k.input = a.k.input;
+  kv_k.rotated = a.kv_rotated_k = Func("kv_rotated_k");
+  define_rotation(spec, a, kv_k, true, false, a.kv_cos_sin, a.kv_xpos_scale);
+
   // k's row: the rotary dims rotated (as out_k holds them, in the output
   // pairing), the others copied.
   const int off = spec.rotary_offset, half = spec.num_pairs();
@@ -281,20 +301,22 @@ void define_kv_append(const RopeSpec& spec, RopeAlgorithm& a) {
   const Expr r = interleaved ? j / 2 : j % half, m = interleaved ? j % 2 : j / half;
   const Expr rotary = a.d >= off && a.d < off + spec.rotary_dim;
   a.k_row = Func("k_row");
-  a.k_row(a.d, a.h, a.s, a.b) = select(rotary, store_from_float(a.k.rotated(r, m, a.h, a.s, a.b), to),
+  a.k_row(a.d, a.h, a.s, a.b) = select(rotary, store_from_float(a.kv_rotated_k(r, m, a.h, a.s, a.b), to),
                                         as_cache_value(k(a.d, a.h, a.s, a.b), spec.dtype, to));
-  k.dim(0).set_bounds(0, spec.head_dim);
 
+  // Rows span the cache's dims (GPU staging pads the inputs' rows).
   auto scatter = [&](Func& cache, const char* name, const Func& row, const ImageParam& in, RDom& rows) {
     cache = Func(name);
     cache(a.d, a.h, a.e, a.pg) = undef(cache_type);
-    rows = RDom(0, in.dim(0).extent(), in.dim(1).min(), in.dim(1).extent(), in.dim(2).min(), in.dim(2).extent(),
+    const Expr dims = cache.output_buffer().dim(0).extent();
+    rows = RDom(0, dims, in.dim(1).min(), in.dim(1).extent(), in.dim(2).min(), in.dim(2).extent(),
                 std::string(name) + "_rows");
     const CacheEntry at = cache_entry(spec, a, rows.z, cache);
     rows.where(at.appended);
     cache(rows.x, rows.y, at.entry, at.page) = row(rows.x, rows.y, rows.z, in.dim(3).min());
   };
   scatter(a.k_cache, "k_cache", a.k_row, k, a.k_rows);
+  a.k_cache.output_buffer().dim(0).set_bounds(0, spec.head_dim);  // k's rows: whole heads
   if (a.variant.with_v) {
     a.v = ImageParam(a.q.input.type(), 4, "v");
     a.v_row = Func("v_row");
@@ -326,7 +348,7 @@ RopeAlgorithm build_rope(const RopeSpec& forward_spec, const KernelVariant& vari
 
   const RopeFrequencies freqs = compute_frequencies(spec);
   if (spec.frequency.scheme == FrequencyScheme::Table) {
-    define_cos_sin_from_cache(spec, a);
+    a.cos_sin = cos_sin_from_cache(spec, a, "cos_sin");
   } else {
     a.inv_freq = Func("inv_freq");
     a.inv_freq(a.r) = inv_freq_expr(spec, a);

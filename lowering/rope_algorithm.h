@@ -90,6 +90,9 @@ struct RopeAlgorithm {
   Halide::ImageParam kv_indices, kv_indptr, batch_indices;  // paged, int32
   Halide::ImageParam slot_mapping;                         // contiguous, int32
   Halide::Func k_row, v_row;    // (d, h, s, b) as stored in the cache (its dtype)
+  // k's rotation for the cache and its own stages (as rotated, cos_sin,
+  // reduced, xpos_scale; reduced undefined with scheme table).
+  Halide::Func kv_rotated_k, kv_cos_sin, kv_reduced, kv_xpos_scale;
   Halide::Func k_cache, v_cache;
   Halide::RDom k_rows, v_rows;
   bool uses_page_table = false, uses_slot_mapping = false;

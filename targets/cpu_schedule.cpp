@@ -83,14 +83,13 @@ Var schedule_tensor(const lowering::RopeAlgorithm& a, lowering::RotatedTensor& t
 // The fused KV-cache append: the caches' scatters (update 0 over d, h,
 // token) run parallel over tiles of tokens, a row's dims vectorised; each
 // element of a rotary dim is rotated where it is stored (k_row and
-// rotated_k inline: a pair's members are loaded for each). cos/sin are
-// computed once per (pair, token) for q, out_k and the cache alike
-// (compute_root, parallel over tokens): one Func cannot be placed in
-// both q's tiles and the scatter's. Races: each entry takes at most one
-// token (prepare_call checks), so the tokens' writes never meet.
+// kv_rotated_k inline: a pair's members are loaded for each). The rows'
+// own cos/sin (lowering's kv_cos_sin: q's are placed in q's tiles) are
+// computed once per (pair, token) of the tile of tokens, shared by every
+// head. Races: each entry takes at most one token (prepare_call checks),
+// so the tokens' writes never meet.
 void schedule_kv_append(lowering::RopeAlgorithm& a, const Target& target) {
   const int lanes = vector_lanes(target);
-  a.cos_sin.compute_root().parallel(a.s);
   for (auto [cache, rows] : {std::pair{a.k_cache, a.k_rows}, std::pair{a.v_cache, a.v_rows}}) {
     if (!cache.defined()) continue;
     RVar to("to"), ti("ti");
@@ -100,6 +99,11 @@ void schedule_kv_append(lowering::RopeAlgorithm& a, const Target& target) {
         .reorder(rows.x, rows.y, ti, to)
         .parallel(to)
         .vectorize(rows.x, lanes, TailStrategy::GuardWithIf);
+    if (cache.name() == a.k_cache.name()) {
+      a.kv_cos_sin.compute_at(cache, to).vectorize(a.r, lanes, TailStrategy::GuardWithIf);
+      if (a.kv_reduced.defined()) a.kv_reduced.compute_at(a.kv_cos_sin, a.r).vectorize(a.r);
+      if (a.kv_xpos_scale.defined()) a.kv_xpos_scale.compute_at(cache, to).vectorize(a.r, lanes, TailStrategy::GuardWithIf);
+    }
   }
 }
 
@@ -121,8 +125,6 @@ void schedule_rope_cpu(lowering::RopeAlgorithm& a, const RopeSpec& spec, const T
   const int lanes = vector_lanes(target);
   if (a.inv_freq.defined()) a.inv_freq.compute_root();  // undefined: cos/sin read from a cache (scheme table)
   if (a.quarter_turns.defined()) a.quarter_turns.compute_root();
-  // The cache's rows rotate k on their own (inline): out_k's register stage is placed in out_k's loops.
-  if (a.k_cache.defined()) a.k.rotated.clone_in(a.k_row);
   const Var tile = schedule_tensor(a, a.q, spec, target);
   if (a.variant.with_k) {
     // k has q's tokens and batch, only its heads differ (call/prepare_call

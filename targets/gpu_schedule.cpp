@@ -211,13 +211,6 @@ void schedule_rope_gpu(lowering::RopeAlgorithm& a, const RopeSpec& spec, const T
   // k is its own launch with its own cos/sin: fusing it into q's launch
   // (compute_with) to share them fails in Halide 21's lowering ("every
   // name is unique"). Cloned before any wrapper exists.
-  // The KV-cache scatter has its own copies of k's rotation and cos/sin,
-  // computed per element (cheap next to the scattered store).
-  if (a.k_cache.defined()) {
-    const Func rotated_c = a.k.rotated.clone_in(a.k_row);
-    const Func cs_c = a.cos_sin.clone_in(rotated_c);
-    if (a.reduced.defined()) a.reduced.clone_in(cs_c);
-  }
   Func cs_k, reduced_k, xpos_k;
   if (a.variant.with_k) {
     cs_k = a.cos_sin.clone_in(a.k.rotated);
@@ -230,6 +223,8 @@ void schedule_rope_gpu(lowering::RopeAlgorithm& a, const RopeSpec& spec, const T
   // head, token) as schedule_pass_through_gpu copies; no serial loop in
   // the kernel (Vulkan, see the top). Each entry takes at most one token
   // (prepare_call), so the threads' writes never meet.
+  // k's rotation and its cos/sin are computed per element (inline): cheap
+  // next to the scattered store.
   for (auto [cache, rows] : {std::pair{a.k_cache, a.k_rows}, std::pair{a.v_cache, a.v_rows}}) {
     if (!cache.defined()) continue;
     RVar ds("ds"), dt("dt"), dh("dh");
