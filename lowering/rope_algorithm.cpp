@@ -293,35 +293,52 @@ void define_kv_append(const RopeSpec& spec, RopeAlgorithm& a) {
   kv_k.rotated = a.kv_rotated_k = Func("kv_rotated_k");
   define_rotation(spec, a, kv_k, true, false, a.kv_cos_sin, a.kv_xpos_scale);
 
-  // k's row: the rotary dims rotated (as out_k holds them, in the output
-  // pairing), the others copied.
-  const int off = spec.rotary_offset, half = spec.num_pairs();
-  const Expr j = clamp(a.d - off, 0, spec.rotary_dim - 1);
-  const bool interleaved = spec.output_pairing == Pairing::Interleaved;
-  const Expr r = interleaved ? j / 2 : j % half, m = interleaved ? j % 2 : j / half;
-  const Expr rotary = a.d >= off && a.d < off + spec.rotary_dim;
-  a.k_row = Func("k_row");
-  a.k_row(a.d, a.h, a.s, a.b) = select(rotary, store_from_float(a.kv_rotated_k(r, m, a.h, a.s, a.b), to),
-                                        as_cache_value(k(a.d, a.h, a.s, a.b), spec.dtype, to));
-
-  // Rows span the cache's dims (GPU staging pads the inputs' rows).
-  auto scatter = [&](Func& cache, const char* name, const Func& row, const ImageParam& in, RDom& rows) {
+  // The caches' pure definitions write nothing; each update scatters
+  // rows of the appended tokens (the last RDom dim: token; where() keeps
+  // the appended ones) at their entries.
+  auto cache_func = [&](Func& cache, const char* name) {
     cache = Func(name);
     cache(a.d, a.h, a.e, a.pg) = undef(cache_type);
-    const Expr dims = cache.output_buffer().dim(0).extent();
-    rows = RDom(0, dims, in.dim(1).min(), in.dim(1).extent(), in.dim(2).min(), in.dim(2).extent(),
-                std::string(name) + "_rows");
-    const CacheEntry at = cache_entry(spec, a, rows.z, cache);
-    rows.where(at.appended);
-    cache(rows.x, rows.y, at.entry, at.page) = row(rows.x, rows.y, rows.z, in.dim(3).min());
   };
-  scatter(a.k_cache, "k_cache", a.k_row, k, a.k_rows);
+  auto tokens = [](const ImageParam& in) { return std::pair{in.dim(2).min(), in.dim(2).extent()}; };
+  const Expr b0 = k.dim(3).min();
+
+  // k, update 0: the rotary dims, pair by pair as out_k holds them (output
+  // pairing): rows (r, m, h, t), stores dense along r as out_k's are.
+  const int off = spec.rotary_offset, half = spec.num_pairs(), pass = spec.head_dim - spec.rotary_dim;
+  cache_func(a.k_cache, "k_cache");
   a.k_cache.output_buffer().dim(0).set_bounds(0, spec.head_dim);  // k's rows: whole heads
+  {
+    const auto [t0, nt] = tokens(k);
+    a.k_rows = RDom({{0, half}, {0, 2}, {k.dim(1).min(), k.dim(1).extent()}, {t0, nt}}, "k_cache_rows");
+    const RDom& r = a.k_rows;
+    const CacheEntry at = cache_entry(spec, a, r.w, a.k_cache);
+    a.k_rows.where(at.appended);
+    a.k_cache(dim_of(spec, spec.output_pairing, r.x, r.y), r.z, at.entry, at.page) =
+        store_from_float(a.kv_rotated_k(r.x, r.y, r.z, r.w, b0), to);
+  }
+  // k, update 1 (partial rotary): the other dims copied.
+  if (pass > 0) {
+    const auto [t0, nt] = tokens(k);
+    a.k_pass_rows = RDom({{0, pass}, {k.dim(1).min(), k.dim(1).extent()}, {t0, nt}}, "k_cache_pass_rows");
+    const RDom& r = a.k_pass_rows;
+    const CacheEntry at = cache_entry(spec, a, r.z, a.k_cache);
+    a.k_pass_rows.where(at.appended);
+    const Expr d = select(r.x < off, r.x, r.x + spec.rotary_dim);
+    a.k_cache(d, r.y, at.entry, at.page) = as_cache_value(k(d, r.y, r.z, b0), spec.dtype, to);
+  }
+  // v, update 0: rows (d, h, t) copied; they span the cache's dims (GPU
+  // staging pads v's rows).
   if (a.variant.with_v) {
     a.v = ImageParam(a.q.input.type(), 4, "v");
-    a.v_row = Func("v_row");
-    a.v_row(a.d, a.h, a.s, a.b) = as_cache_value(a.v(a.d, a.h, a.s, a.b), spec.dtype, to);
-    scatter(a.v_cache, "v_cache", a.v_row, a.v, a.v_rows);
+    cache_func(a.v_cache, "v_cache");
+    const auto [t0, nt] = tokens(a.v);
+    a.v_rows = RDom({{0, a.v_cache.output_buffer().dim(0).extent()}, {a.v.dim(1).min(), a.v.dim(1).extent()}, {t0, nt}},
+                    "v_cache_rows");
+    const RDom& r = a.v_rows;
+    const CacheEntry at = cache_entry(spec, a, r.z, a.v_cache);
+    a.v_rows.where(at.appended);
+    a.v_cache(r.x, r.y, at.entry, at.page) = as_cache_value(a.v(r.x, r.y, r.z, b0), spec.dtype, to);
   }
 }
 

@@ -81,20 +81,20 @@ struct RopeAlgorithm {
   // Fused KV-cache append (spec kv_cache): k's rows (rotary dims rotated,
   // the rest copied) and v's rows scattered into the caches, (d, h, e, pg)
   // = (dim, head, entry, page) in every layout (contiguous: slots are
-  // pages of one entry). The caches' pure definitions are undef (no
-  // entry is written but the tokens'); update 0 writes row (d, h) of every
-  // appended token at the entry its index tensors give (rows: d, h, token,
-  // where() keeps the appended ones).
+  // pages of one entry). The caches' pure definitions are undef (no entry
+  // is written but the tokens'). k_cache update 0: rotated k over k_rows
+  // (r, m, h, token); update 1 (partial rotary): the other dims over
+  // k_pass_rows (j, h, token); v_cache update 0: v over v_rows (d, h,
+  // token). where() keeps the appended tokens.
   Halide::Var e{"e"}, pg{"pg"};
   Halide::ImageParam v;                                    // (d, h, s, b), spec dtype
   Halide::ImageParam kv_indices, kv_indptr, batch_indices;  // paged, int32
   Halide::ImageParam slot_mapping;                         // contiguous, int32
-  Halide::Func k_row, v_row;    // (d, h, s, b) as stored in the cache (its dtype)
   // k's rotation for the cache and its own stages (as rotated, cos_sin,
   // reduced, xpos_scale; reduced undefined with scheme table).
   Halide::Func kv_rotated_k, kv_cos_sin, kv_reduced, kv_xpos_scale;
   Halide::Func k_cache, v_cache;
-  Halide::RDom k_rows, v_rows;
+  Halide::RDom k_rows, k_pass_rows, v_rows;
   bool uses_page_table = false, uses_slot_mapping = false;
   Halide::Func d_freqs;       // (r) float32: dL/d(inv_freq), backward with run-time frequencies
   Halide::Func d_freqs_sum;   // (r) float64: its accumulation over every row of q and k

@@ -80,30 +80,39 @@ Var schedule_tensor(const lowering::RopeAlgorithm& a, lowering::RotatedTensor& t
   return tile;
 }
 
-// The fused KV-cache append: the caches' scatters (update 0 over d, h,
-// token) run parallel over tiles of tokens, a row's dims vectorised; each
-// element of a rotary dim is rotated where it is stored (k_row and
-// kv_rotated_k inline: a pair's members are loaded for each). The rows'
-// own cos/sin (lowering's kv_cos_sin: q's are placed in q's tiles) are
-// computed once per (pair, token) of the tile of tokens, shared by every
-// head. Races: each entry takes at most one token (prepare_call checks),
-// so the tokens' writes never meet.
+// The fused KV-cache append: each scatter (an update over a row's dims,
+// head, token) runs parallel over tiles of 16 tokens, a row's dims
+// vectorised (k's rotary update: pairs, both members unrolled, as out_k
+// stores them). The cache rows' own cos/sin (lowering's kv_cos_sin; q's
+// are placed in q's tiles) are computed per tile of tokens, shared by
+// every head. Races: each entry takes at most one token (prepare_call
+// checks), so the tokens' writes never meet.
 void schedule_kv_append(lowering::RopeAlgorithm& a, const Target& target) {
   const int lanes = vector_lanes(target);
-  for (auto [cache, rows] : {std::pair{a.k_cache, a.k_rows}, std::pair{a.v_cache, a.v_rows}}) {
-    if (!cache.defined()) continue;
-    RVar to("to"), ti("ti");
-    cache.update(0)
-        .allow_race_conditions()
-        .split(rows.z, to, ti, 16, TailStrategy::GuardWithIf)
-        .reorder(rows.x, rows.y, ti, to)
+  auto tiles = [&](Stage stage, const RVar& inner, const RVar& token, std::vector<VarOrRVar> order, const char* name) {
+    RVar to(std::string(name) + "_to"), ti(std::string(name) + "_ti");
+    order.insert(order.end(), {ti, to});
+    stage.allow_race_conditions()
+        .split(token, to, ti, 16, TailStrategy::GuardWithIf)
+        .reorder(order)
         .parallel(to)
-        .vectorize(rows.x, lanes, TailStrategy::GuardWithIf);
-    if (cache.name() == a.k_cache.name()) {
-      a.kv_cos_sin.compute_at(cache, to).vectorize(a.r, lanes, TailStrategy::GuardWithIf);
-      if (a.kv_reduced.defined()) a.kv_reduced.compute_at(a.kv_cos_sin, a.r).vectorize(a.r);
-      if (a.kv_xpos_scale.defined()) a.kv_xpos_scale.compute_at(cache, to).vectorize(a.r, lanes, TailStrategy::GuardWithIf);
-    }
+        .vectorize(inner, lanes, TailStrategy::GuardWithIf);
+    return to;
+  };
+  const RDom& k = a.k_rows;
+  const RVar to = tiles(a.k_cache.update(0), k.x, k.w, {k.x, k.y, k.z}, "k");
+  a.k_cache.update(0).unroll(k.y);
+  a.kv_cos_sin.compute_at(a.k_cache, to).vectorize(a.r, lanes, TailStrategy::GuardWithIf);
+  if (a.kv_reduced.defined()) a.kv_reduced.compute_at(a.kv_cos_sin, a.r).vectorize(a.r);
+  if (a.kv_xpos_scale.defined())
+    a.kv_xpos_scale.compute_at(a.k_cache, to).vectorize(a.r, lanes, TailStrategy::GuardWithIf);
+  if (a.k_pass_rows.defined()) {
+    const RDom& p = a.k_pass_rows;
+    tiles(a.k_cache.update(1), p.x, p.z, {p.x, p.y}, "k_pass");
+  }
+  if (a.v_cache.defined()) {
+    const RDom& v = a.v_rows;
+    tiles(a.v_cache.update(0), v.x, v.z, {v.x, v.y}, "v");
   }
 }
 
