@@ -268,7 +268,7 @@ CacheEntry cache_entry(const RopeSpec& spec, RopeAlgorithm& a, const Expr& t, co
   return c;
 }
 
-void define_kv_append(const RopeSpec& spec, RopeAlgorithm& a) {
+void define_kv_append(const RopeSpec& spec, RopeAlgorithm& a, bool own_cache_stages) {
   const DType to = kv_dtype(spec.kv_cache);
   const Type cache_type = storage_type(to);
   const ImageParam& k = a.k.input;
@@ -278,16 +278,18 @@ void define_kv_append(const RopeSpec& spec, RopeAlgorithm& a) {
   a.slot_mapping = ImageParam(Int(32), 1, "slot_mapping");
   for (const ImageParam& p : {a.kv_indices, a.kv_indptr, a.batch_indices, a.slot_mapping}) p.dim(0).set_stride(Expr());
 
-  // k's rotation for the cache, with its own cos/sin (and xPos) stages:
-  // the same arithmetic as out_k's, so that schedules can place them apart
-  // from q's and out_k's (one Func has one place).
-  const RopeFrequencies freqs = compute_frequencies(spec);
-  if (spec.frequency.scheme == FrequencyScheme::Table) {
-    a.kv_cos_sin = cos_sin_from_cache(spec, a, "kv_cos_sin");
-  } else {
-    std::tie(a.kv_reduced, a.kv_cos_sin) = detail::cos_sin_stages(a, static_cast<float>(freqs.attention_factor), "kv_");
+  // k's rotation for the cache: its own Func (out_k's is placed in out_k's
+  // loops), reading q's cos/sin (and xPos) stages, or with
+  // own_cache_stages copies of them (the same arithmetic) that a schedule
+  // can place apart (one Func has one place).
+  if (own_cache_stages) {
+    const RopeFrequencies freqs = compute_frequencies(spec);
+    if (spec.frequency.scheme == FrequencyScheme::Table)
+      a.kv_cos_sin = cos_sin_from_cache(spec, a, "kv_cos_sin");
+    else
+      std::tie(a.kv_reduced, a.kv_cos_sin) = detail::cos_sin_stages(a, static_cast<float>(freqs.attention_factor), "kv_");
+    if (spec.xpos.enabled) a.kv_xpos_scale = xpos_stage(spec, a, freqs, "kv_");
   }
-  if (spec.xpos.enabled) a.kv_xpos_scale = xpos_stage(spec, a, freqs, "kv_");
   RotatedTensor kv_k;
   kv_k.input = a.k.input;
   kv_k.rotated = a.kv_rotated_k = Func("kv_rotated_k");
@@ -342,7 +344,7 @@ void define_kv_append(const RopeSpec& spec, RopeAlgorithm& a) {
   }
 }
 
-RopeAlgorithm build_rope(const RopeSpec& forward_spec, const KernelVariant& variant) {
+RopeAlgorithm build_rope(const RopeSpec& forward_spec, const KernelVariant& variant, bool own_cache_stages) {
   const RopeSpec spec = kernel_spec(forward_spec, variant);
   RopeAlgorithm a;
   a.variant = variant;
@@ -386,16 +388,16 @@ RopeAlgorithm build_rope(const RopeSpec& forward_spec, const KernelVariant& vari
     if (variant.with_k) a.k.output = Func("out_k");
     define_rotation(spec, a, a.k, true, variant.with_k);
   }
-  if (spec.kv_cache.enabled) define_kv_append(spec, a);
+  if (spec.kv_cache.enabled) define_kv_append(spec, a, own_cache_stages);
   if (variant.backward && a.uses_freqs) define_frequency_gradient(spec, a, freqs);
   return a;
 }
 
 }  // namespace
 
-RopeAlgorithm build_algorithm(const RopeSpec& spec, const KernelVariant& variant) {
+RopeAlgorithm build_algorithm(const RopeSpec& spec, const KernelVariant& variant, bool own_cache_stages) {
   switch (spec.encoding) {
-    case Encoding::Rope: return build_rope(spec, variant);
+    case Encoding::Rope: return build_rope(spec, variant, own_cache_stages);
     case Encoding::Sinusoidal:
     case Encoding::Learned: return detail::build_sinusoidal_or_learned(spec, variant);
     case Encoding::Alibi: return detail::build_alibi(spec, variant);

@@ -90,8 +90,9 @@ struct RopeAlgorithm {
   Halide::ImageParam v;                                    // (d, h, s, b), spec dtype
   Halide::ImageParam kv_indices, kv_indptr, batch_indices;  // paged, int32
   Halide::ImageParam slot_mapping;                         // contiguous, int32
-  // k's rotation for the cache and its own stages (as rotated, cos_sin,
-  // reduced, xpos_scale; reduced undefined with scheme table).
+  // k's rotation for the cache (as rotated), and with own_cache_stages
+  // (build_algorithm) its own copies of cos_sin, reduced, xpos_scale;
+  // without, these are undefined and it reads q's.
   Halide::Func kv_rotated_k, kv_cos_sin, kv_reduced, kv_xpos_scale;
   Halide::Func k_cache, v_cache;
   Halide::RDom k_rows, k_pass_rows, v_rows;
@@ -117,7 +118,10 @@ struct PassThroughCopy {
 PassThroughCopy build_pass_through_copy(const RopeSpec& spec);
 
 // Builds the spec's algorithm (any encoding); every constant comes from rope_math.
-RopeAlgorithm build_algorithm(const RopeSpec& spec, const KernelVariant& variant);
+// own_cache_stages: the KV-cache rows' rotation gets its own cos/sin (and
+// xPos) stages instead of reading q's (GPU schedules: one launch per
+// output, each computing its own).
+RopeAlgorithm build_algorithm(const RopeSpec& spec, const KernelVariant& variant, bool own_cache_stages = false);
 
 // The parts shared by the encodings' builders (rope_algorithm.cpp).
 namespace detail {

@@ -217,6 +217,10 @@ void schedule_rope_gpu(lowering::RopeAlgorithm& a, const RopeSpec& spec, const T
     if (a.reduced.defined()) reduced_k = a.reduced.clone_in(cs_k);
     if (a.xpos_scale.defined()) xpos_k = a.xpos_scale.clone_in(a.k.rotated);
   }
+  // The cache rows' rotation has its own cos/sin stages (scheduled_algorithm
+  // asks lowering for them), computed per element (inline): cheap next to
+  // the scattered store. (Cloning q's into it next to out_k's clone fails
+  // in Halide 21's lowering.)
   schedule_tensor(a, a.q, a.cos_sin, a.reduced, a.xpos_scale, g, spec);
   if (a.variant.with_k) schedule_tensor(a, a.k, cs_k, reduced_k, xpos_k, g, spec);
   // Scatters: 32 threads along a row's dims (k's rotary update: pairs),
