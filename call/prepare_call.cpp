@@ -543,14 +543,18 @@ class Preparer {
   int64_t position_of(int64_t t) const { return id_at(*call_.positions, t); }
 
   // No two appended tokens write one cache entry (which would be a race).
-  void check_distinct(std::vector<std::pair<int64_t, int64_t>>& entry_token, const char* name, const char* entry) {
+  // Entries are page * page_size + entry (paged), or slots (page_size 0).
+  void check_distinct(std::vector<std::pair<int64_t, int64_t>>& entry_token, const char* name, int64_t page_size) {
     std::sort(entry_token.begin(), entry_token.end());
     for (size_t i = 1; i < entry_token.size(); ++i)
       if (entry_token[i].first == entry_token[i - 1].first) {
-        errors_.push_back(error(name, fmt::format("tokens {} and {} both go to {} {}: each cache entry takes at most one "
+        const int64_t at = entry_token[i].first;
+        errors_.push_back(error(name, fmt::format("tokens {} and {} both go to {}: each cache entry takes at most one "
                                                   "token of a call",
-                                                  entry_token[i - 1].second, entry_token[i].second, entry,
-                                                  entry_token[i].first)));
+                                                  entry_token[i - 1].second, entry_token[i].second,
+                                                  page_size > 0 ? fmt::format("page {}, entry {}", at / page_size,
+                                                                              at % page_size)
+                                                                : fmt::format("slot {}", at))));
         return;
       }
   }
@@ -604,7 +608,7 @@ class Preparer {
       }
       entries.push_back({id_at(indices, first + p / ps) * ps + p % ps, t});
     }
-    check_distinct(entries, "batch_indices", "(page * page_size + entry)");
+    check_distinct(entries, "batch_indices", ps);
   }
 
   void check_slot_mapping(int64_t T, int64_t slots) {
@@ -622,7 +626,7 @@ class Preparer {
       }
       entries.push_back({s, t});
     }
-    check_distinct(entries, "slot_mapping", "slot");
+    check_distinct(entries, "slot_mapping", 0);
   }
 
   // A cache as (d, h, entry, page); a contiguous cache's slots are pages of one entry.
