@@ -430,6 +430,10 @@ class Preparer {
       return;
     }
     const int64_t T = q_.shape[0], Hk = k_->shape[1];
+    // The cache rows read k as it came; an out_k over it could be written first.
+    if (out_k_ && out_k_->data == k_->data)
+      errors_.push_back(error("out_k", "out_k is k (in place), but the cache rows are rotated from k as it came: pass "
+                                       "a separate out_k, or leave out_k out (k is then not written)"));
     if (!call_.k_cache)
       errors_.push_back(error("k_cache", fmt::format("the spec appends to a KV cache: pass k_cache shaped {}",
                                                      cache_shape("pages", Hk, c_.row_dim))));

@@ -93,7 +93,7 @@ typedef struct ropegen_tensor {
  *               or slot skips the token's append (vLLM's padding). Every index is
  *               checked before anything runs; cache entries no token addresses
  *               are never written. out_k, when given, also receives rotated k
- *               (without it k is not written).
+ *               (without it k is not written; it may not be k itself).
  *   saved_q, saved_k  backward with run-time frequencies: the forward's inputs.
  *   d_freqs     backward with run-time frequencies: float32 [rotary_dim / 2],
  *               receives dL/d(inv_freq).

@@ -82,6 +82,11 @@ TEST_F(KvCacheCall, MissingOrUnwantedArguments) {
   EXPECT_EQ(messages(kPaged, c), 
             "k_cache: error: the spec appends to a KV cache: pass k_cache shaped (pages, 4, 1, 8) ([pages, page_size, Hk, D])\n");
   c = paged();
+  c.out_k = c.k;
+  EXPECT_EQ(messages(kPaged, c),
+            "out_k: error: out_k is k (in place), but the cache rows are rotated from k as it came: pass a separate "
+            "out_k, or leave out_k out (k is then not written)\n");
+  c = paged();
   c.v_cache.reset();
   EXPECT_EQ(messages(kPaged, c), 
             "v_cache: error: v is given without v_cache: pass the cache v is appended to\n");
