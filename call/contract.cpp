@@ -31,6 +31,13 @@ ropegen_contract call_contract(const RopeSpec& spec) {
   c.position_axes = rope ? spec.axes.count() : 0;
   c.runtime_frequencies = rope && spec.frequency.scheme == FrequencyScheme::Runtime;
   c.table_frequencies = rope && spec.frequency.scheme == FrequencyScheme::Table;
+  if (rope && spec.kv_cache.enabled) {
+    c.kv_layout = 1 + static_cast<int32_t>(spec.kv_cache.layout);
+    c.kv_page_size = spec.kv_cache.page_size;
+    c.kv_dtype = dlpack_dtype(spec.kv_cache.dtype == KvDType::F32   ? ElementType::Float32
+                              : spec.kv_cache.dtype == KvDType::F16 ? ElementType::Float16
+                                                                    : ElementType::BFloat16);
+  }
   return c;
 }
 
@@ -59,6 +66,13 @@ Layout tensor_layout(const ropegen_contract& c) {
 ElementType element_type(const ropegen_contract& c) {
   if (c.dtype.code == ROPEGEN_DTYPE_BFLOAT) return ElementType::BFloat16;
   return c.dtype.bits == 16 ? ElementType::Float16 : ElementType::Float32;
+}
+
+bool has_kv_cache(const ropegen_contract& c) { return is_rope(c) && c.kv_layout != 0; }
+KvLayout kv_layout(const ropegen_contract& c) { return static_cast<KvLayout>(c.kv_layout - 1); }
+ElementType kv_element_type(const ropegen_contract& c) {
+  if (c.kv_dtype.code == ROPEGEN_DTYPE_BFLOAT) return ElementType::BFloat16;
+  return c.kv_dtype.bits == 16 ? ElementType::Float16 : ElementType::Float32;
 }
 
 bool has_pass_through(const ropegen_contract& c) { return is_rope(c) && c.rotary_dim < c.row_dim; }

@@ -129,6 +129,9 @@ PartViews part_views(const PreparedCall& c, const CallPart& p) {
   v.positions = part_buffer(c.positions, p);
   v.cu_seqlens = whole(c.cu_seqlens), v.table = whole(c.table), v.freqs = whole(c.freqs), v.d_freqs = whole(c.d_freqs);
   v.cos_sin_cache = whole(c.cos_sin_cache);
+  v.v = part_buffer(c.v, p), v.k_cache = whole(c.k_cache), v.v_cache = whole(c.v_cache);
+  v.kv_indices = whole(c.kv_indices), v.kv_indptr = whole(c.kv_indptr), v.batch_indices = whole(c.batch_indices);
+  v.slot_mapping = whole(c.slot_mapping);
   v.offset = c.offset, v.seq_len = c.seq_len;
   return v;
 }
@@ -170,9 +173,13 @@ BoundPart bind_part(const ropegen_contract& kc, const KernelVariant& variant, co
   const bool rope = is_rope(kc);
   a.q = part.q;
   a.out_q = rope ? rotary_view(part.out_q, kc) : part.out_q;
-  if (variant.with_k) a.k = part.k, a.out_k = rotary_view(part.out_k, kc);
+  a.k = part.k;  // kv_cache specs read k without out_k (with_k)
+  if (variant.with_k) a.out_k = rotary_view(part.out_k, kc);
   a.positions = part.positions, a.cu_seqlens = part.cu_seqlens, a.table = part.table, a.freqs = part.freqs;
   a.cos_sin_cache = part.cos_sin_cache;
+  a.v = part.v, a.k_cache = part.k_cache, a.v_cache = part.v_cache;
+  a.kv_indices = part.kv_indices, a.kv_indptr = part.kv_indptr, a.batch_indices = part.batch_indices;
+  a.slot_mapping = part.slot_mapping;
   a.saved_q = part.saved_q, a.saved_k = part.saved_k, a.d_freqs = part.d_freqs;
   a.offset = part.offset, a.seq_len = part.seq_len;
   auto copies = [&](const RawBuffer& in, const RawBuffer& out) {
@@ -202,6 +209,13 @@ std::optional<ArgumentSource> rope_argument(std::string_view name) {
   else if (name == "d_freqs") s.rope_buffer = &RopeArguments::d_freqs;
   else if (name == "out_q" || name == "out_x") s.rope_buffer = &RopeArguments::out_q;
   else if (name == "out_k") s.rope_buffer = &RopeArguments::out_k;
+  else if (name == "v") s.rope_buffer = &RopeArguments::v;
+  else if (name == "k_cache") s.rope_buffer = &RopeArguments::k_cache;
+  else if (name == "v_cache") s.rope_buffer = &RopeArguments::v_cache;
+  else if (name == "kv_indices") s.rope_buffer = &RopeArguments::kv_indices;
+  else if (name == "kv_indptr") s.rope_buffer = &RopeArguments::kv_indptr;
+  else if (name == "batch_indices") s.rope_buffer = &RopeArguments::batch_indices;
+  else if (name == "slot_mapping") s.rope_buffer = &RopeArguments::slot_mapping;
   else if (name == "offset") s.rope_scalar = &RopeArguments::offset;
   else if (name == "seq_len") s.rope_scalar = &RopeArguments::seq_len;
   else return std::nullopt;

@@ -63,6 +63,8 @@ std::vector<CallPart> plan_parts(const PreparedCall& call);
 struct PartViews {
   RawBuffer q, out_q, k, out_k, saved_q, saved_k;
   RawBuffer positions, cu_seqlens, table, freqs, cos_sin_cache, d_freqs;
+  // KV-cache append (always one part): v like k; caches and indices whole.
+  RawBuffer v, k_cache, v_cache, kv_indices, kv_indptr, batch_indices, slot_mapping;
   int64_t offset = 0, seq_len = 1;
 };
 PartViews part_views(const PreparedCall& call, const CallPart& part);
@@ -77,8 +79,10 @@ std::vector<std::pair<int, int>> pass_through_ranges(const ropegen_contract& con
 // One part as a pipeline's arguments.
 struct RopeArguments {
   RawBuffer q, k, positions, cu_seqlens, table, freqs, cos_sin_cache, saved_q, saved_k;
+  RawBuffer v, kv_indices, kv_indptr, batch_indices, slot_mapping;
   int64_t offset = 0, seq_len = 1;
   RawBuffer out_q, out_k, d_freqs;  // outputs: rotary views (rope) or the whole tensor
+  RawBuffer k_cache, v_cache;       // outputs updated in place: (d, h, entry, page)
 };
 struct PassThroughArguments {
   RawBuffer in, out;

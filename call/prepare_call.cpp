@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -50,7 +51,8 @@ class Preparer {
     if (call_.k) {
       if (!is_rope(c_)) return error("k", "k is for rope specs; this encoding takes one tensor (x)");
       k_ = *call_.k;
-      out_k_ = call_.out_k.value_or(*k_);
+      // With a KV cache, k is rotated into it; out_k only when asked.
+      out_k_ = has_kv_cache(c_) ? call_.out_k : call_.out_k.value_or(*k_);
     }
     check_devices();
     check_types();
@@ -60,7 +62,7 @@ class Preparer {
     if (k_) {
       check_tensor(*k_, "k");
       if (errors_.empty()) check_k();
-      check_like(*out_k_, "out_k", *k_, "k");
+      if (out_k_) check_like(*out_k_, "out_k", *k_, "k");
     }
     if (!errors_.empty()) return errors_;
     tokens_ = traits_.token_dims(q_.shape.data());
@@ -71,6 +73,7 @@ class Preparer {
     if (errors_.empty()) check_position_range();
     if (errors_.empty()) check_table();
     if (errors_.empty()) check_cos_sin_cache();
+    if (errors_.empty()) check_kv_cache();
     check_freqs();
     check_backward();
     if (!errors_.empty()) return errors_;
@@ -101,11 +104,15 @@ class Preparer {
   void for_each_tensor(F f) {
     f(q_, input_name(c_));
     f(out_q_, output_name(c_));
-    if (k_) f(*k_, "k"), f(*out_k_, "out_k");
+    if (k_) f(*k_, "k");
+    if (out_k_) f(*out_k_, "out_k");
     const std::pair<const std::optional<Tensor>*, const char*> rest[] = {
         {&call_.positions, "positions"}, {&call_.cu_seqlens, "cu_seqlens"}, {&call_.table, "table"},
         {&call_.freqs, "freqs"},         {&call_.cos_sin_cache, "cos_sin_cache"},
-        {&call_.saved_q, "saved_q"},     {&call_.saved_k, "saved_k"},       {&call_.d_freqs, "d_freqs"}};
+        {&call_.saved_q, "saved_q"},     {&call_.saved_k, "saved_k"},       {&call_.d_freqs, "d_freqs"},
+        {&call_.v, "v"},                 {&call_.k_cache, "k_cache"},       {&call_.v_cache, "v_cache"},
+        {&call_.kv_indices, "kv_indices"}, {&call_.kv_indptr, "kv_indptr"}, {&call_.batch_indices, "batch_indices"},
+        {&call_.slot_mapping, "slot_mapping"}};
     for (auto [t, name] : rest)
       if (*t) f(**t, name);
   }
@@ -119,7 +126,18 @@ class Preparer {
     const std::string spec_dtype = fmt::format("the spec's dtype is {}", to_string(spec_type));
     want(q_, input_name(c_), spec_type, spec_dtype.c_str());
     want(out_q_, output_name(c_), spec_type, spec_dtype.c_str());
-    if (k_) want(*k_, "k", spec_type, spec_dtype.c_str()), want(*out_k_, "out_k", spec_type, spec_dtype.c_str());
+    if (k_) want(*k_, "k", spec_type, spec_dtype.c_str());
+    if (out_k_) want(*out_k_, "out_k", spec_type, spec_dtype.c_str());
+    if (call_.v) want(*call_.v, "v", spec_type, spec_dtype.c_str());
+    if (has_kv_cache(c_)) {
+      const std::string cache_dtype = fmt::format("the spec's kv_cache dtype is {}", to_string(kv_element_type(c_)));
+      for (auto [t, name] : {std::pair{&call_.k_cache, "k_cache"}, std::pair{&call_.v_cache, "v_cache"}})
+        if (*t) want(**t, name, kv_element_type(c_), cache_dtype.c_str());
+      for (auto [t, name] : {std::pair{&call_.kv_indices, "kv_indices"}, std::pair{&call_.kv_indptr, "kv_indptr"},
+                             std::pair{&call_.batch_indices, "batch_indices"},
+                             std::pair{&call_.slot_mapping, "slot_mapping"}})
+        if (*t) want(**t, name, ElementType::Int32, "cache indices are int32");
+    }
     for (auto [t, name] : {std::pair{&call_.table, "table"}, std::pair{&call_.saved_q, "saved_q"},
                            std::pair{&call_.saved_k, "saved_k"}})
       if (*t) want(**t, name, spec_type, spec_dtype.c_str());
@@ -383,6 +401,266 @@ class Preparer {
     }
   }
 
+  // The fused KV-cache append: FlashInfer's append_paged_kv_cache (page.cuh:
+  // token t of request b = batch_indices[t] at p = positions[t] goes to page
+  // kv_indices[kv_indptr[b] + p / page_size], entry p % page_size) and
+  // vLLM's reshape_and_cache (slot_mapping[t]; negative: padding). Every
+  // entry a token goes to is checked here: the kernels clamp, never check.
+  void check_kv_cache() {
+    const std::pair<const std::optional<Tensor>*, const char*> args[] = {
+        {&call_.v, "v"},
+        {&call_.k_cache, "k_cache"},
+        {&call_.v_cache, "v_cache"},
+        {&call_.kv_indices, "kv_indices"},
+        {&call_.kv_indptr, "kv_indptr"},
+        {&call_.batch_indices, "batch_indices"},
+        {&call_.slot_mapping, "slot_mapping"}};
+    if (!has_kv_cache(c_)) {
+      for (auto [t, name] : args)
+        if (*t)
+          errors_.push_back(error(name, fmt::format("{} is for specs with a kv_cache section (the fused KV-cache "
+                                                    "append); this spec has none",
+                                                    name)));
+      return;
+    }
+    const bool paged = kv_layout(c_) != KvLayout::Contiguous;
+    if (call_.backward) errors_.push_back(error("backward", "a spec with kv_cache has no backward kernel (it appends to a cache)"));
+    if (!k_) {
+      errors_.push_back(error("k", "the spec appends to a KV cache: pass k ([T, Hk, head_dim]); it is rotated into k_cache"));
+      return;
+    }
+    const int64_t T = q_.shape[0], Hk = k_->shape[1];
+    // The cache rows read k as it came; an out_k over it could be written first.
+    if (out_k_ && out_k_->data == k_->data)
+      errors_.push_back(error("out_k", "out_k is k (in place), but the cache rows are rotated from k as it came: pass "
+                                       "a separate out_k, or leave out_k out (k is then not written)"));
+    if (!call_.k_cache)
+      errors_.push_back(error("k_cache", fmt::format("the spec appends to a KV cache: pass k_cache shaped {}",
+                                                     cache_shape("pages", Hk, c_.row_dim))));
+    if (call_.v && !call_.v_cache)
+      errors_.push_back(error("v_cache", "v is given without v_cache: pass the cache v is appended to"));
+    if (call_.v_cache && !call_.v)
+      errors_.push_back(error("v", "v_cache is given without v: pass v ([T, Hk, Dv]) or leave v_cache out (MLA)"));
+    for (auto [t, name, wanted] : {std::tuple{&call_.kv_indices, "kv_indices", paged},
+                                   std::tuple{&call_.kv_indptr, "kv_indptr", paged},
+                                   std::tuple{&call_.batch_indices, "batch_indices", paged},
+                                   std::tuple{&call_.slot_mapping, "slot_mapping", !paged}}) {
+      if (wanted && !*t)
+        errors_.push_back(error(name, fmt::format("the spec's kv_cache layout is {}: pass {} ({})", kv_layout_name(),
+                                                  name, paged ? "kv_indices, kv_indptr and batch_indices"
+                                                              : "int32 [T], a slot per token")));
+      else if (!wanted && *t)
+        errors_.push_back(error(name, fmt::format("{} is for {} caches; the spec's kv_cache layout is {} (pass {})", name,
+                                                  paged ? "contiguous" : "paged", kv_layout_name(),
+                                                  paged ? "kv_indices, kv_indptr and batch_indices" : "slot_mapping")));
+    }
+    if (!errors_.empty()) return;
+    if (call_.v) {
+      const Tensor& v = *call_.v;
+      if (v.rank != 3 || v.shape[0] != T || v.shape[1] != Hk || v.shape[2] < 1 || v.shape[2] > INT32_MAX) {
+        errors_.push_back(error("v", fmt::format("v has shape {} but must be (T, Hk, Dv) = ({}, {}, Dv): k's tokens and "
+                                                 "heads, any row size",
+                                                 shape_str(v), T, Hk)));
+        return;
+      }
+    }
+    int64_t pages = 0;
+    if (!check_cache(*call_.k_cache, "k_cache", Hk, c_.row_dim, &pages)) return;
+    if (call_.v) {
+      int64_t v_pages = 0;
+      if (!check_cache(*call_.v_cache, "v_cache", Hk, call_.v->shape[2], &v_pages)) return;
+      if (v_pages != pages) {
+        errors_.push_back(error("v_cache", fmt::format("v_cache has {} {} but k_cache has {}: they are indexed alike",
+                                                       v_pages, paged ? "pages" : "slots", pages)));
+        return;
+      }
+    }
+    if (paged) check_page_table(T, pages);
+    else check_slot_mapping(T, pages);
+  }
+
+  const char* kv_layout_name() const {
+    switch (kv_layout(c_)) {
+      case KvLayout::PagedNhd: return "paged_nhd";
+      case KvLayout::PagedHnd: return "paged_hnd";
+      case KvLayout::Contiguous: return "contiguous";
+    }
+    return "?";
+  }
+
+  // The shape a cache has in the spec's kv_cache layout, for messages.
+  std::string cache_shape(const std::string& pages, int64_t heads, int64_t dim) const {
+    switch (kv_layout(c_)) {
+      case KvLayout::PagedNhd: return fmt::format("({}, {}, {}, {}) ([pages, page_size, Hk, D])", pages, c_.kv_page_size, heads, dim);
+      case KvLayout::PagedHnd: return fmt::format("({}, {}, {}, {}) ([pages, Hk, page_size, D])", pages, heads, c_.kv_page_size, dim);
+      case KvLayout::Contiguous: return fmt::format("({}, {}, {}) ([num_slots, Hk, D])", pages == "pages" ? "num_slots" : pages, heads, dim);
+    }
+    return "?";
+  }
+
+  // A cache's shape for `heads` heads of `dim`, its pages (or slots), and
+  // that one kernel argument addresses all of it.
+  bool check_cache(const Tensor& t, const char* name, int64_t heads, int64_t dim, int64_t* pages) {
+    const bool contiguous = kv_layout(c_) == KvLayout::Contiguous;
+    const int rank = contiguous ? 3 : 4;
+    std::vector<int64_t> want;
+    if (t.rank == rank) {
+      if (kv_layout(c_) == KvLayout::PagedNhd) want = {t.shape[0], c_.kv_page_size, heads, dim};
+      else if (kv_layout(c_) == KvLayout::PagedHnd) want = {t.shape[0], heads, c_.kv_page_size, dim};
+      else want = {t.shape[0], heads, dim};
+    }
+    const bool ok = t.rank == rank && t.shape[0] >= 1 && t.shape[0] <= INT32_MAX && shape_of(t) == want;
+    if (!ok) {
+      errors_.push_back(error(name, fmt::format("{} has shape {} but the spec's kv_cache layout {} needs {}", name,
+                                                shape_str(t), kv_layout_name(),
+                                                cache_shape(contiguous ? "num_slots" : "pages", heads, dim))));
+      return false;
+    }
+    int64_t span = 0;
+    for (int i = 0; i < t.rank; ++i) {
+      int64_t far = 0;
+      if (t.shape[i] > 1 && (__builtin_mul_overflow(t.shape[i] - 1, t.strides[i] < 0 ? -t.strides[i] : t.strides[i], &far) ||
+                             __builtin_add_overflow(span, far, &span))) {
+        span = INT64_MAX;
+        break;
+      }
+    }
+    if (span >= INT32_MAX) {
+      errors_.push_back(error(name, fmt::format("{} spans more than the 2^31-1 elements a kernel call can address", name)));
+      return false;
+    }
+    *pages = t.shape[0];
+    return true;
+  }
+
+  // A one-dim int32 index tensor of `n` entries (n < 0: any).
+  bool check_index_vector(const Tensor& t, const char* name, int64_t n, const char* what) {
+    if (t.rank != 1 || (n >= 0 && t.shape[0] != n) || t.shape[0] > INT32_MAX) {
+      errors_.push_back(error(name, fmt::format("{} has shape {} but must be {}", name, shape_str(t),
+                                                n >= 0 ? fmt::format("({},) ({})", n, what) : std::string(what))));
+      return false;
+    }
+    return true;
+  }
+
+  // Token t's position (thd: positions [T]).
+  int64_t position_of(int64_t t) const { return id_at(*call_.positions, t); }
+
+  // No two appended tokens write one cache entry (which would be a race).
+  // Entries are page * page_size + entry (paged), or slots (page_size 0).
+  void check_distinct(std::vector<std::pair<int64_t, int64_t>>& entry_token, const char* name, int64_t page_size) {
+    std::sort(entry_token.begin(), entry_token.end());
+    for (size_t i = 1; i < entry_token.size(); ++i)
+      if (entry_token[i].first == entry_token[i - 1].first) {
+        const int64_t at = entry_token[i].first;
+        errors_.push_back(error(name, fmt::format("tokens {} and {} both go to {}: each cache entry takes at most one "
+                                                  "token of a call",
+                                                  entry_token[i - 1].second, entry_token[i].second,
+                                                  page_size > 0 ? fmt::format("page {}, entry {}", at / page_size,
+                                                                              at % page_size)
+                                                                : fmt::format("slot {}", at))));
+        return;
+      }
+  }
+
+  void check_page_table(int64_t T, int64_t pages) {
+    const Tensor &indptr = *call_.kv_indptr, &indices = *call_.kv_indices, &batch = *call_.batch_indices;
+    if (!check_index_vector(indptr, "kv_indptr", -1, "(B + 1,): the first page of each request in kv_indices, then the end") ||
+        !check_index_vector(indices, "kv_indices", -1, "(n,): the pages of every request") ||
+        !check_index_vector(batch, "batch_indices", T, "the request of each token"))
+      return;
+    const int64_t B = indptr.shape[0] - 1, n = indices.shape[0];
+    if (B < 1) {
+      errors_.push_back(error("kv_indptr", fmt::format("kv_indptr has shape {}: it needs B + 1 >= 2 entries", shape_str(indptr))));
+      return;
+    }
+    for (int64_t b = 0; b <= B; ++b) {
+      const int64_t at = id_at(indptr, b);
+      if (at < 0 || at > n || (b > 0 && at < id_at(indptr, b - 1))) {
+        errors_.push_back(error("kv_indptr", fmt::format("kv_indptr[{}] is {}: kv_indptr must never decrease and stay "
+                                                         "within kv_indices (0..{})",
+                                                         b, at, n)));
+        return;
+      }
+    }
+    for (int64_t i = id_at(indptr, 0); i < id_at(indptr, B); ++i) {
+      const int64_t page = id_at(indices, i);
+      if (page < 0 || page >= pages) {
+        errors_.push_back(error("kv_indices", fmt::format("kv_indices[{}] is {}, outside k_cache's {} pages (0..{})", i,
+                                                          page, pages, pages - 1)));
+        return;
+      }
+    }
+    const int64_t ps = c_.kv_page_size;
+    std::vector<std::pair<int64_t, int64_t>> entries;
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t b = id_at(batch, t);
+      if (b < 0) continue;
+      if (b >= B) {
+        errors_.push_back(error("batch_indices", fmt::format("batch_indices[{}] is {} but kv_indptr has {} requests "
+                                                             "(0..{}; negative: not appended)",
+                                                             t, b, B, B - 1)));
+        return;
+      }
+      const int64_t p = position_of(t), first = id_at(indptr, b), count = id_at(indptr, b + 1) - first;
+      if (p / ps >= count) {
+        errors_.push_back(error("positions", fmt::format("token {} (request {}) is at position {}, in page {} of its "
+                                                         "request, but the request has {} pages (kv_indptr[{}..{}] = "
+                                                         "{}..{}, page_size {})",
+                                                         t, b, p, p / ps, count, b, b + 1, first, first + count, ps)));
+        return;
+      }
+      entries.push_back({id_at(indices, first + p / ps) * ps + p % ps, t});
+    }
+    check_distinct(entries, "batch_indices", ps);
+  }
+
+  void check_slot_mapping(int64_t T, int64_t slots) {
+    const Tensor& m = *call_.slot_mapping;
+    if (!check_index_vector(m, "slot_mapping", T, "a slot per token")) return;
+    std::vector<std::pair<int64_t, int64_t>> entries;
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t s = id_at(m, t);
+      if (s < 0) continue;
+      if (s >= slots) {
+        errors_.push_back(error("slot_mapping", fmt::format("slot_mapping[{}] is {}, outside k_cache's {} slots (0..{}; "
+                                                            "negative: not appended)",
+                                                            t, s, slots, slots - 1)));
+        return;
+      }
+      entries.push_back({s, t});
+    }
+    check_distinct(entries, "slot_mapping", 0);
+  }
+
+  // A cache as (d, h, entry, page); a contiguous cache's slots are pages of one entry.
+  View cache_view(const Tensor& t) const {
+    View v;
+    v.data = t.data, v.type = t.type, v.dims = 4;
+    switch (kv_layout(c_)) {
+      case KvLayout::PagedNhd:
+        v.extent = {t.shape[3], t.shape[2], t.shape[1], t.shape[0]};
+        v.stride = {t.strides[3], t.strides[2], t.strides[1], t.strides[0]};
+        break;
+      case KvLayout::PagedHnd:
+        v.extent = {t.shape[3], t.shape[1], t.shape[2], t.shape[0]};
+        v.stride = {t.strides[3], t.strides[1], t.strides[2], t.strides[0]};
+        break;
+      case KvLayout::Contiguous:
+        v.extent = {t.shape[2], t.shape[1], 1, t.shape[0]};
+        v.stride = {t.strides[2], t.strides[1], 0, t.strides[0]};
+        break;
+    }
+    return v;
+  }
+
+  static View index_view(const Tensor& t) {
+    View v;
+    v.data = t.data, v.type = t.type, v.dims = 1;
+    v.extent[0] = t.shape[0], v.stride[0] = t.shape[0] > 1 ? t.strides[0] : 1;
+    return v;
+  }
+
   // A run-time frequency vector: [rotary_dim / 2], contiguous.
   bool check_vector(const Tensor& t, const char* name) {
     const std::vector<int64_t> want = {c_.rotary_dim / 2};
@@ -506,7 +784,18 @@ class Preparer {
     p_.stream = call_.stream;
     p_.variant = KernelVariant::of(call_);
     p_.q = tensor_view(q_), p_.out_q = tensor_view(out_q_);
-    if (k_) p_.k = tensor_view(*k_), p_.out_k = tensor_view(*out_k_);
+    if (k_) p_.k = tensor_view(*k_);
+    if (out_k_) p_.out_k = tensor_view(*out_k_);
+    if (has_kv_cache(c_)) {
+      p_.variant.with_k = out_k_.has_value();
+      p_.variant.with_v = call_.v.has_value();
+      if (call_.v) p_.v = tensor_view(*call_.v), p_.v_cache = cache_view(*call_.v_cache);
+      p_.k_cache = cache_view(*call_.k_cache);
+      for (auto [t, v] : {std::pair{&call_.kv_indices, &p_.kv_indices}, std::pair{&call_.kv_indptr, &p_.kv_indptr},
+                          std::pair{&call_.batch_indices, &p_.batch_indices},
+                          std::pair{&call_.slot_mapping, &p_.slot_mapping}})
+        if (*t) *v = index_view(**t);
+    }
     if (call_.saved_q) p_.saved_q = tensor_view(*call_.saved_q);
     if (call_.saved_k) p_.saved_k = tensor_view(*call_.saved_k);
     if (call_.positions) p_.positions = positions_view(*call_.positions);
@@ -557,8 +846,22 @@ class Preparer {
     add("freqs", p_.freqs, false, false);
     add("cos_sin_cache", p_.cos_sin_cache, false, false);
     add("d_freqs", p_.d_freqs, true, false);
+    add("v", p_.v, false, true);
+    add("k_cache", p_.k_cache, true, true);
+    add("v_cache", p_.v_cache, true, true);
+    add("kv_indices", p_.kv_indices, false, false);
+    add("kv_indptr", p_.kv_indptr, false, false);
+    add("batch_indices", p_.batch_indices, false, false);
+    add("slot_mapping", p_.slot_mapping, false, false);
     std::vector<Diagnostic> memory = check_memory(args);
     errors_.insert(errors_.end(), memory.begin(), memory.end());
+    // The append runs as one kernel call (call/parts cuts tensors, not caches).
+    if (errors_.empty() && has_kv_cache(c_))
+      for (const Argument& a : args)
+        if (a.tensor && part_span(*a.view, a.view->extent[2], a.view->extent[3]) > kMaxKernelSpan)
+          errors_.push_back(error(a.name, fmt::format("{} spans more than the 2^31-1 elements one kernel call can "
+                                                      "address; a KV-cache append runs as one call: pass fewer tokens",
+                                                      a.name)));
     // Writing a pair elsewhere than it was read would overwrite other pairs' inputs.
     const ropegen_contract kc = kernel_contract(c_, p_.variant);
     if (errors_.empty() && rope && kc.output_pairing != kc.pairing && !p_.q.empty() &&

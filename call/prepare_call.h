@@ -6,7 +6,11 @@
 // devices; shapes (rank, the spec's row dim, k like q but for its heads,
 // outputs like their inputs, ALiBi's heads); position ids (shape, width)
 // or their absence; cu_seqlens; seq_len; every position in 0..2^53; the
-// learned table (shape, rows for every position); the cos/sin cache of
+// learned table (shape, rows for every position); the fused KV-cache
+// append (v, caches and their layout's shapes and dtype, index tensors,
+// every page and slot a token goes to in range, kv_indptr monotone and
+// within kv_indices, each token's position within its request's pages, no
+// two tokens to one entry); the cos/sin cache of
 // frequency scheme table (float32 [max_pos, rotary_dim], last dim
 // contiguous, a row for every position); run-time frequencies
 // (shape, finite, at most kMaxInvFreq); backward's saved inputs; the memory
@@ -49,6 +53,9 @@ struct PreparedCall {
   void* stream = nullptr;
   View q, out_q, k, out_k, saved_q, saved_k;  // q is x (and out_q out) for the single-tensor encodings
   View positions, cu_seqlens, table, freqs, cos_sin_cache, d_freqs;
+  // Fused KV-cache append: v (d, h, s, b); caches (d, h, entry, page) in
+  // every layout (contiguous: one entry per slot); index vectors (i).
+  View v, k_cache, v_cache, kv_indices, kv_indptr, batch_indices, slot_mapping;
   int64_t offset = 0, seq_len = 1;
 
   PreparedCall() = default;

@@ -88,6 +88,26 @@ const char* to_string(AlibiForm v) {
   return "?";
 }
 
+const char* to_string(KvLayout v) {
+  switch (v) {
+    case KvLayout::PagedNhd: return "paged_nhd";
+    case KvLayout::PagedHnd: return "paged_hnd";
+    case KvLayout::Contiguous: return "contiguous";
+  }
+  return "?";
+}
+
+const char* to_string(KvDType v) {
+  switch (v) {
+    case KvDType::F32: return "f32";
+    case KvDType::F16: return "f16";
+    case KvDType::BF16: return "bf16";
+    case KvDType::Fp8E4m3: return "fp8_e4m3";
+    case KvDType::Fp8E5m2: return "fp8_e5m2";
+  }
+  return "?";
+}
+
 std::optional<Layout> layout_named(const std::string& name) { return dsl::from_string<Layout>(name); }
 std::optional<DType> dtype_named(const std::string& name) { return dsl::from_string<DType>(name); }
 

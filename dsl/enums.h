@@ -43,6 +43,12 @@ template <> struct EnumValues<TableForm> { static constexpr TableForm all[] = {T
 template <> struct EnumValues<AlibiForm> {
   static constexpr AlibiForm all[] = {AlibiForm::Symmetric, AlibiForm::Causal, AlibiForm::Bloom};
 };
+template <> struct EnumValues<KvLayout> {
+  static constexpr KvLayout all[] = {KvLayout::PagedNhd, KvLayout::PagedHnd, KvLayout::Contiguous};
+};
+template <> struct EnumValues<KvDType> {
+  static constexpr KvDType all[] = {KvDType::F32, KvDType::F16, KvDType::BF16, KvDType::Fp8E4m3, KvDType::Fp8E5m2};
+};
 
 template <typename E>
 std::vector<std::string> spellings() {

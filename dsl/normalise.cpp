@@ -83,6 +83,13 @@ void append_rope(std::string& out, const RopeSpec& spec) {
   if (spec.axes.enabled())
     out += fmt::format("axes:\n  sections: [{}]\n  interleaved: {}\n  per_axis_frequencies: {}\n",
                        fmt::join(spec.axes.sections, ", "), spec.axes.interleaved, spec.axes.per_axis_frequencies);
+  // Absent without the fused append, likewise.
+  if (spec.kv_cache.enabled) {
+    const KvCache& kv = spec.kv_cache;
+    out += fmt::format("kv_cache:\n  layout: {}\n", to_string(kv.layout));
+    if (kv.layout != KvLayout::Contiguous) out += fmt::format("  page_size: {}\n", kv.page_size);
+    out += fmt::format("  dtype: {}\n", to_string(kv.dtype));
+  }
 }
 
 // sinusoidal and learned: the rows the table is added to.

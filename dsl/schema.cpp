@@ -63,6 +63,7 @@ const Section& frequency_section();
 const Section& scaling_section();
 const Section& xpos_section();
 const Section& axes_section();
+const Section& kv_cache_section();
 
 // The encoding decides which keys a spec has; rope rotates heads, the table
 // encodings add to rows, so each spells its own layouts.
@@ -88,7 +89,8 @@ const Section& top_section() {
          {"scaling", Kind::Map, false, {}, &scaling_section()},
          {"xpos", Kind::Map, false, {}, &xpos_section()},
          positions,
-         {"axes", Kind::Map, false, {}, &axes_section()}}},
+         {"axes", Kind::Map, false, {}, &axes_section()},
+         {"kv_cache", Kind::Map, false, {}, &kv_cache_section()}}},
        {"sinusoidal",
         {dim, {"base", Kind::Number}, {"table_form", Kind::String, false, spellings<TableForm>()}, row_layout, dtype,
          positions}},
@@ -149,6 +151,21 @@ const Section& axes_section() {
                           {"interleaved", Kind::Boolean},
                           {"per_axis_frequencies", Kind::Boolean}},
                          {}};
+  return s;
+}
+
+// The fused KV-cache append: the layout decides whether pages have a size.
+const Section& kv_cache_section() {
+  const KeyRule page_size{"page_size", Kind::Integer};
+  const KeyRule dtype{"dtype", Kind::String, false, spellings<KvDType>()};
+  const KeyRule scale{"scale", Kind::String, false, {"per_tensor"}};
+  static const Section s{"kv_cache",
+                         "layout",
+                         "paged_nhd",
+                         {{"layout", Kind::String, false, spellings<KvLayout>()}},
+                         {{"paged_nhd", {page_size, dtype, scale}},
+                          {"paged_hnd", {page_size, dtype, scale}},
+                          {"contiguous", {dtype, scale}}}};
   return s;
 }
 

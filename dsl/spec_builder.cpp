@@ -17,6 +17,7 @@ constexpr int kMaxDim = 1 << 20;
 constexpr int kMaxHeads = 65536;
 constexpr size_t kMaxAxes = 8;
 constexpr size_t kMaxNameLength = 64;
+constexpr int kMaxPageSize = 1 << 16;
 // xPos: p = (pos - seq_len / 2) / scale_base; below 1, one position moves the
 // exponent by more than 1 and 1 / scale_base may not even be finite.
 constexpr double kMinXposScaleBase = 1.0;
@@ -96,6 +97,7 @@ class SpecBuilder {
     read_scaling();
     read_xpos();
     read_axes();
+    read_kv_cache();
   }
 
   void read_rope_dims() {
@@ -297,6 +299,40 @@ class SpecBuilder {
     if (axes.per_axis_frequencies && spec_.frequency.scheme == FrequencyScheme::Table)
       error(a["per_axis_frequencies"], "per_axis_frequencies cannot be used with frequency scheme `table`: "
                                        "cos_sin_cache already gives every pair's cos and sin");
+  }
+
+  // The fused KV-cache append. Tokens are rows of a packed batch (thd) at
+  // explicit positions, as in FlashInfer's append and vLLM's
+  // reshape_and_cache; the position of a token also says where it goes.
+  void read_kv_cache() {
+    const YAML::Node kv = root_["kv_cache"];
+    if (!kv) return;
+    KvCache& c = spec_.kv_cache;
+    c.enabled = true;
+    read_enum(kv, "layout", c.layout);
+    c.dtype = spec_.dtype == DType::F32 ? KvDType::F32 : spec_.dtype == DType::F16 ? KvDType::F16 : KvDType::BF16;
+    read_enum(kv, "dtype", c.dtype);
+    c.page_size = c.layout == KvLayout::Contiguous ? 1 : 16;
+    if (const YAML::Node n = kv["page_size"]) {
+      const long long v = as_integer(n);
+      if (v < 1 || v > kMaxPageSize) error(n, fmt::format("page_size ({}) must be in 1..{}", v, kMaxPageSize));
+      else c.page_size = static_cast<int>(v);
+    }
+    if (c.dtype == KvDType::Fp8E4m3 || c.dtype == KvDType::Fp8E5m2)
+      error(kv["dtype"], fmt::format("kv_cache dtype `{}` is not supported yet by this version of rope-gen (fp8 "
+                                     "caches are planned); use f32, f16 or bf16",
+                                     to_string(c.dtype)));
+    else if (const YAML::Node n = kv["scale"])
+      error(n, fmt::format("kv_cache scale is for fp8 caches; dtype `{}` stores values as they are (leave scale out)",
+                           to_string(c.dtype)));
+    if (spec_.layout != Layout::THD)
+      error(root_["layout"] ? root_["layout"] : kv,
+            fmt::format("kv_cache needs `layout: thd` (tokens [T, H, D], as FlashInfer and vLLM append them); "
+                        "got `{}`", to_string(spec_.layout)));
+    if (spec_.positions != PositionsMode::Explicit)
+      error(kv, "kv_cache needs `positions: explicit`: a token's position also says where it goes in the cache");
+    if (spec_.axes.enabled())
+      error(kv, "kv_cache cannot be combined with axes: a token's cache entry is at its one position");
   }
 
   // Whether the sections are valid and split exactly the rotary pairs.

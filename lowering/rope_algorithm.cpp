@@ -101,7 +101,7 @@ Expr inv_freq_expr(const RopeSpec& spec, RopeAlgorithm& a) {
 // k), or inline where a row is one dense load (targets/cpu_schedule.cpp).
 // The cache holds cos and sin as used (attention factor included), and the
 // rotation is the same float32 arithmetic as with computed ones.
-void define_cos_sin_from_cache(const RopeSpec& spec, RopeAlgorithm& a) {
+Func cos_sin_from_cache(const RopeSpec& spec, RopeAlgorithm& a, const std::string& name) {
   a.uses_cos_sin_cache = true;
   const ImageParam& cache = a.cos_sin_cache;
   // Positions past the cache are refused before the call (call/prepare_call);
@@ -109,8 +109,9 @@ void define_cos_sin_from_cache(const RopeSpec& spec, RopeAlgorithm& a) {
   // inference sees the rows a data-dependent index may reach.
   const Expr id = a.position_id(a.r, a.s, a.b);
   const Expr row = cast<int>(clamp(id, cast(id.type(), cache.dim(1).min()), cast(id.type(), cache.dim(1).max())));
-  a.cos_sin = Func("cos_sin");
-  a.cos_sin(a.r, a.s, a.b) = Tuple(cache(a.r, row), cache(a.r + spec.num_pairs(), row));
+  Func cos_sin(name);
+  cos_sin(a.r, a.s, a.b) = Tuple(cache(a.r, row), cache(a.r + spec.num_pairs(), row));
+  return cos_sin;
 }
 
 // Multi-axis specs read the position of each pair's axis (rope_math's pair_axes).
@@ -148,17 +149,21 @@ Expr dim_of(const RopeSpec& spec, Pairing pairing, const Expr& r, const Expr& m)
 
 // `spec` is the kernel's (kernel_spec): it reads in `pairing` and writes in
 // `output_pairing`; backward kernels rotate by -angle.
-void define_rotation(const RopeSpec& spec, const RopeAlgorithm& a, RotatedTensor& t, bool is_key) {
+// cos_sin and xpos_scale: a's, unless given (the KV-cache rows' own copies).
+void define_rotation(const RopeSpec& spec, const RopeAlgorithm& a, RotatedTensor& t, bool is_key, bool with_output = true,
+                     Func cos_sin = Func(), Func xpos_scale = Func()) {
+  if (!cos_sin.defined()) cos_sin = a.cos_sin, xpos_scale = a.xpos_scale;
   const int half = spec.num_pairs();
   const Expr x0 = load_as_float(t.input(dim_of(spec, spec.pairing, a.r, 0), a.h, a.s, a.b), spec.dtype);
   const Expr x1 = load_as_float(t.input(dim_of(spec, spec.pairing, a.r, 1), a.h, a.s, a.b), spec.dtype);
-  const Expr c = a.cos_sin(a.r, a.s, a.b)[0];
-  const Expr sn = a.variant.backward ? -a.cos_sin(a.r, a.s, a.b)[1] : a.cos_sin(a.r, a.s, a.b)[1];
+  const Expr c = cos_sin(a.r, a.s, a.b)[0];
+  const Expr sn = a.variant.backward ? -cos_sin(a.r, a.s, a.b)[1] : cos_sin(a.r, a.s, a.b)[1];
   Expr value = select(a.m == 0, x0 * c - x1 * sn, x1 * c + x0 * sn);
-  if (spec.xpos.enabled) value *= a.xpos_scale(a.r, a.s, a.b)[is_key ? 1 : 0];
+  if (spec.xpos.enabled) value *= xpos_scale(a.r, a.s, a.b)[is_key ? 1 : 0];
   // No fused multiply-add: the same roundings on every target (trig.cpp).
   // Measured free on CPU (memory-bound: ratio to copy unchanged).
   t.rotated(a.r, a.m, a.h, a.s, a.b) = strict_float(value);
+  if (!with_output) return;  // kv_cache specs without out_k: k only goes to the cache
 
   // The view's dim 0 is the dense one: pairs when half-split, members when
   // interleaved (in the output pairing, which differs only for DeepSeek-V3).
@@ -219,7 +224,127 @@ void define_frequency_gradient(const RopeSpec& spec, RopeAlgorithm& a, const Rop
   a.d_freqs(a.r) = cast<float>(sum(a.r));
 }
 
-RopeAlgorithm build_rope(const RopeSpec& forward_spec, const KernelVariant& variant) {
+DType kv_dtype(const KvCache& kv) {
+  return kv.dtype == KvDType::F16 ? DType::F16 : kv.dtype == KvDType::BF16 ? DType::BF16 : DType::F32;
+}
+
+// A row of `in` (spec dtype) as the cache stores it: the same bits when
+// the dtypes agree, else through float32 (round to nearest even).
+Expr as_cache_value(const Expr& value, DType from, DType to) {
+  return from == to ? value : store_from_float(load_as_float(value, from), to);
+}
+
+// Where token t goes and whether it goes at all (FlashInfer's page.cuh
+// append: page kv_indices[kv_indptr[b] + p / page_size], entry p %
+// page_size; vLLM: slot slot_mapping[t]). prepare_call has checked every
+// index; the clamps only keep each load and store inside its buffer (and
+// give bounds inference finite regions) whatever the call.
+struct CacheEntry {
+  Expr entry, page, appended;
+};
+CacheEntry cache_entry(const RopeSpec& spec, RopeAlgorithm& a, const Expr& t, const Func& cache) {
+  auto within = [](const Expr& i, const ImageParam& p) { return clamp(i, p.dim(0).min(), p.dim(0).max()); };
+  const OutputImageParam out = cache.output_buffer();
+  CacheEntry c;
+  if (spec.kv_cache.layout == KvLayout::Contiguous) {
+    a.uses_slot_mapping = true;
+    const Expr slot = a.slot_mapping(within(t, a.slot_mapping));
+    c.entry = out.dim(2).min();
+    c.page = slot;
+    // Tokens past the index tensor (GPU staging pads tokens) are not appended.
+    c.appended = t <= a.slot_mapping.dim(0).max() && slot >= 0;
+  } else {
+    a.uses_page_table = true;
+    const int ps = spec.kv_cache.page_size;
+    const Expr b = a.batch_indices(within(t, a.batch_indices));
+    const Expr pos = a.position_id(0, t, a.k.input.dim(3).min());
+    const Expr first = a.kv_indptr(clamp(b, a.kv_indptr.dim(0).min(), a.kv_indptr.dim(0).max()));
+    c.page = a.kv_indices(within(first + cast<int>(pos / ps), a.kv_indices));
+    c.entry = cast<int>(pos % ps);
+    c.appended = t <= a.batch_indices.dim(0).max() && b >= 0;
+  }
+  c.entry = clamp(c.entry, out.dim(2).min(), out.dim(2).max());
+  c.page = clamp(c.page, out.dim(3).min(), out.dim(3).max());
+  return c;
+}
+
+void define_kv_append(const RopeSpec& spec, RopeAlgorithm& a, bool own_cache_stages) {
+  const DType to = kv_dtype(spec.kv_cache);
+  const Type cache_type = storage_type(to);
+  const ImageParam& k = a.k.input;
+  a.kv_indices = ImageParam(Int(32), 1, "kv_indices");
+  a.kv_indptr = ImageParam(Int(32), 1, "kv_indptr");
+  a.batch_indices = ImageParam(Int(32), 1, "batch_indices");
+  a.slot_mapping = ImageParam(Int(32), 1, "slot_mapping");
+  for (const ImageParam& p : {a.kv_indices, a.kv_indptr, a.batch_indices, a.slot_mapping}) p.dim(0).set_stride(Expr());
+
+  // k's rotation for the cache: its own Func (out_k's is placed in out_k's
+  // loops), reading q's cos/sin (and xPos) stages, or with
+  // own_cache_stages copies of them (the same arithmetic) that a schedule
+  // can place apart (one Func has one place).
+  if (own_cache_stages) {
+    const RopeFrequencies freqs = compute_frequencies(spec);
+    if (spec.frequency.scheme == FrequencyScheme::Table)
+      a.kv_cos_sin = cos_sin_from_cache(spec, a, "kv_cos_sin");
+    else
+      std::tie(a.kv_reduced, a.kv_cos_sin) = detail::cos_sin_stages(a, static_cast<float>(freqs.attention_factor), "kv_");
+    if (spec.xpos.enabled) a.kv_xpos_scale = xpos_stage(spec, a, freqs, "kv_");
+  }
+  RotatedTensor kv_k;
+  kv_k.input = a.k.input;
+  kv_k.rotated = a.kv_rotated_k = Func("kv_rotated_k");
+  define_rotation(spec, a, kv_k, true, false, a.kv_cos_sin, a.kv_xpos_scale);
+
+  // The caches' pure definitions write nothing; each update scatters
+  // rows of the appended tokens (the last RDom dim: token; where() keeps
+  // the appended ones) at their entries.
+  auto cache_func = [&](Func& cache, const char* name) {
+    cache = Func(name);
+    cache(a.d, a.h, a.e, a.pg) = undef(cache_type);
+  };
+  auto tokens = [](const ImageParam& in) { return std::pair{in.dim(2).min(), in.dim(2).extent()}; };
+  const Expr b0 = k.dim(3).min();
+
+  // k, update 0: the rotary dims, pair by pair as out_k holds them (output
+  // pairing): rows (r, m, h, t), stores dense along r as out_k's are.
+  const int off = spec.rotary_offset, half = spec.num_pairs(), pass = spec.head_dim - spec.rotary_dim;
+  cache_func(a.k_cache, "k_cache");
+  a.k_cache.output_buffer().dim(0).set_bounds(0, spec.head_dim);  // k's rows: whole heads
+  {
+    const auto [t0, nt] = tokens(k);
+    a.k_rows = RDom({{0, half}, {0, 2}, {k.dim(1).min(), k.dim(1).extent()}, {t0, nt}}, "k_cache_rows");
+    const RDom& r = a.k_rows;
+    const CacheEntry at = cache_entry(spec, a, r.w, a.k_cache);
+    a.k_rows.where(at.appended);
+    a.k_cache(dim_of(spec, spec.output_pairing, r.x, r.y), r.z, at.entry, at.page) =
+        store_from_float(a.kv_rotated_k(r.x, r.y, r.z, r.w, b0), to);
+  }
+  // k, update 1 (partial rotary): the other dims copied.
+  if (pass > 0) {
+    const auto [t0, nt] = tokens(k);
+    a.k_pass_rows = RDom({{0, pass}, {k.dim(1).min(), k.dim(1).extent()}, {t0, nt}}, "k_cache_pass_rows");
+    const RDom& r = a.k_pass_rows;
+    const CacheEntry at = cache_entry(spec, a, r.z, a.k_cache);
+    a.k_pass_rows.where(at.appended);
+    const Expr d = select(r.x < off, r.x, r.x + spec.rotary_dim);
+    a.k_cache(d, r.y, at.entry, at.page) = as_cache_value(k(d, r.y, r.z, b0), spec.dtype, to);
+  }
+  // v, update 0: rows (d, h, t) copied; they span the cache's dims (GPU
+  // staging pads v's rows).
+  if (a.variant.with_v) {
+    a.v = ImageParam(a.q.input.type(), 4, "v");
+    cache_func(a.v_cache, "v_cache");
+    const auto [t0, nt] = tokens(a.v);
+    a.v_rows = RDom({{0, a.v_cache.output_buffer().dim(0).extent()}, {a.v.dim(1).min(), a.v.dim(1).extent()}, {t0, nt}},
+                    "v_cache_rows");
+    const RDom& r = a.v_rows;
+    const CacheEntry at = cache_entry(spec, a, r.z, a.v_cache);
+    a.v_rows.where(at.appended);
+    a.v_cache(r.x, r.y, at.entry, at.page) = as_cache_value(a.v(r.x, r.y, r.z, b0), spec.dtype, to);
+  }
+}
+
+RopeAlgorithm build_rope(const RopeSpec& forward_spec, const KernelVariant& variant, bool own_cache_stages) {
   const RopeSpec spec = kernel_spec(forward_spec, variant);
   RopeAlgorithm a;
   a.variant = variant;
@@ -242,7 +367,7 @@ RopeAlgorithm build_rope(const RopeSpec& forward_spec, const KernelVariant& vari
 
   const RopeFrequencies freqs = compute_frequencies(spec);
   if (spec.frequency.scheme == FrequencyScheme::Table) {
-    define_cos_sin_from_cache(spec, a);
+    a.cos_sin = cos_sin_from_cache(spec, a, "cos_sin");
   } else {
     a.inv_freq = Func("inv_freq");
     a.inv_freq(a.r) = inv_freq_expr(spec, a);
@@ -257,21 +382,22 @@ RopeAlgorithm build_rope(const RopeSpec& forward_spec, const KernelVariant& vari
   }
 
   define_rotation(spec, a, a.q, false);
-  if (variant.with_k) {
+  if (variant.with_k || spec.kv_cache.enabled) {
     a.k.input = ImageParam(type, 4, "k");
     a.k.rotated = Func("rotated_k");
-    a.k.output = Func("out_k");
-    define_rotation(spec, a, a.k, true);
+    if (variant.with_k) a.k.output = Func("out_k");
+    define_rotation(spec, a, a.k, true, variant.with_k);
   }
+  if (spec.kv_cache.enabled) define_kv_append(spec, a, own_cache_stages);
   if (variant.backward && a.uses_freqs) define_frequency_gradient(spec, a, freqs);
   return a;
 }
 
 }  // namespace
 
-RopeAlgorithm build_algorithm(const RopeSpec& spec, const KernelVariant& variant) {
+RopeAlgorithm build_algorithm(const RopeSpec& spec, const KernelVariant& variant, bool own_cache_stages) {
   switch (spec.encoding) {
-    case Encoding::Rope: return build_rope(spec, variant);
+    case Encoding::Rope: return build_rope(spec, variant, own_cache_stages);
     case Encoding::Sinusoidal:
     case Encoding::Learned: return detail::build_sinusoidal_or_learned(spec, variant);
     case Encoding::Alibi: return detail::build_alibi(spec, variant);
@@ -283,12 +409,15 @@ std::vector<Argument> RopeAlgorithm::arguments() const {
   // Fixed order (documented in manifest.json): q (or x), k, positions,
   // cu_seqlens, table, freqs, cos_sin_cache, saved_q, saved_k, offset, seq_len.
   std::vector<Argument> args = {q.input};
-  if (variant.with_k) args.push_back(k.input);
+  if (k.input.defined()) args.push_back(k.input);
+  if (v.defined()) args.push_back(v);
   if (uses_positions) args.push_back(positions);
   if (uses_cu_seqlens) args.push_back(cu_seqlens);
   if (uses_table) args.push_back(table);
   if (uses_freqs) args.push_back(freqs);
   if (uses_cos_sin_cache) args.push_back(cos_sin_cache);
+  if (uses_page_table) args.insert(args.end(), {kv_indices, kv_indptr, batch_indices});
+  if (uses_slot_mapping) args.push_back(slot_mapping);
   if (q.saved.defined()) args.push_back(q.saved);
   if (k.saved.defined()) args.push_back(k.saved);
   if (uses_offset) args.push_back(offset);
@@ -307,6 +436,8 @@ PassThroughCopy build_pass_through_copy(const RopeSpec& spec) {
 std::vector<Func> RopeAlgorithm::outputs() const {
   std::vector<Func> out = {q.output};
   if (variant.with_k) out.push_back(k.output);
+  if (k_cache.defined()) out.push_back(k_cache);
+  if (v_cache.defined()) out.push_back(v_cache);
   if (d_freqs.defined()) out.push_back(d_freqs);
   return out;
 }

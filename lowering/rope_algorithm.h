@@ -78,6 +78,25 @@ struct RopeAlgorithm {
   // q, k for rope; q alone holds the single tensor of the other encodings
   // (input "x", output "out_x": (d, h, s, b) in the spec's dtype).
   RotatedTensor q, k;         // k.output is undefined unless the variant has k
+  // Fused KV-cache append (spec kv_cache): k's rows (rotary dims rotated,
+  // the rest copied) and v's rows scattered into the caches, (d, h, e, pg)
+  // = (dim, head, entry, page) in every layout (contiguous: slots are
+  // pages of one entry). The caches' pure definitions are undef (no entry
+  // is written but the tokens'). k_cache update 0: rotated k over k_rows
+  // (r, m, h, token); update 1 (partial rotary): the other dims over
+  // k_pass_rows (j, h, token); v_cache update 0: v over v_rows (d, h,
+  // token). where() keeps the appended tokens.
+  Halide::Var e{"e"}, pg{"pg"};
+  Halide::ImageParam v;                                    // (d, h, s, b), spec dtype
+  Halide::ImageParam kv_indices, kv_indptr, batch_indices;  // paged, int32
+  Halide::ImageParam slot_mapping;                         // contiguous, int32
+  // k's rotation for the cache (as rotated), and with own_cache_stages
+  // (build_algorithm) its own copies of cos_sin, reduced, xpos_scale;
+  // without, these are undefined and it reads q's.
+  Halide::Func kv_rotated_k, kv_cos_sin, kv_reduced, kv_xpos_scale;
+  Halide::Func k_cache, v_cache;
+  Halide::RDom k_rows, k_pass_rows, v_rows;
+  bool uses_page_table = false, uses_slot_mapping = false;
   Halide::Func d_freqs;       // (r) float32: dL/d(inv_freq), backward with run-time frequencies
   Halide::Func d_freqs_sum;   // (r) float64: its accumulation over every row of q and k
   KernelVariant variant;
@@ -99,7 +118,10 @@ struct PassThroughCopy {
 PassThroughCopy build_pass_through_copy(const RopeSpec& spec);
 
 // Builds the spec's algorithm (any encoding); every constant comes from rope_math.
-RopeAlgorithm build_algorithm(const RopeSpec& spec, const KernelVariant& variant);
+// own_cache_stages: the KV-cache rows' rotation gets its own cos/sin (and
+// xPos) stages instead of reading q's (GPU schedules: one launch per
+// output, each computing its own).
+RopeAlgorithm build_algorithm(const RopeSpec& spec, const KernelVariant& variant, bool own_cache_stages = false);
 
 // The parts shared by the encodings' builders (rope_algorithm.cpp).
 namespace detail {

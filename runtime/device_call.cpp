@@ -125,7 +125,8 @@ class PartRun {
     const bool rope = spec_.encoding == Encoding::Rope;
     PipelineArguments a = whole;
     a.q = gather(call_.q);
-    if (variant_.with_k) a.k = gather(call_.k);
+    if (call_.k.defined()) a.k = gather(call_.k);  // kv_cache specs read k without out_k
+    if (call_.v.defined()) a.v = gather(call_.v);
     if (call_.positions.defined()) a.positions = gather_positions(call_.positions);
     if (call_.saved_q.defined()) a.saved_q = gather(call_.saved_q);
     if (call_.saved_k.defined()) a.saved_k = gather(call_.saved_k);
@@ -145,7 +146,7 @@ class PartRun {
 
     // Device memory is freed before any other handle to a staged buffer
     // exists: Halide's buffers share device allocations by reference count.
-    for (Halide::Buffer<> b : {a.q, a.k, a.positions, a.saved_q, a.saved_k})
+    for (Halide::Buffer<> b : {a.q, a.k, a.v, a.positions, a.saved_q, a.saved_k})
       if (b.defined()) b.device_free();
     for (Copy& c : copies) {
       check(c.staged.copy_to_host(), "a result");
@@ -234,6 +235,10 @@ Sizes sizes_of(const RopeSpec& spec, const lowering::KernelVariant& variant, con
   std::vector<int64_t> heads;
   if (spec.encoding == Encoding::Rope) heads.push_back(call.q.dim(1).extent());
   if (variant.with_k) heads.push_back(call.k.dim(1).extent());
+  // k read into a cache only, and v: their staged rows.
+  if (!variant.with_k && call.k.defined()) s.token_bytes.push_back(padded_row(spec.head_dim) * call.k.dim(1).extent() * e);
+  if (call.v.defined())
+    s.token_bytes.push_back(padded_row(call.v.dim(0).extent()) * call.v.dim(1).extent() * e);
   for (int64_t h : heads) {
     // input (and the saved forward input), rotary output, pass-through copies
     for (int n = call.saved_q.defined() ? 2 : 1; n > 0; --n) s.token_bytes.push_back(padded_row(spec.head_dim) * h * e);
@@ -262,6 +267,19 @@ Halide::Buffer<> staged_whole(const Halide::Buffer<>& in, int64_t multiple) {
   return b;
 }
 
+// A token's batch index or slot, padded to the size multiple with -1
+// (not appended): staged tokens past the call's are never appended.
+Halide::Buffer<> staged_token_indices(const Halide::Buffer<>& in, int64_t multiple) {
+  if (!in.defined()) return in;
+  const int n = in.dim(0).extent();
+  const int64_t step = std::max<int64_t>(1, multiple / 4);
+  Halide::Buffer<int32_t> b(static_cast<int>((n + step - 1) / step * step));
+  const auto* ids = static_cast<const int32_t*>(in.data());
+  for (int i = 0; i < b.dim(0).extent(); ++i) b(i) = i < n ? ids[i * in.dim(0).stride()] : -1;
+  b.set_host_dirty();
+  return b;
+}
+
 // cu_seqlens padded to the size multiple with starts past every token:
 // the kernel counts the starts <= a token, so the padding never counts.
 Halide::Buffer<> staged_cu_seqlens(const Halide::Buffer<>& cu, int64_t multiple) {
@@ -283,6 +301,9 @@ DevicePart wrap(const call::PartViews& v) {
   p.saved_q = wrap(v.saved_q), p.saved_k = wrap(v.saved_k), p.positions = wrap(v.positions);
   p.cu_seqlens = wrap(v.cu_seqlens), p.table = wrap(v.table), p.freqs = wrap(v.freqs), p.d_freqs = wrap(v.d_freqs);
   p.cos_sin_cache = wrap(v.cos_sin_cache);
+  p.v = wrap(v.v), p.k_cache = wrap(v.k_cache), p.v_cache = wrap(v.v_cache);
+  p.kv_indices = wrap(v.kv_indices), p.kv_indptr = wrap(v.kv_indptr), p.batch_indices = wrap(v.batch_indices);
+  p.slot_mapping = wrap(v.slot_mapping);
   p.offset = v.offset, p.seq_len = v.seq_len;
   return p;
 }
@@ -310,6 +331,14 @@ void run_on_device(const RopeSpec& spec, const lowering::KernelVariant& variant,
   whole.freqs = staged_whole(call.freqs, device.buffer_size_multiple);
   // The rows up to the call's largest position (prepare_call crops the view).
   whole.cos_sin_cache = staged_whole(call.cos_sin_cache, device.buffer_size_multiple);
+  // KV-cache append: the caches are staged whole (their entries no token
+  // goes to come back as they went), updated by every part, copied back once.
+  whole.kv_indices = staged_whole(call.kv_indices, device.buffer_size_multiple);
+  whole.kv_indptr = staged_whole(call.kv_indptr, device.buffer_size_multiple);
+  whole.batch_indices = staged_token_indices(call.batch_indices, device.buffer_size_multiple);
+  whole.slot_mapping = staged_token_indices(call.slot_mapping, device.buffer_size_multiple);
+  whole.k_cache = staged_whole(call.k_cache, device.buffer_size_multiple);
+  whole.v_cache = staged_whole(call.v_cache, device.buffer_size_multiple);
   if (call.d_freqs.defined()) Halide::Buffer<float>(call.d_freqs).fill(0.0f);  // the parts add to it
   try {
     for (const Part& p : plan_parts(sizes, call.q.dim(2).extent(), call.q.dim(3).extent()))
@@ -317,8 +346,16 @@ void run_on_device(const RopeSpec& spec, const lowering::KernelVariant& variant,
   } catch (const Halide::Error& e) {
     throw DeviceError(fmt::format("{}: {}", device.description, e.what()));
   }
-  for (Halide::Buffer<> b : {whole.cu_seqlens, whole.table, whole.freqs, whole.cos_sin_cache})
+  for (Halide::Buffer<> b : {whole.cu_seqlens, whole.table, whole.freqs, whole.cos_sin_cache, whole.kv_indices,
+                             whole.kv_indptr, whole.batch_indices, whole.slot_mapping})
     if (b.defined()) b.device_free();
+  for (auto [staged, caller] : {std::pair{whole.k_cache, call.k_cache}, std::pair{whole.v_cache, call.v_cache}}) {
+    if (!staged.defined()) continue;
+    check(staged.copy_to_host(), "a KV cache");
+    staged.device_free();
+    Halide::Buffer<> view = caller;
+    view.copy_from(staged);
+  }
 }
 
 }  // namespace ropegen::runtime

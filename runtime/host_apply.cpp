@@ -1,5 +1,9 @@
 #include "host_apply.h"
 
+#include <tuple>
+
+#include <fmt/format.h>
+
 #include "ropegen/runtime.h"
 #include "runtime/host_tensor.h"
 
@@ -27,7 +31,36 @@ Result<ApplyResult> apply_on_host(const RopeSpec& spec, const ApplyRequest& r) {
   if (r.k) {
     k.emplace(*r.k, spec.dtype);
     call.k = dense(k->in.data(), k->in.element_type(), r.k->shape);
-    call.out_k = dense(k->out.data(), k->out.element_type(), r.k->shape);
+    if (r.out_k) call.out_k = dense(k->out.data(), k->out.element_type(), r.k->shape);
+  }
+  // KV-cache append: caches in the cache dtype, indices as int32 (an id
+  // outside int32 is refused here, naming its tensor).
+  const DType cache_dtype = spec.kv_cache.dtype == KvDType::F16    ? DType::F16
+                            : spec.kv_cache.dtype == KvDType::BF16 ? DType::BF16
+                                                                   : DType::F32;
+  std::optional<HostStorage> v, k_cache, v_cache;
+  if (r.v) v = to_storage(r.v->data, spec.dtype), call.v = dense(v->data(), v->element_type(), r.v->shape);
+  if (r.k_cache)
+    k_cache = to_storage(r.k_cache->data, cache_dtype),
+    call.k_cache = dense(k_cache->data(), k_cache->element_type(), r.k_cache->shape);
+  if (r.v_cache)
+    v_cache = to_storage(r.v_cache->data, cache_dtype),
+    call.v_cache = dense(v_cache->data(), v_cache->element_type(), r.v_cache->shape);
+  std::vector<int32_t> index_storage[4];
+  const std::tuple<const std::optional<std::vector<int64_t>>*, const char*, std::optional<Tensor>*> indices[] = {
+      {&r.kv_indices, "kv_indices", &call.kv_indices},
+      {&r.kv_indptr, "kv_indptr", &call.kv_indptr},
+      {&r.batch_indices, "batch_indices", &call.batch_indices},
+      {&r.slot_mapping, "slot_mapping", &call.slot_mapping}};
+  for (int i = 0; i < 4; ++i) {
+    const auto [values, name, into] = indices[i];
+    if (!*values) continue;
+    for (int64_t x : **values) {
+      if (x < INT32_MIN || x > INT32_MAX)
+        return Diagnostic{{name, -1, -1}, fmt::format("{} holds {}, which does not fit int32 (cache indices are int32)", name, x), {}};
+      index_storage[i].push_back(static_cast<int32_t>(x));
+    }
+    *into = dense(index_storage[i].data(), ElementType::Int32, {static_cast<int64_t>(index_storage[i].size())});
   }
   std::optional<HostStorage> saved_q, saved_k, table;
   if (r.saved_q) saved_q = to_storage(r.saved_q->data, spec.dtype), call.saved_q = dense(saved_q->data(), saved_q->element_type(), r.saved_q->shape);
@@ -74,7 +107,9 @@ Result<ApplyResult> apply_on_host(const RopeSpec& spec, const ApplyRequest& r) {
 
   ApplyResult result;
   result.out_q = q.out.to_float();
-  if (k) result.out_k = k->out.to_float();
+  if (k && r.out_k) result.out_k = k->out.to_float();
+  if (k_cache) result.k_cache = k_cache->to_float();
+  if (v_cache) result.v_cache = v_cache->to_float();
   if (call.d_freqs) result.d_freqs = d_freqs;
   return result;
 }

@@ -40,12 +40,19 @@ struct ApplyRequest {
   int64_t offset = 0;
   std::optional<int64_t> seq_len;                  // default: max position + 1
   std::string target = "host";
+  // Fused KV-cache append (spec kv_cache): caches in float32, converted to
+  // the cache dtype, updated and returned; indices are passed as int32.
+  // out_k: whether rotated k is also returned (with a cache it is optional).
+  bool out_k = true;
+  std::optional<HostTensor> v, k_cache, v_cache;
+  std::optional<std::vector<int64_t>> kv_indices, kv_indptr, batch_indices, slot_mapping;
 };
 
 struct ApplyResult {
   std::vector<float> out_q;
   std::optional<std::vector<float>> out_k;
   std::optional<std::vector<float>> d_freqs;  // backward with run-time frequencies
+  std::optional<std::vector<float>> k_cache, v_cache;  // updated (float32 of the cache dtype's values)
 };
 
 // The request as a ropegen::Call on storage in the spec's dtype, run through

@@ -14,10 +14,12 @@ namespace ropegen::runtime {
 // The rotary pipeline's inputs and outputs (lowering::RopeAlgorithm).
 struct PipelineArguments {
   Halide::Buffer<> q, k, positions, cu_seqlens, table, freqs, cos_sin_cache, saved_q, saved_k;
+  Halide::Buffer<> v, kv_indices, kv_indptr, batch_indices, slot_mapping;
   int64_t offset = 0, seq_len = 1;
-  Halide::Buffer<> out_q, out_k, d_freqs;
+  Halide::Buffer<> out_q, out_k, k_cache, v_cache, d_freqs;
 
-  std::vector<Halide::Buffer<>> outputs() const;  // out_q (, out_k) (, d_freqs): the pipeline's output order
+  // out_q (, out_k) (, k_cache (, v_cache)) (, d_freqs): the pipeline's output order
+  std::vector<Halide::Buffer<>> outputs() const;
 };
 
 // lowering::PassThroughCopy's pass_in -> pass_out.

@@ -41,8 +41,11 @@ std::vector<std::pair<targets::aot::EntryPoint, std::string>> entries_for(const 
     if (e.kind == Kind::PassThrough && !symbols.pass_through.empty()) out.emplace_back(e, symbols.pass_through);
     const bool same_positions = !e.explicit_positions || e.variant.position_type == variant.position_type;
     if (e.kind == Kind::Rope && e.variant.with_k == variant.with_k && e.variant.backward == variant.backward &&
-        same_positions)
-      out.emplace_back(e, symbols.rope);
+        same_positions) {
+      targets::aot::EntryPoint rope = e;
+      rope.variant = variant;  // with it what the AOT list has no entry for (kv_cache's with_v)
+      out.emplace_back(rope, symbols.rope);
+    }
   }
   return out;
 }

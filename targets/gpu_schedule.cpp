@@ -217,8 +217,35 @@ void schedule_rope_gpu(lowering::RopeAlgorithm& a, const RopeSpec& spec, const T
     if (a.reduced.defined()) reduced_k = a.reduced.clone_in(cs_k);
     if (a.xpos_scale.defined()) xpos_k = a.xpos_scale.clone_in(a.k.rotated);
   }
+  // The cache rows' rotation has its own cos/sin stages (scheduled_algorithm
+  // asks lowering for them), computed per element (inline): cheap next to
+  // the scattered store. (Cloning q's into it next to out_k's clone fails
+  // in Halide 21's lowering.)
   schedule_tensor(a, a.q, a.cos_sin, a.reduced, a.xpos_scale, g, spec);
   if (a.variant.with_k) schedule_tensor(a, a.k, cs_k, reduced_k, xpos_k, g, spec);
+  // Scatters: 32 threads along a row's dims (k's rotary update: pairs),
+  // blocks over (dim chunk x member x head, token) as
+  // schedule_pass_through_gpu copies; no serial loop in the kernel (Vulkan,
+  // see the top). k's rotation and its cos/sin are computed per element
+  // (inline): cheap next to the scattered store. Each entry takes at most
+  // one token (prepare_call), so the threads' writes never meet.
+  auto scatter = [](Stage stage, const RVar& inner, std::vector<RVar> across, const RVar& token) {
+    RVar ds("ds"), dt("dt");
+    stage.allow_race_conditions().split(inner, ds, dt, 32, TailStrategy::GuardWithIf);
+    RVar blocks = ds;
+    for (const RVar& r : across) {
+      RVar fused(blocks.name() + "f");
+      stage.fuse(blocks, r, fused);
+      blocks = fused;
+    }
+    stage.gpu_threads(dt).gpu_blocks(blocks, token);
+  };
+  if (a.k_cache.defined()) {
+    const RDom& k = a.k_rows;
+    scatter(a.k_cache.update(0), k.x, {k.y, k.z}, k.w);
+    if (a.k_pass_rows.defined()) scatter(a.k_cache.update(1), a.k_pass_rows.x, {a.k_pass_rows.y}, a.k_pass_rows.z);
+  }
+  if (a.v_cache.defined()) scatter(a.v_cache.update(0), a.v_rows.x, {a.v_rows.y}, a.v_rows.z);
 }
 
 // Sinusoidal, learned, ALiBi: one thread per element of a row chunk,

@@ -20,10 +20,10 @@ void schedule_frequency_gradient(lowering::RopeAlgorithm& a, const Halide::Targe
 
 lowering::RopeAlgorithm scheduled_algorithm(const RopeSpec& spec, const lowering::KernelVariant& variant,
                                             const Halide::Target& target) {
-  lowering::RopeAlgorithm a = lowering::build_algorithm(spec, variant);
+  const bool gpu = target.has_gpu_feature();
+  lowering::RopeAlgorithm a = lowering::build_algorithm(spec, variant, /*own_cache_stages=*/gpu);
   const RopeSpec laid_out = lowering::kernel_spec(spec, variant);
   schedule_frequency_gradient(a, target);
-  const bool gpu = target.has_gpu_feature();
   if (spec.encoding != Encoding::Rope) {
     if (gpu) schedule_encoding_gpu(a, laid_out, target);
     else schedule_encoding_cpu(a, laid_out, target);

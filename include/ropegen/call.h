@@ -26,6 +26,18 @@ struct Call {
   // the pairs | their sin] at position p (any attention factor included);
   // last dim contiguous, any row stride; every position < max_pos.
   std::optional<Tensor> cos_sin_cache;
+  // Fused KV-cache append (spec section kv_cache; thd): k is rotated into
+  // k_cache (and into out_k only when out_k is given: without it k is read,
+  // not written); v, when given, is copied into v_cache. Token t goes where
+  // positions[t] says, in request batch_indices[t] (paged) or to slot
+  // slot_mapping[t] (contiguous); negative: rotated (q, out_k) but not
+  // appended. Caches are updated in place; nothing else in them is written.
+  std::optional<Tensor> v;                // [T, Hk, Dv] in the spec's dtype (Dv may differ from head_dim)
+  std::optional<Tensor> k_cache, v_cache; // the kv_cache layout's shape ([pages, page_size, Hk, D], ...), its dtype
+  std::optional<Tensor> kv_indices;       // paged: int32, the pages of every request, request b's from kv_indptr[b]
+  std::optional<Tensor> kv_indptr;        // paged: int32 [B + 1], never decreasing, kv_indptr[B] <= len(kv_indices)
+  std::optional<Tensor> batch_indices;    // paged: int32 [T], the request of each token (< 0: not appended)
+  std::optional<Tensor> slot_mapping;     // contiguous: int32 [T], the cache slot of each token (< 0: not appended)
   // Backward with run-time frequencies: the forward inputs, and where
   // dL/d(inv_freq) (float32 [rotary_dim / 2]) goes.
   std::optional<Tensor> saved_q, saved_k, d_freqs;
@@ -43,12 +55,15 @@ enum class IdType : uint8_t { Int32, Int64 };
 // What varies between compiled kernels of one spec; of() works it out from
 // a call (prepare_call and callers that keep one Kernel per variant).
 struct KernelVariant {
-  bool with_k = false;                 // k rotated in the same call
+  // k rotated in the same call, into out_k (kv_cache specs always read k
+  // and write its cache; with_k: out_k also receives rotated k)
+  bool with_k = false;
   IdType position_type = IdType::Int32;  // explicit positions: the ids' width
   bool backward = false;               // rope: the gradient (rotation by -angle)
+  bool with_v = false;                 // kv_cache specs: v copied into v_cache in the same call
 
   bool operator==(const KernelVariant& o) const {
-    return with_k == o.with_k && position_type == o.position_type && backward == o.backward;
+    return with_k == o.with_k && position_type == o.position_type && backward == o.backward && with_v == o.with_v;
   }
   bool operator!=(const KernelVariant& o) const { return !(*this == o); }
 

@@ -80,6 +80,20 @@ typedef struct ropegen_tensor {
  *               times any attention factor (vLLM's, FlashInfer's cos_sin_cache;
  *               `rope-gen table` writes one). Its last dim is contiguous, its
  *               row stride free; every position must be < max_pos.
+ *   v, k_cache, v_cache, kv_indices, kv_indptr, batch_indices, slot_mapping
+ *               fused KV-cache append (spec section kv_cache, layout thd; FlashInfer's
+ *               append_paged_kv_cache, vLLM's reshape_and_cache): k (required) is
+ *               rotated into k_cache and v [T, Hk, Dv] (optional: MLA has none) copied
+ *               into v_cache, both in the cache dtype. Token t of request
+ *               b = batch_indices[t] at p = positions[t] goes to page
+ *               kv_indices[kv_indptr[b] + p / page_size], entry p % page_size
+ *               (paged_nhd [pages, page_size, Hk, D], paged_hnd [pages, Hk,
+ *               page_size, D]); contiguous [num_slots, Hk, D]: slot
+ *               slot_mapping[t]. Index tensors are int32; a negative batch index
+ *               or slot skips the token's append (vLLM's padding). Every index is
+ *               checked before anything runs; cache entries no token addresses
+ *               are never written. out_k, when given, also receives rotated k
+ *               (without it k is not written; it may not be k itself).
  *   saved_q, saved_k  backward with run-time frequencies: the forward's inputs.
  *   d_freqs     backward with run-time frequencies: float32 [rotary_dim / 2],
  *               receives dL/d(inv_freq).
@@ -93,6 +107,7 @@ typedef struct ropegen_call {
   const ropegen_tensor *out_q, *out_k;
   const ropegen_tensor *positions, *cu_seqlens;
   const ropegen_tensor *table, *freqs, *cos_sin_cache;
+  const ropegen_tensor *v, *k_cache, *v_cache, *kv_indices, *kv_indptr, *batch_indices, *slot_mapping;
   const ropegen_tensor *saved_q, *saved_k, *d_freqs;
   int64_t offset;
   int64_t seq_len;
@@ -132,6 +147,9 @@ typedef struct ropegen_contract {
   int32_t position_axes;      /* multi-axis: ids per token; 0: one */
   int32_t runtime_frequencies;
   int32_t table_frequencies;  /* frequency scheme table: the call passes cos_sin_cache */
+  int32_t kv_layout;          /* fused KV-cache append: 0 none, 1 paged_nhd, 2 paged_hnd, 3 contiguous */
+  int32_t kv_page_size;       /* paged layouts: entries per page */
+  ropegen_dtype kv_dtype;     /* of k_cache and v_cache */
 } ropegen_contract;
 
 struct halide_filter_metadata_t;

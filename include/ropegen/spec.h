@@ -36,6 +36,12 @@ enum class PositionsMode { Implicit, Explicit };
 enum class TableForm { Interleaved, Roformer };
 // alibi: symmetric -m|i-j|, causal -m(i-j) for j <= i, bloom +m*j.
 enum class AlibiForm { Symmetric, Causal, Bloom };
+// Fused KV-cache append: where rotated k (and v) go. paged_nhd [pages,
+// page_size, Hk, D], paged_hnd [pages, Hk, page_size, D] (FlashInfer's
+// kv_layout NHD / HND), contiguous [num_slots, Hk, D] (vLLM's slot_mapping).
+enum class KvLayout { PagedNhd, PagedHnd, Contiguous };
+// The cache's element type; fp8 formats are stored as uint8 (per-tensor scale).
+enum class KvDType { F32, F16, BF16, Fp8E4m3, Fp8E5m2 };
 
 struct Frequency {
   FrequencyScheme scheme = FrequencyScheme::Lang;
@@ -81,6 +87,15 @@ struct Axes {
   bool enabled() const { return !sections.empty(); }
 };
 
+// rope, thd only: k (rotated) and v are written into a KV cache in the same
+// pass (call tensors v, k_cache, v_cache and the page table or slot mapping).
+struct KvCache {
+  bool enabled = false;
+  KvLayout layout = KvLayout::PagedNhd;
+  int page_size = 16;         // paged layouts; 1 for contiguous
+  KvDType dtype = KvDType::F32;  // default: the spec's dtype
+};
+
 struct RopeSpec {
   std::string name;
   Encoding encoding = Encoding::Rope;
@@ -98,6 +113,7 @@ struct RopeSpec {
   XPos xpos;
   PositionsMode positions = PositionsMode::Implicit;
   Axes axes;                // rope only
+  KvCache kv_cache;         // rope only
 
   // sinusoidal, learned: the model dim of x's rows.
   int dim = 0;
@@ -128,6 +144,8 @@ const char* to_string(LongRopePolicy);
 const char* to_string(PositionsMode);
 const char* to_string(TableForm);
 const char* to_string(AlibiForm);
+const char* to_string(KvLayout);
+const char* to_string(KvDType);
 
 // The other way: "bhsd" -> Layout::BHSD; nullopt for a name no spec may use.
 std::optional<Layout> layout_named(const std::string& name);

@@ -6,6 +6,8 @@
     rope(q, out_q=q)                                     # in place
     dq, dk = rope.backward(grad_q, grad_k, positions=position_ids)  # dL/dq, dL/dk
     q_rot = ropegen.compile(table_spec)(q, positions=ids, cos_sin_cache=cache)  # `frequency: {scheme: table}`
+    q_rot = kv_spec_kernel(q, k, v=v, positions=ids, k_cache=kc, v_cache=vc, kv_indices=pages, kv_indptr=starts,
+                           batch_indices=requests)               # `kv_cache`: the fused append, caches updated in place
     y = ropegen.compile("examples/transformer_sinusoidal.yaml")(x)  # x + PE (sinusoidal, learned: table=, alibi: scores)
     inv_freq, attention_factor = ropegen.freqs(spec, seq_len=8192)
     spec = ropegen.from_hf("path/to/model")                # a Hugging Face config.json -> spec text
@@ -70,16 +72,24 @@ class Kernel:
         return self._kernel.encoding
 
     def __call__(self, q, k=None, positions=None, offset=0, seq_len=None, out_q=None, out_k=None, cu_seqlens=None,
-                 table=None, freqs=None, out=None, cos_sin_cache=None):
+                 table=None, freqs=None, out=None, cos_sin_cache=None, *, v=None, k_cache=None, v_cache=None,
+                 kv_indices=None, kv_indptr=None, batch_indices=None, slot_mapping=None):
         """Rope: rotate q (and k); returns out_q, or (out_q, out_k) when k is
         given; pass out_q=q (out_k=k) to rotate in place; freqs: inv_freq for
         `scheme: runtime`; cos_sin_cache: float32 [max_pos, rotary_dim] (row p:
         cos of the pairs at position p, then their sin) for `scheme: table`.
+        Specs with `kv_cache` (the fused append): k is rotated into k_cache and
+        v [T, Hk, Dv] (optional) copied into v_cache, both updated in place,
+        at the entries kv_indices / kv_indptr / batch_indices (paged) or
+        slot_mapping (contiguous) give (int32; negative: not appended);
+        returns out_q, and out_k only when out_k is passed.
         Other encodings: q is x (or the scores), table the learned table;
         returns the result (out=x: in place)."""
         out_q = out if out is not None else out_q
+        kv = dict(v=v, k_cache=k_cache, v_cache=v_cache, kv_indices=kv_indices, kv_indptr=kv_indptr,
+                  batch_indices=batch_indices, slot_mapping=slot_mapping)
         return self._run(q, k, positions, offset, seq_len, out_q, out_k, cu_seqlens, False, table, freqs, None, None,
-                         cos_sin_cache)
+                         cos_sin_cache, kv)
 
     def backward(self, grad_q, grad_k=None, positions=None, offset=0, seq_len=None, out_q=None, out_k=None,
                  cu_seqlens=None, freqs=None, saved_q=None, saved_k=None, cos_sin_cache=None):
@@ -91,14 +101,17 @@ class Kernel:
                          saved_q, saved_k, cos_sin_cache)
 
     def _run(self, q, k, positions, offset, seq_len, out_q, out_k, cu_seqlens, backward, table, freqs, saved_q,
-             saved_k, cos_sin_cache):
+             saved_k, cos_sin_cache, kv=None):
+        kv = kv or {}
+        appending = kv.get("k_cache") is not None
         out_q = _empty_like(q) if out_q is None else out_q
-        if k is not None and out_k is None:
+        if k is not None and out_k is None and not appending:
             out_k = _empty_like(k)
         d_freqs = _zeros_like_vector(freqs) if backward and freqs is not None else None
         self._kernel(q, k, positions, offset, seq_len, out_q, out_k, cu_seqlens, backward, table, freqs, saved_q,
-                     saved_k, d_freqs, cos_sin_cache)
-        results = (out_q,) + ((out_k,) if k is not None else ()) + ((d_freqs,) if d_freqs is not None else ())
+                     saved_k, d_freqs, cos_sin_cache, kv.get("v"), kv.get("k_cache"), kv.get("v_cache"),
+                     kv.get("kv_indices"), kv.get("kv_indptr"), kv.get("batch_indices"), kv.get("slot_mapping"))
+        results = (out_q,) + ((out_k,) if out_k is not None else ()) + ((d_freqs,) if d_freqs is not None else ())
         return results[0] if len(results) == 1 else results
 
 

@@ -70,7 +70,9 @@ class SpecKernel {
   void call(nb::handle q_arg, nb::handle k_arg, nb::handle positions_arg, nb::handle offset_arg, nb::handle seq_len_arg,
             nb::handle out_q_arg, nb::handle out_k_arg, nb::handle cu_seqlens_arg, bool backward, nb::handle table_arg,
             nb::handle freqs_arg, nb::handle saved_q_arg, nb::handle saved_k_arg, nb::handle d_freqs_arg,
-            nb::handle cos_sin_cache_arg) {
+            nb::handle cos_sin_cache_arg, nb::handle v_arg, nb::handle k_cache_arg, nb::handle v_cache_arg,
+            nb::handle kv_indices_arg, nb::handle kv_indptr_arg, nb::handle batch_indices_arg,
+            nb::handle slot_mapping_arg) {
     const bool rope = spec_.encoding == Encoding::Rope;
     const char* q_name = rope ? "q" : "x";
     const char* out_name = rope ? "out_q" : "out";
@@ -101,10 +103,19 @@ class SpecKernel {
     in(saved_q_arg, "saved_q", call.saved_q, true);
     in(saved_k_arg, "saved_k", call.saved_k, true);
     out(d_freqs_arg, "d_freqs", call.d_freqs, false);
+    // The fused KV-cache append: caches are updated in place (their dtype is
+    // the spec's kv_cache dtype: prepare_call checks it).
+    in(v_arg, "v", call.v, true);
+    out(k_cache_arg, "k_cache", call.k_cache, false);
+    out(v_cache_arg, "v_cache", call.v_cache, false);
+    in(kv_indices_arg, "kv_indices", call.kv_indices, false);
+    in(kv_indptr_arg, "kv_indptr", call.kv_indptr, false);
+    in(batch_indices_arg, "batch_indices", call.batch_indices, false);
+    in(slot_mapping_arg, "slot_mapping", call.slot_mapping, false);
     call.offset = python::integer(offset_arg, "offset");
     if (!seq_len_arg.is_none()) call.seq_len = python::integer(seq_len_arg, "seq_len");
     call.backward = backward;
-    if (call.k && !call.out_k) throw nb::value_error("k and out_k go together");
+    if (call.k && !call.out_k && !spec_.kv_cache.enabled) throw nb::value_error("k and out_k go together");
 
     Status ran;
     {
@@ -158,7 +169,10 @@ NB_MODULE(_ropegen, m) {
            nb::arg("offset").none(), nb::arg("seq_len").none(), nb::arg("out_q").none(), nb::arg("out_k").none(),
            nb::arg("cu_seqlens").none(), nb::arg("backward"), nb::arg("table").none(), nb::arg("freqs").none(),
            nb::arg("saved_q").none(), nb::arg("saved_k").none(), nb::arg("d_freqs").none(),
-           nb::arg("cos_sin_cache").none() = nb::none())
+           nb::arg("cos_sin_cache").none() = nb::none(), nb::arg("v").none() = nb::none(),
+           nb::arg("k_cache").none() = nb::none(), nb::arg("v_cache").none() = nb::none(),
+           nb::arg("kv_indices").none() = nb::none(), nb::arg("kv_indptr").none() = nb::none(),
+           nb::arg("batch_indices").none() = nb::none(), nb::arg("slot_mapping").none() = nb::none())
       .def_prop_ro("spec", &SpecKernel::spec_yaml)
       .def_prop_ro("encoding", &SpecKernel::encoding);
   m.def(

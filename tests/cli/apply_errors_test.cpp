@@ -117,6 +117,27 @@ TEST_F(ApplyErrors, CosSinCacheMistakesNameTheFlag) {
             "its cos and sin\n");
 }
 
+TEST_F(ApplyErrors, KvCacheMistakesNameTheFlag) {
+  const std::string kv = spec("name: kv\nhead_dim: 8\nlayout: thd\npositions: explicit\nkv_cache: {layout: contiguous}\n");
+  const std::string args = kv + " --q " + floats("q.npy", {3, 1, 8}) + " --k " + floats("k.npy", {3, 1, 8}) +
+                           " --positions " + ints("p.npy", {3}, 1) + " --k-cache " + floats("kc.npy", {4, 1, 8}) +
+                           " --out-k-cache " + path("okc.npy");
+  EXPECT_EQ(rejected(args + " --slot-mapping " + ints("s.npy", {3}, 4), "--out-q"),
+            "--slot-mapping: error: slot_mapping[0] is 4, outside k_cache's 4 slots (0..3; negative: not appended)\n");
+  EXPECT_FALSE(std::filesystem::exists(path("okc.npy")));
+  EXPECT_EQ(rejected(args, "--out-q"),
+            "--slot-mapping: error: the spec's kv_cache layout is contiguous: pass slot_mapping (int32 [T], a slot per "
+            "token)\n");
+  EXPECT_EQ(rejected(kv + " --q " + path("q.npy") + " --k " + path("k.npy") + " --positions " + path("p.npy") +
+                         " --k-cache " + path("kc.npy"),
+                     "--out-q"),
+            "error: --k-cache and --out-k-cache go together (the cache is read, updated and written)\n");
+  EXPECT_EQ(rejected(spec("name: r\nhead_dim: 8\n") + " --q " + floats("q4.npy", {1, 3, 1, 8}) + " --k-cache " +
+                         path("kc.npy"),
+                     "--out-q"),
+            "error: --k-cache is for specs with a kv_cache section (the fused KV-cache append); `r` has none\n");
+}
+
 // Run-time frequencies that are not finite, or past the bound every spec's
 // frequencies obey, would give NaN or no longer rotations: refused by value.
 TEST_F(ApplyErrors, RuntimeFrequenciesMustBeFiniteAndBounded) {

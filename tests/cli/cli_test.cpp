@@ -188,6 +188,50 @@ TEST_F(Cli, KernelBitsTableReproducesTheComputingKernel) {
   }
 }
 
+// The fused KV-cache append: rotated k lands in the pages kv_indices gives
+// (exactly out_k's values), v is copied, and nothing else in the caches changes.
+TEST_F(Cli, ApplyAppendsToAPagedKvCache) {
+  const std::string spec = spec_file("name: kv\nhead_dim: 8\nlayout: thd\npositions: explicit\n"
+                                     "kv_cache: {layout: paged_nhd, page_size: 2}\n");
+  std::vector<float> k(3 * 1 * 8), v(3 * 1 * 4);
+  for (size_t i = 0; i < k.size(); ++i) k[i] = static_cast<float>((i * 37 % 101) / 50.0 - 1.0);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i);
+  cli::write_file_atomically(path("q.npy"), cli::npy_bytes(std::vector<float>(3 * 2 * 8, 1.0f), {3, 2, 8}));
+  cli::write_file_atomically(path("k.npy"), cli::npy_bytes(k, {3, 1, 8}));
+  cli::write_file_atomically(path("v.npy"), cli::npy_bytes(v, {3, 1, 4}));
+  cli::write_file_atomically(path("kc.npy"), cli::npy_bytes(std::vector<float>(3 * 2 * 8, 9.0f), {3, 2, 1, 8}));
+  cli::write_file_atomically(path("vc.npy"), cli::npy_bytes(std::vector<float>(3 * 2 * 4, 9.0f), {3, 2, 1, 4}));
+  cli::write_file_atomically(path("p.npy"), cli::npy_bytes(std::vector<int64_t>{0, 1, 2}, {3}));
+  cli::write_file_atomically(path("i.npy"), cli::npy_bytes(std::vector<int64_t>{2, 0}, {2}));  // pages 2, then 0
+  cli::write_file_atomically(path("ip.npy"), cli::npy_bytes(std::vector<int64_t>{0, 2}, {2}));
+  cli::write_file_atomically(path("b.npy"), cli::npy_bytes(std::vector<int64_t>{0, 0, 0}, {3}));
+  const auto r = run_command(kTool + " apply " + spec + " --q " + path("q.npy") + " --k " + path("k.npy") + " --v " +
+                             path("v.npy") + " --positions " + path("p.npy") + " --kv-indices " + path("i.npy") +
+                             " --kv-indptr " + path("ip.npy") + " --batch-indices " + path("b.npy") + " --k-cache " +
+                             path("kc.npy") + " --v-cache " + path("vc.npy") + " --out-q " + path("oq.npy") +
+                             " --out-k " + path("ok.npy") + " --out-k-cache " + path("okc.npy") + " --out-v-cache " +
+                             path("ovc.npy"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto floats = [](const std::string& file) {
+    const cli::NpyArray a = cli::read_npy(file);
+    std::vector<float> out(a.data.size() / 4);
+    std::memcpy(out.data(), a.data.data(), a.data.size());
+    return out;
+  };
+  const std::vector<float> out_k = floats(path("ok.npy")), kc = floats(path("okc.npy")), vc = floats(path("ovc.npy"));
+  EXPECT_EQ(cli::read_npy(path("okc.npy")).shape, (std::vector<int64_t>{3, 2, 1, 8}));
+  // Token t at position t: page kv_indices[t / 2], entry t % 2.
+  const int page_of[3] = {2, 2, 0};
+  std::vector<float> want_k(kc.size(), 9.0f), want_v(vc.size(), 9.0f);
+  for (int t = 0; t < 3; ++t) {
+    for (int d = 0; d < 8; ++d) want_k[(page_of[t] * 2 + t % 2) * 8 + d] = out_k[t * 8 + d];
+    for (int d = 0; d < 4; ++d) want_v[(page_of[t] * 2 + t % 2) * 4 + d] = v[t * 4 + d];
+  }
+  EXPECT_EQ(kc, want_k);
+  EXPECT_EQ(vc, want_v);
+  EXPECT_NE(out_k, k);  // positions 1, 2 rotate
+}
+
 TEST_F(Cli, UsageErrorsExitTwo) {
   EXPECT_EQ(run_command(kTool).exit_code, 2);
   EXPECT_EQ(run_command(kTool + " frobnicate").exit_code, 2);

@@ -25,7 +25,7 @@ TEST_P(SpecErrors, ReportsPreciseLocationAndMessage) {
 const ErrorCase kCases[] = {
     {"unknown_key_did_you_mean", "name: a\nhead_dim: 8\nrotary_dims: 4\n",
      "s.yaml:3:1: error: unknown key `rotary_dims` for encoding `rope`; allowed: name, encoding, head_dim, "
-     "rotary_dim, rotary_offset, pairing, output_pairing, layout, dtype, frequency, scaling, xpos, positions, axes; "
+     "rotary_dim, rotary_offset, pairing, output_pairing, layout, dtype, frequency, scaling, xpos, positions, axes, kv_cache; "
      "did you mean `rotary_dim`?\n"},
     {"missing_name", "head_dim: 8\n", "s.yaml:1:1: error: missing required key `name`\n"},
     {"head_dim_wrong_type", "name: a\nhead_dim: big\n",
@@ -94,7 +94,7 @@ const ErrorCase kCases[] = {
      "s.yaml:3:10: error: `scaling` must be a mapping, got `linear`\n"},
     {"several_errors_at_once", "name: A\nhead_dim: 8\nlayot: bshd\ndtype: f64\n",
      "s.yaml:3:1: error: unknown key `layot` for encoding `rope`; allowed: name, encoding, head_dim, rotary_dim, "
-     "rotary_offset, pairing, output_pairing, layout, dtype, frequency, scaling, xpos, positions, axes; did you mean "
+     "rotary_offset, pairing, output_pairing, layout, dtype, frequency, scaling, xpos, positions, axes, kv_cache; did you mean "
      "`layout`?\n"
      "s.yaml:4:8: error: unknown dtype `f64`; allowed: f32, f16, bf16; did you mean `f32`?\n"},
     {"missing_head_dim", "name: a\n", "s.yaml:1:1: error: encoding `rope` needs `head_dim`\n"},
@@ -172,6 +172,34 @@ const ErrorCase kCases[] = {
     {"table_misspelt", "name: a\nhead_dim: 8\nfrequency: {scheme: tabel}\n",
      "s.yaml:3:21: error: unknown scheme `tabel`; allowed: lang, pixel, constant, custom, runtime, table; did you mean "
      "`table`?\n"},
+    // Fused KV-cache append.
+    {"kv_cache_needs_thd", "name: a\nhead_dim: 8\npositions: explicit\nkv_cache: {layout: paged_nhd}\n", 
+     "s.yaml:4:11: error: kv_cache needs `layout: thd` (tokens [T, H, D], as FlashInfer and vLLM append "
+     "them); got `bshd`\n"},
+    {"kv_cache_layout_bshd", "name: a\nhead_dim: 8\nlayout: bshd\npositions: explicit\nkv_cache: {}\n", 
+     "s.yaml:3:9: error: kv_cache needs `layout: thd` (tokens [T, H, D], as FlashInfer and vLLM append "
+     "them); got `bshd`\n"},
+    {"kv_cache_implicit_positions", "name: a\nhead_dim: 8\nlayout: thd\nkv_cache: {layout: contiguous}\n", 
+     "s.yaml:4:11: error: kv_cache needs `positions: explicit`: a token's position also says where it "
+     "goes in the cache\n"},
+    {"kv_cache_page_size_zero",
+     "name: a\nhead_dim: 8\nlayout: thd\npositions: explicit\nkv_cache: {layout: paged_hnd, page_size: 0}\n", 
+     "s.yaml:5:42: error: page_size (0) must be in 1..65536\n"},
+    {"kv_cache_contiguous_page_size",
+     "name: a\nhead_dim: 8\nlayout: thd\npositions: explicit\nkv_cache: {layout: contiguous, page_size: 16}\n", 
+     "s.yaml:5:32: error: `page_size` does not belong to kv_cache layout `contiguous`; it is used by "
+     "layout paged_nhd, paged_hnd\n"},
+    {"kv_cache_fp8_not_yet",
+     "name: a\nhead_dim: 8\nlayout: thd\npositions: explicit\nkv_cache: {dtype: fp8_e4m3, scale: per_tensor}\n", 
+     "s.yaml:5:19: error: kv_cache dtype `fp8_e4m3` is not supported yet by this version of rope-gen (fp8 "
+     "caches are planned); use f32, f16 or bf16\n"},
+    {"kv_cache_scale_without_fp8",
+     "name: a\nhead_dim: 8\nlayout: thd\npositions: explicit\nkv_cache: {dtype: bf16, scale: per_tensor}\n", 
+     "s.yaml:5:32: error: kv_cache scale is for fp8 caches; dtype `bf16` stores values as they are (leave "
+     "scale out)\n"},
+    {"kv_cache_layout_misspelt", "name: a\nhead_dim: 8\nlayout: thd\npositions: explicit\nkv_cache: {layout: paged}\n",
+     
+     "s.yaml:5:20: error: unknown layout `paged`; allowed: paged_nhd, paged_hnd, contiguous\n"},
     // Sinusoidal, learned, alibi.
     {"sinusoidal_with_rope_layout", "name: a\nencoding: sinusoidal\ndim: 64\nlayout: bshd\n",
      "s.yaml:4:9: error: layout `bshd` does not belong to encoding `sinusoidal`; it is used by encoding rope; allowed: "

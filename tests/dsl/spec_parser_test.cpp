@@ -167,6 +167,27 @@ TEST(SpecParser, TableFrequenciesHaveNoOtherKeysAndRoundTrip) {
                                              "frequency: {scheme: runtime}\naxes: {sections: [1, 1]}\n")));
 }
 
+// kv_cache: dtype defaults to the spec's, page_size to 16 (paged); the
+// normalised text writes it (and parses back); specs without it keep their text.
+TEST(SpecParser, KvCacheDefaultsAndRoundTrip) {
+  const RopeSpec s = parse_ok("name: t\nhead_dim: 8\nlayout: thd\ndtype: bf16\npositions: explicit\nkv_cache: {}\n");
+  EXPECT_TRUE(s.kv_cache.enabled);
+  EXPECT_EQ(s.kv_cache.layout, KvLayout::PagedNhd);
+  EXPECT_EQ(s.kv_cache.page_size, 16);
+  EXPECT_EQ(s.kv_cache.dtype, KvDType::BF16);
+  const std::string text = to_yaml(s);
+  EXPECT_NE(text.find("kv_cache:\n  layout: paged_nhd\n  page_size: 16\n  dtype: bf16\n"), std::string::npos) << text;
+  EXPECT_EQ(to_yaml(parse_ok(text)), text);
+  const RopeSpec c = parse_ok("name: t\nhead_dim: 8\nlayout: thd\npositions: explicit\n"
+                              "kv_cache: {layout: contiguous, dtype: f16}\n");
+  EXPECT_EQ(c.kv_cache.page_size, 1);
+  EXPECT_NE(to_yaml(c).find("kv_cache:\n  layout: contiguous\n  dtype: f16\n"), std::string::npos) << to_yaml(c);
+  EXPECT_EQ(to_yaml(parse_ok(to_yaml(c))), to_yaml(c));
+  const RopeSpec plain = parse_ok("name: t\nhead_dim: 8\nlayout: thd\npositions: explicit\n");
+  EXPECT_EQ(to_yaml(plain).find("kv_cache"), std::string::npos);
+  EXPECT_NE(spec_hash(plain), spec_hash(c));
+}
+
 TEST(SpecParser, SinusoidalDefaults) {
   const RopeSpec s = parse_ok("name: pe\nencoding: sinusoidal\ndim: 7\n");
   EXPECT_EQ(s.encoding, Encoding::Sinusoidal);

@@ -460,4 +460,35 @@ Tensor reference_table(const RopeSpec& spec, const Call& call) {
   return out;
 }
 
+void reference_kv_append(const RopeSpec& spec, const Tensor& rows, const KvIndices& ix, Tensor& cache) {
+  require(rows.shape.size() == 3, "kv append: rows must be [T, Hk, Dx]");
+  const int64_t T = rows.shape[0], H = rows.shape[1], D = rows.shape[2];
+  const KvCache& kv = spec.kv_cache;
+  const int64_t ps = kv.page_size;
+  for (int64_t t = 0; t < T; ++t) {
+    int64_t page = 0, entry = 0;
+    if (kv.layout == KvLayout::Contiguous) {
+      page = ix.slot_mapping.at(t);
+      if (page < 0) continue;
+    } else {
+      const int64_t b = ix.batch_indices.at(t), p = ix.positions.at(t);
+      if (b < 0) continue;
+      const int64_t page_iter = ix.kv_indptr.at(b) + p / ps;
+      require(page_iter < ix.kv_indptr.at(b + 1), "kv append: position past the request's pages");
+      page = ix.kv_indices.at(page_iter), entry = p % ps;
+    }
+    require(page >= 0 && page < cache.shape[0], "kv append: page or slot outside the cache");
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t d = 0; d < D; ++d) {
+        int64_t at = 0;
+        switch (kv.layout) {
+          case KvLayout::PagedNhd: at = ((page * ps + entry) * H + h) * D + d; break;
+          case KvLayout::PagedHnd: at = ((page * H + h) * ps + entry) * D + d; break;
+          case KvLayout::Contiguous: at = (page * H + h) * D + d; break;
+        }
+        cache.data.at(at) = rows.data[(t * H + h) * D + d];
+      }
+  }
+}
+
 }  // namespace ropegen::ref

@@ -87,4 +87,22 @@ std::vector<double> reference_alibi_slopes(int num_heads);
 // sinusoidal [N, dim] in spec.table_form.
 Tensor reference_table(const RopeSpec& spec, const Call& call);
 
+// The fused KV-cache append's indices (spec.kv_cache), as FlashInfer's
+// append_paged_kv_cache (include/flashinfer/page.cuh) and vLLM's
+// reshape_and_cache read them.
+struct KvIndices {
+  std::vector<int64_t> positions;                             // [T]
+  std::vector<int64_t> kv_indices, kv_indptr, batch_indices;  // paged
+  std::vector<int64_t> slot_mapping;                          // contiguous
+};
+
+// Writes rows [T, Hk, Dx] (rotated k, or v) into `cache` shaped by
+// spec.kv_cache.layout: token t of request b = batch_indices[t] at
+// p = positions[t] to page kv_indices[kv_indptr[b] + p / page_size], entry
+// p % page_size (paged_nhd [pages, page_size, Hk, Dx], paged_hnd [pages, Hk,
+// page_size, Dx]); contiguous [slots, Hk, Dx] to slot slot_mapping[t].
+// Tokens with a negative batch index or slot are skipped. Throws
+// std::invalid_argument for an index outside the cache.
+void reference_kv_append(const RopeSpec& spec, const Tensor& rows, const KvIndices& indices, Tensor& cache);
+
 }  // namespace ropegen::ref

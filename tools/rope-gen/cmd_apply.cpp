@@ -5,8 +5,12 @@
 //   --out-freqs DF.npy] ... --out-q DQ.npy [--out-k DK.npy]
 // rope-gen apply SPEC --x X.npy [--positions P.npy | --offset N] [--table T.npy] --out Y.npy
 //   (sinusoidal, learned; alibi: X = attention scores [B, H, Sq, Sk])
+// rope-gen apply SPEC --q Q --k K [--v V] --positions P (--kv-indices I --kv-indptr IP
+//   --batch-indices BI | --slot-mapping SM) --k-cache KC [--v-cache VC] --out-q OQ [--out-k OK]
+//   --out-k-cache OKC [--out-v-cache OVC]   (specs with kv_cache: the fused append)
 #include <cstring>
 #include <iostream>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -24,6 +28,8 @@ namespace {
 struct ApplyOptions {
   std::string spec, q, k, x, positions, cu_seqlens, table, freqs, cos_sin_cache, saved_q, saved_k;
   std::string out_q, out_k, out, out_freqs, target = "host";
+  // Fused KV-cache append.
+  std::string v, k_cache, v_cache, kv_indices, kv_indptr, batch_indices, slot_mapping, out_k_cache, out_v_cache;
   int64_t offset = 0;
   std::optional<int64_t> seq_len;
   bool backward = false;
@@ -68,7 +74,21 @@ void check_flags(const RopeSpec& spec, const ApplyOptions& o) {
                        "sinusoidal, learned and alibi specs",
                        spec.name));
     if (o.q.empty() || o.out_q.empty()) fail("a rope spec needs --q Q.npy and --out-q OUT.npy");
-    if (o.k.empty() != o.out_k.empty()) fail("--k and --out-k go together");
+    const bool kv = spec.kv_cache.enabled;
+    if (!kv && o.k.empty() != o.out_k.empty()) fail("--k and --out-k go together");
+    if (kv && !o.out_k.empty() && o.k.empty()) fail("--out-k needs --k");
+    if (!kv) {
+      for (auto [flag, value] : {std::pair{"--v", &o.v}, std::pair{"--k-cache", &o.k_cache}, std::pair{"--v-cache", &o.v_cache},
+                                 std::pair{"--kv-indices", &o.kv_indices}, std::pair{"--kv-indptr", &o.kv_indptr},
+                                 std::pair{"--batch-indices", &o.batch_indices}, std::pair{"--slot-mapping", &o.slot_mapping},
+                                 std::pair{"--out-k-cache", &o.out_k_cache}, std::pair{"--out-v-cache", &o.out_v_cache}})
+        if (!value->empty())
+          fail(fmt::format("{} is for specs with a kv_cache section (the fused KV-cache append); `{}` has none", flag,
+                           spec.name));
+    } else {
+      if (o.k_cache.empty() != o.out_k_cache.empty()) fail("--k-cache and --out-k-cache go together (the cache is read, updated and written)");
+      if (o.v_cache.empty() != o.out_v_cache.empty()) fail("--v-cache and --out-v-cache go together (the cache is read, updated and written)");
+    }
     if (!o.out_freqs.empty() != (o.backward && spec.frequency.scheme == FrequencyScheme::Runtime))
       fail("--out-freqs (dL/d(inv_freq)) goes with --backward on a spec with `frequency: {scheme: runtime}`, and is "
            "required there");
@@ -88,7 +108,9 @@ std::vector<Diagnostic> with_flags(std::vector<Diagnostic> errors) {
       {"out_k", "--out-k"},   {"out", "--out"},       {"positions", "--positions"}, {"cu_seqlens", "--cu-seqlens"},
       {"table", "--table"},   {"freqs", "--freqs"},   {"cos_sin_cache", "--cos-sin-cache"},
       {"saved_q", "--saved-q"}, {"saved_k", "--saved-k"},
-      {"d_freqs", "--out-freqs"}, {"offset", "--offset"}, {"seq_len", "--seq-len"}, {"backward", "--backward"}};
+      {"d_freqs", "--out-freqs"}, {"offset", "--offset"}, {"seq_len", "--seq-len"}, {"backward", "--backward"},
+      {"v", "--v"}, {"k_cache", "--k-cache"}, {"v_cache", "--v-cache"}, {"kv_indices", "--kv-indices"},
+      {"kv_indptr", "--kv-indptr"}, {"batch_indices", "--batch-indices"}, {"slot_mapping", "--slot-mapping"}};
   for (Diagnostic& d : errors)
     for (auto [name, flag] : flags)
       if (d.where.file == name) d.where.file = flag;
@@ -98,7 +120,8 @@ std::vector<Diagnostic> with_flags(std::vector<Diagnostic> errors) {
 void run_apply(const ApplyOptions& o) {
   const RopeSpec spec = unwrap(load_spec(o.spec));
   check_flags(spec, o);
-  check_outputs({{"--out-q", o.out_q}, {"--out-k", o.out_k}, {"--out", o.out}, {"--out-freqs", o.out_freqs}});
+  check_outputs({{"--out-q", o.out_q}, {"--out-k", o.out_k}, {"--out", o.out}, {"--out-freqs", o.out_freqs},
+                 {"--out-k-cache", o.out_k_cache}, {"--out-v-cache", o.out_v_cache}});
   const bool rope = spec.encoding == Encoding::Rope;
   runtime::ApplyRequest r;
   r.q = rope ? read_float_tensor(o.q, "q") : read_float_tensor(o.x, "x");
@@ -117,6 +140,15 @@ void run_apply(const ApplyOptions& o) {
   r.offset = o.offset;
   r.seq_len = o.seq_len;
   r.target = o.target;
+  r.out_k = !o.out_k.empty();
+  r.v = optional_tensor(o.v, "v");
+  r.k_cache = optional_tensor(o.k_cache, "k_cache");
+  r.v_cache = optional_tensor(o.v_cache, "v_cache");
+  for (auto [path, role, into] : {std::tuple{&o.kv_indices, "kv_indices", &r.kv_indices},
+                                  std::tuple{&o.kv_indptr, "kv_indptr", &r.kv_indptr},
+                                  std::tuple{&o.batch_indices, "batch_indices", &r.batch_indices},
+                                  std::tuple{&o.slot_mapping, "slot_mapping", &r.slot_mapping}})
+    if (!path->empty()) *into = read_npy_ints(*path, role).values;
 
   Result<runtime::ApplyResult> applied = runtime::apply_on_host(spec, r);
   if (!applied) applied = with_flags(applied.errors());
@@ -124,6 +156,8 @@ void run_apply(const ApplyOptions& o) {
   write_file_atomically(rope ? o.out_q : o.out, npy_bytes(result.out_q, r.q.shape));
   if (result.out_k) write_file_atomically(o.out_k, npy_bytes(*result.out_k, r.k->shape));
   if (result.d_freqs) write_file_atomically(o.out_freqs, npy_bytes(*result.d_freqs, r.freqs->shape));
+  if (result.k_cache) write_file_atomically(o.out_k_cache, npy_bytes(*result.k_cache, r.k_cache->shape));
+  if (result.v_cache) write_file_atomically(o.out_v_cache, npy_bytes(*result.v_cache, r.v_cache->shape));
 }
 
 }  // namespace
@@ -153,6 +187,15 @@ void add_apply_command(CLI::App& app) {
   cmd->add_option("--out-k", o->out_k, "rope: rotated k (.npy, float32; --backward: dL/dk)");
   cmd->add_option("--out", o->out, "sinusoidal, learned, alibi: the result (.npy, float32)");
   cmd->add_option("--out-freqs", o->out_freqs, "--backward with run-time frequencies: dL/d(inv_freq) (.npy, float32)");
+  cmd->add_option("--v", o->v, "kv_cache specs: values [T, Hk, Dv], float32, appended to --v-cache");
+  cmd->add_option("--k-cache", o->k_cache, "kv_cache specs: the k cache, float32 .npy in the kv_cache layout (read, updated, written to --out-k-cache)");
+  cmd->add_option("--v-cache", o->v_cache, "kv_cache specs: the v cache (read, updated, written to --out-v-cache)");
+  cmd->add_option("--kv-indices", o->kv_indices, "paged kv_cache: the pages of every request, int32/int64 .npy");
+  cmd->add_option("--kv-indptr", o->kv_indptr, "paged kv_cache: [B + 1], request b's pages start at kv_indptr[b]");
+  cmd->add_option("--batch-indices", o->batch_indices, "paged kv_cache: [T], each token's request (< 0: not appended)");
+  cmd->add_option("--slot-mapping", o->slot_mapping, "contiguous kv_cache: [T], each token's slot (< 0: not appended)");
+  cmd->add_option("--out-k-cache", o->out_k_cache, "kv_cache specs: the updated k cache (.npy, float32)");
+  cmd->add_option("--out-v-cache", o->out_v_cache, "kv_cache specs: the updated v cache (.npy, float32)");
   cmd->callback([o] { run_apply(*o); });
 }
 

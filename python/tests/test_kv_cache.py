@@ -1,0 +1,63 @@
+"""The fused RoPE + KV-cache append through kernel calls: k rotated into
+k_cache exactly as out_k holds it, v copied, entries no token goes to
+untouched, padding tokens skipped, errors naming the argument."""
+import numpy as np
+import pytest
+
+import ropegen
+
+SPEC = ("name: kv\nhead_dim: 8\nlayout: thd\npositions: explicit\n"
+        "kv_cache: {layout: paged_nhd, page_size: 2}\n")
+
+
+def case(T=3):
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((T, 2, 8), dtype=np.float32)
+    k = rng.standard_normal((T, 1, 8), dtype=np.float32)
+    v = rng.standard_normal((T, 1, 4), dtype=np.float32)
+    return q, k, v
+
+
+def test_paged_append_matches_out_k_and_touches_nothing_else():
+    kernel = ropegen.compile(SPEC)
+    q, k, v = case()
+    k_cache = np.full((3, 2, 1, 8), 9.0, dtype=np.float32)
+    v_cache = np.full((3, 2, 1, 4), 9.0, dtype=np.float32)
+    positions = np.array([0, 1, 2], dtype=np.int32)
+    indices = np.array([2, 0], dtype=np.int32)      # request 0: pages 2, then 0
+    indptr = np.array([0, 2], dtype=np.int32)
+    batch = np.array([0, 0, -1], dtype=np.int32)    # token 2: padding, not appended
+    out_k = np.empty_like(k)
+    out_q, got_k = kernel(q, k, v=v, positions=positions, out_k=out_k, k_cache=k_cache, v_cache=v_cache,
+                          kv_indices=indices, kv_indptr=indptr, batch_indices=batch)
+    assert got_k is out_k
+    want_k = np.full_like(k_cache, 9.0)
+    want_v = np.full_like(v_cache, 9.0)
+    for t, (page, entry) in enumerate([(2, 0), (2, 1)]):
+        want_k[page, entry] = out_k[t]
+        want_v[page, entry] = v[t]
+    np.testing.assert_array_equal(k_cache, want_k)
+    np.testing.assert_array_equal(v_cache, want_v)
+    assert out_q.shape == q.shape
+
+
+def test_contiguous_without_out_k_leaves_k_and_returns_out_q():
+    kernel = ropegen.compile(SPEC.replace("{layout: paged_nhd, page_size: 2}", "{layout: contiguous}"))
+    q, k, _ = case()
+    k_before = k.copy()
+    k_cache = np.zeros((5, 1, 8), dtype=np.float32)
+    out_q = kernel(q, k, positions=np.array([4, 5, 6], dtype=np.int32), k_cache=k_cache,
+                   slot_mapping=np.array([3, -1, 0], dtype=np.int32))
+    assert isinstance(out_q, np.ndarray)
+    np.testing.assert_array_equal(k, k_before)
+    assert np.all(k_cache[[1, 2, 4]] == 0) and np.any(k_cache[3] != 0) and np.any(k_cache[0] != 0)
+
+
+def test_out_of_range_slot_is_refused_by_name():
+    kernel = ropegen.compile(SPEC.replace("{layout: paged_nhd, page_size: 2}", "{layout: contiguous}"))
+    q, k, _ = case()
+    k_cache = np.zeros((2, 1, 8), dtype=np.float32)
+    with pytest.raises(ValueError, match=r"slot_mapping: error: slot_mapping\[2\] is 7, outside k_cache's 2 slots"):
+        kernel(q, k, positions=np.array([0, 1, 2], dtype=np.int32), k_cache=k_cache,
+               slot_mapping=np.array([0, 1, 7], dtype=np.int32))
+    assert np.all(k_cache == 0)

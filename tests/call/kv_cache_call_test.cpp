@@ -1,0 +1,158 @@
+// call/prepare_call.cpp on the fused KV-cache append: every check names
+// the argument (and the token) and says the fix; nothing out of range
+// reaches a kernel.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "call/prepare_call.h"
+#include "ropegen/spec_io.h"
+
+namespace ropegen {
+namespace {
+
+RopeSpec spec_from(const std::string& text) { return parse_spec(text, "test").value(); }
+
+const std::string kDims = "name: kv\nhead_dim: 8\nrotary_dim: 4\nlayout: thd\npositions: explicit\n";
+const RopeSpec kPaged = spec_from(kDims + "kv_cache: {layout: paged_nhd, page_size: 4}\n");
+const RopeSpec kHnd = spec_from(kDims + "kv_cache: {layout: paged_hnd, page_size: 4, dtype: bf16}\n");
+const RopeSpec kSlots = spec_from(kDims + "kv_cache: {layout: contiguous}\n");
+
+std::string messages(const RopeSpec& spec, const Call& call) {
+  const Result<call::PreparedCall> p = call::prepare_call(spec, call);
+  return p ? "" : format(p.errors());
+}
+
+// 4 tokens, q 2 heads, k and v 1 head, of two requests (3 at positions
+// 4..6, 1 at position 0), 3 pages of 4 entries: request 0 has pages 2, 0,
+// request 1 page 1.
+class KvCacheCall : public ::testing::Test {
+ protected:
+  Call paged() {
+    Call c;
+    c.q = Tensor::dense(q_.data(), ElementType::Float32, {4, 2, 8});
+    c.k = Tensor::dense(k_.data(), ElementType::Float32, {4, 1, 8});
+    c.v = Tensor::dense(v_.data(), ElementType::Float32, {4, 1, 6});
+    c.positions = Tensor::dense(positions_.data(), ElementType::Int32, {4});
+    c.k_cache = Tensor::dense(k_cache_.data(), ElementType::Float32, {3, 4, 1, 8});
+    c.v_cache = Tensor::dense(v_cache_.data(), ElementType::Float32, {3, 4, 1, 6});
+    c.kv_indices = Tensor::dense(kv_indices_.data(), ElementType::Int32, {3});
+    c.kv_indptr = Tensor::dense(kv_indptr_.data(), ElementType::Int32, {3});
+    c.batch_indices = Tensor::dense(batch_indices_.data(), ElementType::Int32, {4});
+    return c;
+  }
+  Call slots() {
+    Call c = paged();
+    c.kv_indices.reset(), c.kv_indptr.reset(), c.batch_indices.reset();
+    c.k_cache = Tensor::dense(k_cache_.data(), ElementType::Float32, {12, 1, 8});
+    c.v_cache = Tensor::dense(v_cache_.data(), ElementType::Float32, {12, 1, 6});
+    c.slot_mapping = Tensor::dense(slot_mapping_.data(), ElementType::Int32, {4});
+    return c;
+  }
+  std::vector<float> q_ = std::vector<float>(64), k_ = std::vector<float>(32), v_ = std::vector<float>(24);
+  std::vector<float> k_cache_ = std::vector<float>(96), v_cache_ = std::vector<float>(72);
+  std::vector<int32_t> positions_ = {4, 5, 6, 0}, kv_indices_ = {2, 0, 1}, kv_indptr_ = {0, 2, 3};
+  std::vector<int32_t> batch_indices_ = {0, 0, 0, 1}, slot_mapping_ = {3, -1, 11, 0};
+};
+
+TEST_F(KvCacheCall, ValidCallsAndTheirViews) {
+  EXPECT_EQ(messages(kPaged, paged()), "");
+  EXPECT_EQ(messages(kSlots, slots()), "");
+  Call mla = paged();
+  mla.v.reset(), mla.v_cache.reset();
+  const Result<call::PreparedCall> p = call::prepare_call(kPaged, mla);
+  ASSERT_TRUE(p) << format(p.errors());
+  EXPECT_FALSE(p->variant.with_k);  // no out_k: k is read, not written
+  EXPECT_FALSE(p->variant.with_v);
+  EXPECT_FALSE(p->out_k.defined());
+  // (d, h, entry, page) of [pages, page_size, Hk, D]
+  EXPECT_EQ(p->k_cache.extent, (std::array<int64_t, 4>{8, 1, 4, 3}));
+  EXPECT_EQ(p->k_cache.stride, (std::array<int64_t, 4>{1, 8, 8, 32}));
+  batch_indices_[1] = -5;  // any negative index: not appended
+  EXPECT_EQ(messages(kPaged, paged()), "");
+}
+
+TEST_F(KvCacheCall, MissingOrUnwantedArguments) {
+  Call c = paged();
+  c.k.reset();
+  EXPECT_EQ(messages(kPaged, c), 
+            "k: error: the spec appends to a KV cache: pass k ([T, Hk, head_dim]); it is rotated into k_cache\n");
+  c = paged();
+  c.k_cache.reset();
+  EXPECT_EQ(messages(kPaged, c), 
+            "k_cache: error: the spec appends to a KV cache: pass k_cache shaped (pages, 4, 1, 8) ([pages, page_size, Hk, D])\n");
+  c = paged();
+  c.out_k = c.k;
+  EXPECT_EQ(messages(kPaged, c),
+            "out_k: error: out_k is k (in place), but the cache rows are rotated from k as it came: pass a separate "
+            "out_k, or leave out_k out (k is then not written)\n");
+  c = paged();
+  c.v_cache.reset();
+  EXPECT_EQ(messages(kPaged, c), 
+            "v_cache: error: v is given without v_cache: pass the cache v is appended to\n");
+  c = paged();
+  c.batch_indices.reset();
+  c.slot_mapping = Tensor::dense(slot_mapping_.data(), ElementType::Int32, {4});
+  EXPECT_EQ(messages(kPaged, c), 
+            "batch_indices: error: the spec's kv_cache layout is paged_nhd: pass batch_indices (kv_indices, kv_indptr and batch_indices)\n"
+            "slot_mapping: error: slot_mapping is for contiguous caches; the spec's kv_cache layout is paged_nhd (pass kv_indices, kv_indptr and batch_indices)\n");
+  EXPECT_EQ(messages(spec_from(kDims), paged()), 
+            "v: error: v is for specs with a kv_cache section (the fused KV-cache append); this spec has none\n"
+            "k_cache: error: k_cache is for specs with a kv_cache section (the fused KV-cache append); this spec has none\n"
+            "v_cache: error: v_cache is for specs with a kv_cache section (the fused KV-cache append); this spec has none\n"
+            "kv_indices: error: kv_indices is for specs with a kv_cache section (the fused KV-cache append); this spec has none\n"
+            "kv_indptr: error: kv_indptr is for specs with a kv_cache section (the fused KV-cache append); this spec has none\n"
+            "batch_indices: error: batch_indices is for specs with a kv_cache section (the fused KV-cache append); this spec has none\n");
+}
+
+TEST_F(KvCacheCall, ShapesAndDtypes) {
+  Call c = paged();
+  c.k_cache = Tensor::dense(k_cache_.data(), ElementType::Float32, {3, 1, 4, 8});  // hnd for an nhd spec
+  EXPECT_EQ(messages(kPaged, c), 
+            "k_cache: error: k_cache has shape (3, 1, 4, 8) but the spec's kv_cache layout paged_nhd needs (pages, 4, 1, 8) ([pages, page_size, Hk, D])\n");
+  c = paged();
+  c.v = Tensor::dense(v_.data(), ElementType::Float32, {4, 2, 3});
+  EXPECT_EQ(messages(kPaged, c), 
+            "v: error: v has shape (4, 2, 3) but must be (T, Hk, Dv) = (4, 1, Dv): k's tokens and heads, any row size\n");
+  c = paged();
+  EXPECT_EQ(messages(kHnd, c), 
+            "k_cache: error: k_cache has dtype float32 but bfloat16 (the spec's kv_cache dtype is bfloat16)\n"
+            "v_cache: error: v_cache has dtype float32 but bfloat16 (the spec's kv_cache dtype is bfloat16)\n");
+  c = paged();
+  c.batch_indices = Tensor::dense(v_.data(), ElementType::Float32, {4});
+  EXPECT_EQ(messages(kPaged, c), 
+            "batch_indices: error: batch_indices has dtype float32 but int32 (cache indices are int32)\n");
+}
+
+TEST_F(KvCacheCall, PageTableIndicesInRange) {
+  kv_indptr_ = {0, 3, 2};
+  EXPECT_EQ(messages(kPaged, paged()), 
+            "kv_indptr: error: kv_indptr[2] is 2: kv_indptr must never decrease and stay within kv_indices (0..3)\n");
+  kv_indptr_ = {0, 2, 4};
+  EXPECT_EQ(messages(kPaged, paged()), 
+            "kv_indptr: error: kv_indptr[2] is 4: kv_indptr must never decrease and stay within kv_indices (0..3)\n");
+  kv_indptr_ = {0, 2, 3}, kv_indices_ = {2, 3, 1};
+  EXPECT_EQ(messages(kPaged, paged()), 
+            "kv_indices: error: kv_indices[1] is 3, outside k_cache's 3 pages (0..2)\n");
+  kv_indices_ = {2, 0, 1}, batch_indices_ = {0, 0, 2, 1};
+  EXPECT_EQ(messages(kPaged, paged()), 
+            "batch_indices: error: batch_indices[2] is 2 but kv_indptr has 2 requests (0..1; negative: not appended)\n");
+  batch_indices_ = {0, 0, 0, 1}, positions_ = {4, 5, 6, 4};  // request 1 has one page: positions 0..3
+  EXPECT_EQ(messages(kPaged, paged()), 
+            "positions: error: token 3 (request 1) is at position 4, in page 1 of its request, but the request has 1 pages (kv_indptr[1..2] = 2..3, page_size 4)\n");
+  positions_ = {4, 5, 4, 0};
+  EXPECT_EQ(messages(kPaged, paged()), 
+            "batch_indices: error: tokens 0 and 2 both go to page 0, entry 0: each cache entry takes at most one token of a call\n");
+}
+
+TEST_F(KvCacheCall, SlotsInRangeAndDistinct) {
+  slot_mapping_ = {3, -1, 12, 0};
+  EXPECT_EQ(messages(kSlots, slots()), 
+            "slot_mapping: error: slot_mapping[2] is 12, outside k_cache's 12 slots (0..11; negative: not appended)\n");
+  slot_mapping_ = {3, -1, 0, 0};
+  EXPECT_EQ(messages(kSlots, slots()), 
+            "slot_mapping: error: tokens 2 and 3 both go to slot 0: each cache entry takes at most one token of a call\n");
+}
+
+}  // namespace
+}  // namespace ropegen
