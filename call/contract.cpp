@@ -41,6 +41,16 @@ ropegen_contract call_contract(const RopeSpec& spec) {
   return c;
 }
 
+KernelVariant kernel_variant(const ropegen_contract& contract, const Call& call) {
+  KernelVariant v;
+  const bool kv = has_kv_cache(contract);
+  v.with_k = kv ? call.out_k.has_value() : call.k.has_value();
+  v.with_v = kv && call.v.has_value();
+  v.position_type = call.positions && call.positions->type == ElementType::Int64 ? IdType::Int64 : IdType::Int32;
+  v.backward = call.backward;
+  return v;
+}
+
 ropegen_contract kernel_contract(const ropegen_contract& contract, const KernelVariant& variant) {
   ropegen_contract c = contract;
   if (variant.backward) c.pairing = contract.output_pairing, c.output_pairing = contract.pairing;
@@ -78,3 +88,9 @@ ElementType kv_element_type(const ropegen_contract& c) {
 bool has_pass_through(const ropegen_contract& c) { return is_rope(c) && c.rotary_dim < c.row_dim; }
 
 }  // namespace ropegen::call
+
+namespace ropegen {
+KernelVariant kernel_variant(const RopeSpec& spec, const Call& call) {
+  return call::kernel_variant(call::call_contract(spec), call);
+}
+}  // namespace ropegen

@@ -14,6 +14,9 @@ ropegen_contract call_contract(const RopeSpec& spec);
 // A backward kernel reads the gradient where the forward wrote
 // (output_pairing) and writes where it read (pairing).
 ropegen_contract kernel_contract(const ropegen_contract& contract, const KernelVariant& variant);
+// The variant a call needs: k and v present, the ids' width, backward (a
+// kv_cache spec's with_k means out_k is written too).
+KernelVariant kernel_variant(const ropegen_contract& contract, const Call& call);
 
 Encoding encoding(const ropegen_contract& c);
 const char* encoding_name(const ropegen_contract& c);  // "rope", ...: the spec's spelling (call/ does not link dsl/)

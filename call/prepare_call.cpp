@@ -782,13 +782,11 @@ class Preparer {
     p_.contract = c_;
     p_.device = q_.device;
     p_.stream = call_.stream;
-    p_.variant = KernelVariant::of(call_);
+    p_.variant = kernel_variant(c_, call_);
     p_.q = tensor_view(q_), p_.out_q = tensor_view(out_q_);
     if (k_) p_.k = tensor_view(*k_);
     if (out_k_) p_.out_k = tensor_view(*out_k_);
     if (has_kv_cache(c_)) {
-      p_.variant.with_k = out_k_.has_value();
-      p_.variant.with_v = call_.v.has_value();
       if (call_.v) p_.v = tensor_view(*call_.v), p_.v_cache = cache_view(*call_.v_cache);
       p_.k_cache = cache_view(*call_.k_cache);
       for (auto [t, v] : {std::pair{&call_.kv_indices, &p_.kv_indices}, std::pair{&call_.kv_indptr, &p_.kv_indptr},

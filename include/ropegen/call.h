@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "ropegen/spec.h"
 #include "ropegen/tensor.h"
 
 namespace ropegen {
@@ -52,8 +53,8 @@ struct Call {
 
 enum class IdType : uint8_t { Int32, Int64 };
 
-// What varies between compiled kernels of one spec; of() works it out from
-// a call (prepare_call and callers that keep one Kernel per variant).
+// What varies between compiled kernels of one spec (kernel_variant() below
+// works it out from a call).
 struct KernelVariant {
   // k rotated in the same call, into out_k (kv_cache specs always read k
   // and write its cache; with_k: out_k also receives rotated k)
@@ -67,10 +68,10 @@ struct KernelVariant {
   }
   bool operator!=(const KernelVariant& o) const { return !(*this == o); }
 
-  static KernelVariant of(const Call& c) {
-    const bool wide_ids = c.positions && c.positions->type == ElementType::Int64;
-    return {c.k.has_value(), wide_ids ? IdType::Int64 : IdType::Int32, c.backward};
-  }
 };
+
+// The variant a call of `spec` needs (what prepare_call works out; callers
+// that keep one Kernel per variant ask it too).
+KernelVariant kernel_variant(const RopeSpec& spec, const Call& call);
 
 }  // namespace ropegen

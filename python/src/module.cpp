@@ -120,7 +120,7 @@ class SpecKernel {
     Status ran;
     {
       nb::gil_scoped_release release;  // compiling and running touch no Python object
-      Result<std::shared_ptr<Kernel>> kernel = kernel_for(KernelVariant::of(call));
+      Result<std::shared_ptr<Kernel>> kernel = kernel_for(kernel_variant(spec_, call));
       ran = kernel ? kernel.value()->run(call) : Status(kernel.errors());
     }
     if (!ran) throw nb::value_error(format(ran.errors()).c_str());
@@ -134,7 +134,8 @@ class SpecKernel {
   // cache lookup (which hashes the normalised spec): decode-sized calls from
   // PyTorch run in microseconds.
   Result<std::shared_ptr<Kernel>> kernel_for(const KernelVariant& v) {
-    const size_t slot = size_t{v.with_k} | size_t{v.backward} << 1 | size_t{v.position_type == IdType::Int64} << 2;
+    const size_t slot = size_t{v.with_k} | size_t{v.backward} << 1 | size_t{v.position_type == IdType::Int64} << 2 |
+                        size_t{v.with_v} << 3;
     std::lock_guard<std::mutex> lock(mutex_);
     if (!kernels_[slot]) {
       Result<std::shared_ptr<Kernel>> got = Runtime::process().get(spec_, v, target_);
@@ -147,7 +148,7 @@ class SpecKernel {
   RopeSpec spec_;
   std::string target_;
   std::mutex mutex_;
-  std::array<std::shared_ptr<Kernel>, 8> kernels_;
+  std::array<std::shared_ptr<Kernel>, 16> kernels_;
 };
 
 // The caller's dtype and layout for what a spec leaves out ("bf16", "bhsd").

@@ -170,8 +170,9 @@ TEST_F(Cli, KernelBitsTableReproducesTheComputingKernel) {
       {"name: mla\nhead_dim: 24\nrotary_dim: 16\nrotary_offset: 8\npairing: interleaved\noutput_pairing: half\n",
        "scaling: {type: yarn, factor: 40, original_max_position: 4096, mscale: 0.707, mscale_all_dim: 0.707}\n"}};
   for (const Case& c : cases) {
-    const std::string computing = spec_file(c.dims + c.frequencies);
-    const std::string reading = spec_file(c.dims + "frequency: {scheme: table}\n");
+    const std::string computing = path("computing.yaml"), reading = path("reading.yaml");
+    test::write_text(computing, c.dims + c.frequencies);
+    test::write_text(reading, c.dims + "frequency: {scheme: table}\n");
     const int64_t head_dim = load_spec(computing)->head_dim;
     const auto t = run_command(kTool + " table " + computing + " --max-pos 3000 --kernel-bits --out " + path("t.npy"));
     ASSERT_EQ(t.exit_code, 0) << t.err;
