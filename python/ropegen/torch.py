@@ -14,6 +14,8 @@ The ops (namespace `ropegen`, registered on import):
     rope_backward(spec, grad_q, grad_k, positions, layout, offset, cu_seqlens, freqs,
                   saved_q, saved_k) -> (grad_q, grad_k, grad_freqs)
     rotary_embedding(positions, query!, key!, head_size, cos_sin_cache, is_neox) -> ()  vLLM's
+    rope_append_kv_cache(spec, q!, k, v, batch_indices, positions, k_cache!, v_cache!,
+                         kv_indices, kv_indptr, slot_mapping) -> ()    the fused append
 `spec` is spec text (YAML); a spec that leaves out `dtype`, `layout` or `positions`
 takes the call's (the tensors' dtype, the layout argument, whether positions are
 passed), with one compiled kernel per combination. `k` absent: out_k is an empty
@@ -107,6 +109,9 @@ _lib.define("rope_backward(str spec, Tensor grad_q, Tensor? grad_k, Tensor? posi
             "Tensor? cu_seqlens, Tensor? freqs, Tensor? saved_q, Tensor? saved_k) -> (Tensor, Tensor, Tensor)")
 _lib.define("rotary_embedding(Tensor positions, Tensor(a!) query, Tensor(b!)? key, int head_size, "
             "Tensor cos_sin_cache, bool is_neox) -> ()")
+_lib.define("rope_append_kv_cache(str spec, Tensor(a!) q, Tensor k, Tensor? v, Tensor? batch_indices, "
+            "Tensor positions, Tensor(b!) k_cache, Tensor(c!)? v_cache, Tensor? kv_indices, Tensor? kv_indptr, "
+            "Tensor? slot_mapping) -> ()")
 
 
 def _impl(name):
@@ -235,6 +240,30 @@ def _rotary_embedding(positions, query, key, head_size, cos_sin_cache, is_neox):
 
 @torch.library.register_fake("ropegen::rotary_embedding", lib=_lib)
 def _(positions, query, key, head_size, cos_sin_cache, is_neox):
+    return None
+
+
+# The fused RoPE + KV-cache append of a spec with a `kv_cache` section, in
+# FlashInfer's argument order (append_paged_kv_cache: k, v, batch_indices,
+# positions, the cache, kv_indices, kv_indptr), q first and rotated in place;
+# contiguous caches take vLLM's slot_mapping instead of the page table. Index
+# tensors may be int64 (vLLM's): the kernels take int32, so they are narrowed
+# here (prepare_call then checks every index against the cache).
+def _int32(t):
+    return t.int() if t is not None and t.dtype == torch.int64 else t
+
+
+@_impl("rope_append_kv_cache")
+def _rope_append_kv_cache(spec, q, k, v, batch_indices, positions, k_cache, v_cache, kv_indices, kv_indptr,
+                          slot_mapping):
+    run = kernel(spec, q.dtype, "thd", True)
+    run(_dl(q), _dl(k), _dl(positions), 0, None, _dl(q), None, None, False, None, None, None, None, None, None,
+        _dl(v), _dl(k_cache), _dl(v_cache), _dl(_int32(kv_indices)), _dl(_int32(kv_indptr)),
+        _dl(_int32(batch_indices)), _dl(_int32(slot_mapping)))
+
+
+@torch.library.register_fake("ropegen::rope_append_kv_cache", lib=_lib)
+def _(spec, q, k, v, batch_indices, positions, k_cache, v_cache, kv_indices, kv_indptr, slot_mapping):
     return None
 
 

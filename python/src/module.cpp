@@ -77,16 +77,23 @@ class SpecKernel {
     const char* q_name = rope ? "q" : "x";
     const char* out_name = rope ? "out_q" : "out";
     Call call;
+    // The ndarrays stay alive until the call returns: a DLPack capsule of a
+    // temporary (torch.utils.dlpack.to_dlpack(ids.int())) owns its memory
+    // only through them.
+    std::vector<Input> held_inputs;
+    std::vector<Output> held_outputs;
     auto in = [&](nb::handle h, const char* name, std::optional<Tensor>& into, bool spec_dtype) {
       if (std::optional<Input> t = python::optional_input(h, name)) {
         if (spec_dtype) python::check_dtype(spec_, t->dtype(), name);
         into = tensor_of(*t, name);
+        held_inputs.push_back(std::move(*t));
       }
     };
     auto out = [&](nb::handle h, const char* name, std::optional<Tensor>& into, bool spec_dtype) {
       if (std::optional<Output> t = python::optional_output(h, name)) {
         if (spec_dtype) python::check_dtype(spec_, t->dtype(), name);
         into = tensor_of(*t, name);
+        held_outputs.push_back(std::move(*t));
       }
     };
     in(q_arg, q_name, call.q, true);

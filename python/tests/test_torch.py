@@ -296,6 +296,72 @@ def test_vllm_rotary_embedding_shapes_and_errors():
         torch.ops.ropegen.rotary_embedding(positions + 20, torch.randn(t, h * hs), None, hs, cache, True)
 
 
+# --- the fused KV-cache append -------------------------------------------
+
+def without_kv_cache(spec):
+    """The same rotation without the cache: the kv_cache spec's other keys."""
+    return {key: value for key, value in json.loads(spec).items() if key != "kv_cache"}
+
+
+@pytest.mark.parametrize("layout", ["paged_nhd", "paged_hnd", "contiguous"])
+def test_rope_append_kv_cache_writes_the_rotated_k_where_flashinfer_does(layout):
+    """The op's cache against a scatter written here from FlashInfer's page.cuh
+    formula (page kv_indices[kv_indptr[b] + pos // page_size], entry pos % page_size)
+    of the Rope op's rotated k; int64 indices as vLLM keeps them; padding skipped."""
+    page = 4
+    kv = {"layout": layout} if layout == "contiguous" else {"layout": layout, "page_size": page}
+    spec = json.dumps({"name": "kv", "head_dim": 32, "rotary_dim": 24, "layout": "thd", "positions": "explicit",
+                       "kv_cache": kv})
+    t, hq, hk, dv = 7, 4, 2, 16
+    g = torch.Generator().manual_seed(3)
+    q, k, v = torch.randn(t, hq, 32, generator=g), torch.randn(t, hk, 32, generator=g), torch.randn(t, hk, dv, generator=g)
+    positions = torch.tensor([0, 1, 2, 3, 4, 0, 1])                  # request 0: 5 tokens, request 1: 2
+    batch = torch.tensor([0, 0, 0, 0, 0, 1, -1])                      # the last token is padding
+    kv_indices, kv_indptr = torch.tensor([3, 0, 5, 1]), torch.tensor([0, 2, 4])   # request 0: pages 3, 0; 1: 5, 1
+    slots = torch.tensor([9, 2, 4, 7, 0, 11, -1])
+    pages, sentinel = 6, 7.0
+    if layout == "paged_nhd":
+        k_cache, v_cache = torch.full((pages, page, hk, 32), sentinel), torch.full((pages, page, hk, dv), sentinel)
+    elif layout == "paged_hnd":
+        k_cache, v_cache = torch.full((pages, hk, page, 32), sentinel), torch.full((pages, hk, page, dv), sentinel)
+    else:
+        k_cache, v_cache = torch.full((pages * page, hk, 32), sentinel), torch.full((pages * page, hk, dv), sentinel)
+    want_q, want_k = rt.Rope(without_kv_cache(spec))(q, k, positions, layout="thd")
+    want_k_cache, want_v_cache = k_cache.clone(), v_cache.clone()
+    for i in range(t):
+        if layout == "contiguous":
+            if slots[i] < 0:
+                continue
+            want_k_cache[slots[i]], want_v_cache[slots[i]] = want_k[i], v[i]
+            continue
+        if batch[i] < 0:
+            continue
+        p = int(positions[i])
+        pg, entry = int(kv_indices[kv_indptr[batch[i]] + p // page]), p % page
+        if layout == "paged_nhd":
+            want_k_cache[pg, entry], want_v_cache[pg, entry] = want_k[i], v[i]
+        else:
+            want_k_cache[pg, :, entry], want_v_cache[pg, :, entry] = want_k[i], v[i]
+    paged = layout != "contiguous"
+    torch.ops.ropegen.rope_append_kv_cache(spec, q, k, v, batch if paged else None, positions, k_cache, v_cache,
+                                           kv_indices if paged else None, kv_indptr if paged else None,
+                                           None if paged else slots)
+    assert torch.equal(q, want_q)
+    assert torch.equal(k_cache, want_k_cache) and torch.equal(v_cache, want_v_cache)
+
+
+def test_rope_append_kv_cache_opcheck_and_errors():
+    spec = json.dumps({"name": "kv", "head_dim": 8, "layout": "thd", "positions": "explicit",
+                       "kv_cache": {"layout": "contiguous"}})
+    args = (spec, torch.randn(3, 2, 8), torch.randn(3, 1, 8), None, None, torch.tensor([0, 1, 2]),
+            torch.zeros(4, 1, 8), None, None, None, torch.tensor([2, -1, 0]))
+    opcheck(torch.ops.ropegen.rope_append_kv_cache.default, args)
+    bad = list(args)
+    bad[10] = torch.tensor([2, 9, 0])
+    with pytest.raises(ValueError, match=r"slot_mapping\[1\] is 9, outside k_cache's 4 slots"):
+        torch.ops.ropegen.rope_append_kv_cache(*bad)
+
+
 # --- torch.compile ---------------------------------------------------------
 
 class Attention(torch.nn.Module):
