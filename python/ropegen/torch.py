@@ -33,7 +33,6 @@ torch release.
 """
 import functools
 import json
-import os
 import threading
 import weakref
 
@@ -81,10 +80,12 @@ def _dl(t):
 
 
 def _run(spec, q, k, positions, layout, offset, cu_seqlens, freqs, out_q, out_k, backward=False, saved_q=None,
-         saved_k=None, d_freqs=None):
+         saved_k=None, d_freqs=None, **tensors):
+    """The one call of a kernel from this module; `tensors`: the binding's other
+    tensor arguments by name (cos_sin_cache, v, k_cache, kv_indices, ...)."""
     run = kernel(spec, q.dtype, layout, positions is not None)
     run(_dl(q), _dl(k), _dl(positions), offset, None, _dl(out_q), _dl(out_k), _dl(cu_seqlens), backward, None,
-        _dl(freqs), _dl(saved_q), _dl(saved_k), _dl(d_freqs))
+        _dl(freqs), _dl(saved_q), _dl(saved_k), _dl(d_freqs), **{name: _dl(t) for name, t in tensors.items()})
 
 
 def _new(t):
@@ -233,9 +234,7 @@ def _rotary_embedding(positions, query, key, head_size, cos_sin_cache, is_neox):
     q = _heads(query, tokens.shape[0], head_size, "query")
     k = _heads(key, tokens.shape[0], head_size, "key") if key is not None else None
     spec = _vllm_spec(head_size, cos_sin_cache.shape[-1], is_neox)
-    run = kernel(spec, query.dtype, "thd", True)
-    run(_dl(q), _dl(k), _dl(tokens), 0, None, _dl(q), _dl(k), None, False, None, None, None, None, None,
-        _dl(_float32_cache(cos_sin_cache)))
+    _run(spec, q, k, tokens, "thd", 0, None, None, q, k, cos_sin_cache=_float32_cache(cos_sin_cache))
 
 
 @torch.library.register_fake("ropegen::rotary_embedding", lib=_lib)
@@ -256,10 +255,9 @@ def _int32(t):
 @_impl("rope_append_kv_cache")
 def _rope_append_kv_cache(spec, q, k, v, batch_indices, positions, k_cache, v_cache, kv_indices, kv_indptr,
                           slot_mapping):
-    run = kernel(spec, q.dtype, "thd", True)
-    run(_dl(q), _dl(k), _dl(positions), 0, None, _dl(q), None, None, False, None, None, None, None, None, None,
-        _dl(v), _dl(k_cache), _dl(v_cache), _dl(_int32(kv_indices)), _dl(_int32(kv_indptr)),
-        _dl(_int32(batch_indices)), _dl(_int32(slot_mapping)))
+    _run(spec, q, k, positions, "thd", 0, None, None, q, None, v=v, k_cache=k_cache, v_cache=v_cache,
+         kv_indices=_int32(kv_indices), kv_indptr=_int32(kv_indptr), batch_indices=_int32(batch_indices),
+         slot_mapping=_int32(slot_mapping))
 
 
 @torch.library.register_fake("ropegen::rope_append_kv_cache", lib=_lib)
