@@ -20,27 +20,38 @@ Expr load_as_float(const Expr& stored, DType dtype) {
 
 namespace {
 
-// float32 -> bfloat16 bits, rounded to nearest even in integer ops; NaN
-// stays a (quiet) NaN with its sign and top payload bits, as
-// vcvtneps2bf16 does.
-Expr bf16_bits_nearest_even(const Expr& value) {
+// float32 -> bfloat16 bits exactly as x86's vcvtneps2bf16 converts: round to
+// nearest even; a denormal input becomes a zero of its sign (the instruction
+// treats denormals as zero, and every target must give its bits); a NaN stays
+// a quiet NaN with its sign and top payload bits.
+Expr bf16_bits_like_vcvtneps2bf16(const Expr& value) {
   const Expr bits = reinterpret<uint32_t>(value);
   const Expr rounded = (bits + (((bits >> 16) & 1) + 0x7fff)) >> 16;
-  return cast<uint16_t>(select(is_nan(value), (bits >> 16) | 0x40, rounded));
+  const Expr denormal_or_zero = (bits & 0x7f800000) == 0;
+  return cast<uint16_t>(select(is_nan(value), (bits >> 16) | 0x40, denormal_or_zero, (bits >> 16) & 0x8000, rounded));
+}
+
+// The instruction itself, through Halide's x86 runtime wrapper
+// (vcvtne2ps2bf16x32, found by the fooxN naming convention). Halide 21 has
+// the rule that would emit it from a bfloat16 cast commented out
+// (Halide#7219), and its emulated cast turns a NaN with payload only in its
+// low 16 bits into +-Inf. The call must only ever be vectorized: the
+// schedules vectorize every stored stage with GuardWithIf (predicated
+// tails), and tests/targets/cpu_code_test.cpp checks the instruction is there.
+Expr bf16_bits_native(const Expr& value) {
+  return Internal::Call::make(UInt(16), "vcvtne2ps2bf16", {value}, Internal::Call::PureExtern);
 }
 
 }  // namespace
 
 Expr store_from_float(const Expr& value, DType dtype) {
   if (dtype != DType::BF16) return cast(storage_type(dtype), value);
-  // Halide's bfloat16 cast rounds to nearest even, emulated in integer ops on
-  // every CPU (Halide 21 disables its f32->bf16 rules, Halide#7219; a NaN
-  // with payload only in its low 16 bits becomes +-Inf there). Halide
-  // 21's Vulkan backend compiles that cast as a float16 conversion, so GPU
-  // targets spell the same rounding out in integer ops (resolved when the
-  // pipeline is compiled: one algorithm, the same bits everywhere).
-  const Expr on_gpu = target_has_feature(Target::Vulkan) || target_has_feature(Target::CUDA);
-  return select(on_gpu, bf16_bits_nearest_even(value), reinterpret<uint16_t>(cast(BFloat(16), value)));
+  // One rounding on every target, resolved when the pipeline is compiled:
+  // AVX512-BF16 CPUs (Halide's avx512_zen4 feature, which sapphirerapids
+  // implies) run the instruction, every other target the same rounding in
+  // integer ops, so host, Vulkan and CUDA give the same bits.
+  const Expr native = target_has_feature(Target::AVX512_Zen4);
+  return select(native, bf16_bits_native(value), bf16_bits_like_vcvtneps2bf16(value));
 }
 
 }  // namespace ropegen::lowering

@@ -1,8 +1,8 @@
 // Storage types of the spec's dtypes and the conversions to and from the
 // float32 the math runs in. bf16 is kept as 16-bit words: loads widen with a
-// shift (an integer vector op on every target); stores use Halide's
-// round-to-nearest-even cast (Halide 21 emulates it in integer ops on every
-// CPU, AVX512-BF16 included: no vcvtneps2bf16; see storage.cpp).
+// shift; stores round as x86's vcvtneps2bf16 does (nearest even, denormals to
+// zero), with the instruction on AVX512-BF16 CPUs and integer ops elsewhere,
+// so every target gives the same bits (see storage.cpp).
 #pragma once
 
 #include <Halide.h>
