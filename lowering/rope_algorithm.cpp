@@ -167,7 +167,8 @@ void define_rotation(const RopeSpec& spec, const RopeAlgorithm& a, RotatedTensor
 
   // The view's dim 0 is the dense one: pairs when half-split, members when
   // interleaved (in the output pairing, which differs only for DeepSeek-V3).
-  const Expr stored = store_from_float(t.rotated(a.r, a.m, a.h, a.s, a.b), spec.dtype);
+  const Expr stored =
+      store_from_float(t.rotated(a.r, a.m, a.h, a.s, a.b), spec.dtype, Bf16Rounding::InstructionWhereAvailable);
   const bool out_interleaved = spec.output_pairing == Pairing::Interleaved;
   if (out_interleaved) {
     t.output(a.m, a.r, a.h, a.s, a.b) = stored;
@@ -317,7 +318,7 @@ void define_kv_append(const RopeSpec& spec, RopeAlgorithm& a, bool own_cache_sta
     const CacheEntry at = cache_entry(spec, a, r.w, a.k_cache);
     a.k_rows.where(at.appended);
     a.k_cache(dim_of(spec, spec.output_pairing, r.x, r.y), r.z, at.entry, at.page) =
-        store_from_float(a.kv_rotated_k(r.x, r.y, r.z, r.w, b0), to);
+        store_from_float(a.kv_rotated_k(r.x, r.y, r.z, r.w, b0), to, Bf16Rounding::InstructionWhereAvailable);
   }
   // k, update 1 (partial rotary): the other dims copied.
   if (pass > 0) {

@@ -35,22 +35,24 @@ Expr bf16_bits_like_vcvtneps2bf16(const Expr& value) {
 // (vcvtne2ps2bf16x32, found by the fooxN naming convention). Halide 21 has
 // the rule that would emit it from a bfloat16 cast commented out
 // (Halide#7219), and its emulated cast turns a NaN with payload only in its
-// low 16 bits into +-Inf. The call must only ever be vectorized: the
-// schedules vectorize every stored stage with GuardWithIf (predicated
-// tails), and tests/targets/cpu_code_test.cpp checks the instruction is there.
+// low 16 bits into +-Inf. The call must only ever be vectorized (see
+// Bf16Rounding), and tests/targets/cpu_code_test.cpp checks the
+// instruction is there.
 Expr bf16_bits_native(const Expr& value) {
   return Internal::Call::make(UInt(16), "vcvtne2ps2bf16", {value}, Internal::Call::PureExtern);
 }
 
 }  // namespace
 
-Expr store_from_float(const Expr& value, DType dtype) {
+Expr store_from_float(const Expr& value, DType dtype, Bf16Rounding rounding) {
   if (dtype != DType::BF16) return cast(storage_type(dtype), value);
-  // One rounding on every target, resolved when the pipeline is compiled:
-  // AVX512-BF16 CPUs (Halide's avx512_zen4 feature, which sapphirerapids
-  // implies) run the instruction, every other target the same rounding in
-  // integer ops, so host, Vulkan and CUDA give the same bits.
-  const Expr native = target_has_feature(Target::AVX512_Zen4);
+  if (rounding == Bf16Rounding::IntegerOps) return bf16_bits_like_vcvtneps2bf16(value);
+  // Resolved when the pipeline is compiled: AVX512-BF16 CPUs (Halide's
+  // avx512_zen4 feature, which sapphirerapids implies) run the instruction,
+  // every other target the same rounding in integer ops. A GPU target
+  // carries its host's CPU features too, hence the second test.
+  const Expr on_gpu = target_has_feature(Target::Vulkan) || target_has_feature(Target::CUDA);
+  const Expr native = target_has_feature(Target::AVX512_Zen4) && !on_gpu;
   return select(native, bf16_bits_native(value), bf16_bits_like_vcvtneps2bf16(value));
 }
 

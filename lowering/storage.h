@@ -13,6 +13,15 @@ namespace ropegen::lowering {
 
 Halide::Type storage_type(DType dtype);
 Halide::Expr load_as_float(const Halide::Expr& stored, DType dtype);
-Halide::Expr store_from_float(const Halide::Expr& value, DType dtype);
+// How a bf16 store rounds: always the same bits, but vcvtne2ps2bf16 exists
+// in Halide only as a vector function (its runtime's vcvtne2ps2bf16x32), so
+// only stages whose schedules never scalarize the store may ask for it (the
+// rotation's output and k's cache rows; an additive encoding's guarded tail
+// is scalar). Halide expressions cannot be changed by a schedule, so the
+// algorithm states it where it builds the store.
+enum class Bf16Rounding { IntegerOps, InstructionWhereAvailable };
+
+Halide::Expr store_from_float(const Halide::Expr& value, DType dtype,
+                              Bf16Rounding rounding = Bf16Rounding::IntegerOps);
 
 }  // namespace ropegen::lowering
