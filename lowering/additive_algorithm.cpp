@@ -6,6 +6,7 @@
 
 #include "ropegen/rope_math.h"
 #include "constant_table.h"
+#include "trig.h"
 
 namespace ropegen::lowering::detail {
 
@@ -36,13 +37,16 @@ RopeAlgorithm build_sinusoidal_or_learned(const RopeSpec& spec, const KernelVari
   a.positions = ImageParam(position_type(variant), 2, "positions");
   a.positions.dim(0).set_stride(Expr());  // [S, B] in sbd, [S] shared: batch stride 0
   a.cu_seqlens = ImageParam(Int(32), 1, "cu_seqlens");
-  a.position = Func("position");
-  a.position(a.r, a.s, a.b) = position_expr(spec, a, 0);
+  define_positions(spec, a, 0);
 
   Expr added;
   if (spec.encoding == Encoding::Sinusoidal) {
     a.inv_freq = Func("inv_freq");
     a.inv_freq(a.r) = constant_table(sinusoidal_frequencies(spec), "sinusoidal_inv_freq_table")(a.r);
+    // Integer positions: the fixed-point reduction, as RoPE's (float32
+    // vectors at full width instead of float64 ones).
+    a.quarter_turns = Func("quarter_turns");
+    a.quarter_turns(a.r) = quarter_turns_split(a.inv_freq(a.r));
     define_cos_sin(a, 1.0f);
     added = sinusoidal_value(spec, a);
   } else {

@@ -50,7 +50,13 @@ std::pair<Expr, Expr> position_exprs(const RopeSpec& spec, RopeAlgorithm& a, con
 }
 }  // namespace
 
-Expr position_expr(const RopeSpec& spec, RopeAlgorithm& a, const Expr& axis) { return position_exprs(spec, a, axis).first; }
+void define_positions(const RopeSpec& spec, RopeAlgorithm& a, const Expr& axis) {
+  a.position = Func("position");
+  a.position_id = Func("position_id");
+  const auto [position, id] = position_exprs(spec, a, axis);
+  a.position(a.r, a.s, a.b) = position;
+  a.position_id(a.r, a.s, a.b) = id;
+}
 
 std::pair<Func, Func> cos_sin_stages(const RopeAlgorithm& a, float attention, const std::string& prefix) {
   Func reduced(prefix + "reduced"), cos_sin(prefix + "cos_sin");
@@ -360,11 +366,7 @@ RopeAlgorithm build_rope(const RopeSpec& forward_spec, const KernelVariant& vari
   a.freqs = ImageParam(Float(32), 1, "freqs");
   a.cos_sin_cache = ImageParam(Float(32), 2, "cos_sin_cache");
 
-  a.position = Func("position");
-  a.position_id = Func("position_id");
-  const auto [position, id] = detail::position_exprs(spec, a, pair_axis(spec, a.r));
-  a.position(a.r, a.s, a.b) = position;
-  a.position_id(a.r, a.s, a.b) = id;
+  detail::define_positions(spec, a, pair_axis(spec, a.r));
 
   const RopeFrequencies freqs = compute_frequencies(spec);
   if (spec.frequency.scheme == FrequencyScheme::Table) {

@@ -125,11 +125,14 @@ RopeAlgorithm build_algorithm(const RopeSpec& spec, const KernelVariant& variant
 
 // The parts shared by the encodings' builders (rope_algorithm.cpp).
 namespace detail {
-// Position of token (s, b) on axis `axis` as float64: explicit ids, or offset
-// + index (thd / td: restarting at every cu_seqlens start). Sets uses_*.
-Halide::Expr position_expr(const RopeSpec& spec, RopeAlgorithm& a, const Halide::Expr& axis);
-// reduced and cos_sin Funcs (times `attention`) from a.position and
-// a.inv_freq, named with `prefix`; define_cos_sin sets a.reduced, a.cos_sin.
+// a.position (float64) and a.position_id (the integer id) of token (s, b)
+// on axis `axis`: explicit ids, or offset + index (thd / td: restarting at
+// every cu_seqlens start). Sets uses_*.
+void define_positions(const RopeSpec& spec, RopeAlgorithm& a, const Halide::Expr& axis);
+// reduced and cos_sin Funcs (times `attention`) from a.position_id and
+// a.quarter_turns (the fixed-point reduction) where defined, else from
+// a.position and a.inv_freq, named with `prefix`; define_cos_sin sets
+// a.reduced, a.cos_sin.
 std::pair<Halide::Func, Halide::Func> cos_sin_stages(const RopeAlgorithm& a, float attention, const std::string& prefix);
 void define_cos_sin(RopeAlgorithm& a, float attention);
 RopeAlgorithm build_sinusoidal_or_learned(const RopeSpec& spec, const KernelVariant& variant);

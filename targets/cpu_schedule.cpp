@@ -188,6 +188,7 @@ void schedule_encoding_cpu(lowering::RopeAlgorithm& a, const RopeSpec& spec, con
   out.vectorize(a.d, lanes, TailStrategy::GuardWithIf);
   if (!a.cos_sin.defined()) return;
   a.inv_freq.compute_root();
+  a.quarter_turns.compute_root();
   a.cos_sin.compute_at(out, tile).vectorize(a.r, lanes, TailStrategy::GuardWithIf);
   a.reduced.compute_at(a.cos_sin, a.r).vectorize(a.r);
 }

@@ -260,7 +260,9 @@ void schedule_encoding_gpu(lowering::RopeAlgorithm& a, const RopeSpec& spec, con
       .gpu_threads(dt)
       .gpu_blocks(a.s, dh, a.b);
   // See schedule_rope_gpu: the table over a padded range, on the host.
-  if (a.inv_freq.defined()) a.inv_freq.compute_root().bound(a.r, 0, ((spec.dim + 1) / 2 + 31) / 32 * 32);
+  const int padded_pairs = ((spec.dim + 1) / 2 + 31) / 32 * 32;
+  if (a.inv_freq.defined()) a.inv_freq.compute_root().bound(a.r, 0, padded_pairs);
+  if (a.quarter_turns.defined()) a.quarter_turns.compute_root().bound(a.r, 0, padded_pairs);
 }
 
 void schedule_pass_through_gpu(lowering::PassThroughCopy& c, const RopeSpec& spec, const Target& target) {
