@@ -1,6 +1,6 @@
 // Accurate, vectorisable sin/cos for every target: the angle and its
 // reduction mod pi/2 in float64 (exact enough up to positions of 2^40) or
-// in 32-bit fixed point (RoPE: as exact, cheaper); then float32
+// in 32-bit fixed point (integer positions: as exact, cheaper); then float32
 // polynomials on [-pi/4, pi/4]. Halide's own sin/cos become scalar
 // libm calls on CPU, and GPU intrinsics have loose error bounds; this is the
 // same arithmetic everywhere, so every target computes the same bits.
