@@ -190,7 +190,7 @@ Result<BenchResult> bench_rope(const RopeSpec& spec, const BenchOptions& o) {
   for (size_t i = 0; i < ids.size(); ++i)
     ids[i] = random ? (i % axes == 0 ? random_id(id_rng) : ids[i - 1]) : static_cast<int32_t>(i / axes % o.seq);
   if (spec.positions == PositionsMode::Explicit && spec.encoding != Encoding::Alibi) {
-    std::vector<int64_t> id_shape = call::layout_traits(layout).token_dims(q_shape.data());
+    call::Shape id_shape = call::layout_traits(layout).token_dims(q_shape.data());
     if (spec.axes.enabled()) id_shape.push_back(axes);
     call.positions = Tensor::dense(ids.data(), ElementType::Int32, id_shape.data(), static_cast<int>(id_shape.size()));
   }

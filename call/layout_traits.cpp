@@ -2,9 +2,9 @@
 
 namespace ropegen::call {
 
-std::vector<int64_t> LayoutTraits::token_dims(const int64_t* shape) const {
+Shape LayoutTraits::token_dims(const int64_t* shape) const {
   if (b < 0) return {shape[s]};
-  return b < s ? std::vector<int64_t>{shape[b], shape[s]} : std::vector<int64_t>{shape[s], shape[b]};
+  return b < s ? Shape{shape[b], shape[s]} : Shape{shape[s], shape[b]};
 }
 
 const LayoutTraits& layout_traits(Layout layout) {

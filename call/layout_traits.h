@@ -4,11 +4,15 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
 
+#include "call/fixed_vector.h"
 #include "ropegen/spec.h"
+#include "ropegen/tensor.h"
 
 namespace ropegen::call {
+
+// A shape by value (no allocation: calls compare several).
+using Shape = FixedVector<int64_t, kMaxRank>;
 
 struct LayoutTraits {
   int rank;            // dims of a tensor
@@ -20,7 +24,7 @@ struct LayoutTraits {
   bool packed() const { return b < 0; }
   // The shape positions have: the token dims in the layout's order
   // ([B, S], [S, B], [T]).
-  std::vector<int64_t> token_dims(const int64_t* shape) const;
+  Shape token_dims(const int64_t* shape) const;
   int64_t batch(const int64_t* shape) const { return b < 0 ? 1 : shape[b]; }
 };
 

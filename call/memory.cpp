@@ -45,10 +45,12 @@ bool same_view(const View& a, const View& b) {
 // dims ordered by stride, each stride steps past everything the smaller
 // ones span.
 bool overlaps_itself(const View& t) {
-  std::vector<std::pair<int64_t, int64_t>> dims;
-  for (int i = 0; i < t.dims; ++i)
-    if (t.extent[i] > 1) dims.push_back({t.extent[i], t.stride[i] < 0 ? -t.stride[i] : t.stride[i]});
-  std::sort(dims.begin(), dims.end(), [](auto a, auto b) { return a.second < b.second; });
+  FixedVector<std::pair<int64_t, int64_t>, 4> dims;  // (extent, |stride|), by stride: an insertion sort of <= 4
+  for (int i = 0; i < t.dims; ++i) {
+    if (t.extent[i] <= 1) continue;
+    dims.push_back({t.extent[i], t.stride[i] < 0 ? -t.stride[i] : t.stride[i]});
+    for (size_t j = dims.size() - 1; j > 0 && dims[j - 1].second > dims[j].second; --j) std::swap(dims[j - 1], dims[j]);
+  }
   int64_t spanned = 1;  // elements from the first to one past the last, of the dims so far
   for (auto [extent, stride] : dims) {
     int64_t far = 0;
@@ -107,9 +109,9 @@ int64_t part_span(const View& t, int64_t ns, int64_t nb) {
   return std::max(span, count);
 }
 
-std::vector<Diagnostic> check_memory(const std::vector<Argument>& args) {
+std::vector<Diagnostic> check_memory(const Arguments& args) {
   std::vector<Diagnostic> errors;
-  std::vector<std::optional<ByteRange>> ranges;
+  FixedVector<std::optional<ByteRange>, Arguments::capacity> ranges;
   for (const Argument& a : args) {
     bool overflow = false;
     ranges.push_back(byte_range(*a.view, &overflow));

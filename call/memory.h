@@ -4,9 +4,9 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
 #include <vector>
 
+#include "call/fixed_vector.h"
 #include "call/prepare_call.h"
 #include "ropegen/diagnostics.h"
 
@@ -16,7 +16,7 @@ namespace ropegen::call {
 inline constexpr int64_t kMaxKernelSpan = INT32_MAX;
 
 struct Argument {
-  std::string name;
+  const char* name = "";
   const View* view = nullptr;
   bool output = false;
   bool tensor = false;             // a (d, h, s, b) tensor (cut into parts); else a small buffer
@@ -27,7 +27,9 @@ struct Argument {
 // one token too spread out for a kernel argument, outputs overlapping
 // anything but exactly their own input (or a side-by-side view), outputs
 // overlapping themselves.
-std::vector<Diagnostic> check_memory(const std::vector<Argument>& arguments);
+// A call's arguments (19 views today, with room to grow), held inline.
+using Arguments = FixedVector<Argument, 24>;
+std::vector<Diagnostic> check_memory(const Arguments& arguments);
 
 // Elements a (d, h, s, b) tensor's kernel argument addresses for a part of
 // ns tokens of nb batches (INT64_MAX when that overflows).

@@ -15,30 +15,29 @@ halide_dimension_t dim(int64_t min, int64_t extent, int64_t stride) {
   return d;
 }
 
-RawBuffer make(void* host, ElementType type, int dims) {
-  RawBuffer b;
+// The views are written into the part's (undefined) buffers in place: a
+// buffer returned and then assigned was two more copies of it per view.
+void start(RawBuffer& b, void* host, ElementType type, int dims) {
   b.buf.host = static_cast<uint8_t*>(host);
   b.buf.type = halide_type(type);
   b.buf.dimensions = dims;
-  return b;
 }
 
 // A whole small buffer (cu_seqlens, table, frequencies, cos/sin cache): extents and
 // strides fit 32 bits (prepare_call).
-RawBuffer whole(const View& v) {
-  if (!v.defined()) return {};
-  RawBuffer b = make(v.data, v.type, v.dims);
+void put_whole(const View& v, RawBuffer& b) {
+  if (!v.defined()) return;
+  start(b, v.data, v.type, v.dims);
   for (int i = 0; i < v.dims; ++i) b.dim[i] = dim(0, v.extent[i], v.extent[i] > 1 ? v.stride[i] : i == 0 ? 1 : 0);
-  return b;
 }
 
 // Tokens and batches of a (d, h, s, b) tensor or (axis, s, b) ids, the
 // part's mins kept; the data pointer moves in 64 bits.
-RawBuffer part_buffer(const View& t, const CallPart& p) {
-  if (!t.defined()) return {};
+void put_part(const View& t, const CallPart& p, RawBuffer& b) {
+  if (!t.defined()) return;
   const int s = t.dims - 2;  // the token dim; batch follows it
   int64_t offset = 0;
-  RawBuffer b = make(t.data, t.type, t.dims);
+  start(b, t.data, t.type, t.dims);
   for (int i = 0; i < t.dims; ++i) {
     const int64_t min = i == s ? p.s0 : i == s + 1 ? p.b0 : 0;
     const int64_t extent = i == s ? p.ns : i == s + 1 ? p.nb : t.extent[i];
@@ -48,7 +47,6 @@ RawBuffer part_buffer(const View& t, const CallPart& p) {
     b.dim[i] = dim(min, extent, extent > 1 && !t.empty() ? t.stride[i] : i == 0 ? 1 : 0);
   }
   b.buf.host += offset * element_bytes(t.type);
-  return b;
 }
 
 // The largest n in [1, most] with fits(n), given fits(1).
@@ -63,24 +61,28 @@ int64_t largest(int64_t most, Fits fits) {
   return lo;
 }
 
-std::vector<const View*> tensors(const PreparedCall& c) {
-  std::vector<const View*> out;
+using Tensors = FixedVector<const View*, 6>;
+
+Tensors tensors(const PreparedCall& c) {
+  Tensors out;
   for (const View* t : {&c.q, &c.out_q, &c.k, &c.out_k, &c.saved_q, &c.saved_k})
     if (t->defined()) out.push_back(t);
   return out;
+}
+
+bool all_empty(const Tensors& all) {
+  return std::all_of(all.begin(), all.end(), [](const View* t) { return t->empty(); });
+}
+
+// Whether ns tokens of nb batches of every tensor fit a kernel argument.
+bool fits(const Tensors& all, int64_t ns, int64_t nb) {
+  return std::all_of(all.begin(), all.end(), [&](const View* t) { return part_span(*t, ns, nb) <= kMaxKernelSpan; });
 }
 
 // Halide may make an output's argument name unique with a `$n` tail.
 std::string_view base_name(std::string_view name) { return name.substr(0, name.find('$')); }
 
 }  // namespace
-
-RawBuffer& RawBuffer::operator=(const RawBuffer& o) {
-  buf = o.buf;
-  std::memcpy(dim, o.dim, sizeof dim);
-  buf.dim = dim;
-  return *this;
-}
 
 RawBuffer RawBuffer::of(const halide_buffer_t& b) {
   RawBuffer r;
@@ -103,17 +105,21 @@ halide_type_t halide_type(ElementType type) {
   return {};
 }
 
+std::optional<CallPart> single_part(const PreparedCall& call) {
+  const Tensors all = tensors(call);
+  const int64_t S = call.q.extent[2], B = call.q.extent[3];
+  if (all_empty(all) || !fits(all, S, B)) return std::nullopt;
+  return CallPart{0, S, 0, B};
+}
+
 std::vector<CallPart> plan_parts(const PreparedCall& call) {
-  const std::vector<const View*> all = tensors(call);
-  if (std::all_of(all.begin(), all.end(), [](const View* t) { return t->empty(); })) return {};
-  auto fits = [&](int64_t ns, int64_t nb) {
-    return std::all_of(all.begin(), all.end(), [&](const View* t) { return part_span(*t, ns, nb) <= kMaxKernelSpan; });
-  };
+  const Tensors all = tensors(call);
+  if (all_empty(all)) return {};
   const int64_t S = call.q.extent[2], B = call.q.extent[3];
   int64_t ns = S, nb = B;
-  if (!fits(S, B)) {
-    if (fits(S, 1)) nb = largest(B, [&](int64_t n) { return fits(S, n); });
-    else nb = 1, ns = largest(S, [&](int64_t n) { return fits(n, 1); });
+  if (!fits(all, S, B)) {
+    if (fits(all, S, 1)) nb = largest(B, [&](int64_t n) { return fits(all, S, n); });
+    else nb = 1, ns = largest(S, [&](int64_t n) { return fits(all, n, 1); });
   }
   std::vector<CallPart> parts;
   for (int64_t b0 = 0; b0 < B; b0 += nb)
@@ -123,15 +129,16 @@ std::vector<CallPart> plan_parts(const PreparedCall& call) {
 
 PartViews part_views(const PreparedCall& c, const CallPart& p) {
   PartViews v;
-  v.q = part_buffer(c.q, p), v.out_q = part_buffer(c.out_q, p);
-  v.k = part_buffer(c.k, p), v.out_k = part_buffer(c.out_k, p);
-  v.saved_q = part_buffer(c.saved_q, p), v.saved_k = part_buffer(c.saved_k, p);
-  v.positions = part_buffer(c.positions, p);
-  v.cu_seqlens = whole(c.cu_seqlens), v.table = whole(c.table), v.freqs = whole(c.freqs), v.d_freqs = whole(c.d_freqs);
-  v.cos_sin_cache = whole(c.cos_sin_cache);
-  v.v = part_buffer(c.v, p), v.k_cache = whole(c.k_cache), v.v_cache = whole(c.v_cache);
-  v.kv_indices = whole(c.kv_indices), v.kv_indptr = whole(c.kv_indptr), v.batch_indices = whole(c.batch_indices);
-  v.slot_mapping = whole(c.slot_mapping);
+  put_part(c.q, p, v.q), put_part(c.out_q, p, v.out_q);
+  put_part(c.k, p, v.k), put_part(c.out_k, p, v.out_k);
+  put_part(c.saved_q, p, v.saved_q), put_part(c.saved_k, p, v.saved_k);
+  put_part(c.positions, p, v.positions);
+  put_whole(c.cu_seqlens, v.cu_seqlens), put_whole(c.table, v.table), put_whole(c.freqs, v.freqs);
+  put_whole(c.d_freqs, v.d_freqs);
+  put_whole(c.cos_sin_cache, v.cos_sin_cache);
+  put_part(c.v, p, v.v), put_whole(c.k_cache, v.k_cache), put_whole(c.v_cache, v.v_cache);
+  put_whole(c.kv_indices, v.kv_indices), put_whole(c.kv_indptr, v.kv_indptr), put_whole(c.batch_indices, v.batch_indices);
+  put_whole(c.slot_mapping, v.slot_mapping);
   v.offset = c.offset, v.seq_len = c.seq_len;
   return v;
 }
@@ -156,8 +163,8 @@ RawBuffer dim_range_view(const RawBuffer& t, int first, int count) {
   return v;
 }
 
-std::vector<std::pair<int, int>> pass_through_ranges(const ropegen_contract& c) {
-  std::vector<std::pair<int, int>> ranges;
+DimRanges pass_through_ranges(const ropegen_contract& c) {
+  DimRanges ranges;
   if (!has_pass_through(c)) return ranges;
   const int after = c.rotary_offset + c.rotary_dim;
   if (c.rotary_offset > 0) ranges.push_back({0, c.rotary_offset});
@@ -166,22 +173,13 @@ std::vector<std::pair<int, int>> pass_through_ranges(const ropegen_contract& c) 
 }
 
 BoundPart bind_part(const ropegen_contract& kc, const KernelVariant& variant, const PartViews& part) {
-  BoundPart bound;
+  BoundPart bound{{part}, {}};
   RopeArguments& a = bound.rope;
   // Rope writes the rotary part (pass-through copies do the rest); the
   // other encodings write their whole tensor.
-  const bool rope = is_rope(kc);
-  a.q = part.q;
-  a.out_q = rope ? rotary_view(part.out_q, kc) : part.out_q;
-  a.k = part.k;  // kv_cache specs read k without out_k (with_k)
-  if (variant.with_k) a.out_k = rotary_view(part.out_k, kc);
-  a.positions = part.positions, a.cu_seqlens = part.cu_seqlens, a.table = part.table, a.freqs = part.freqs;
-  a.cos_sin_cache = part.cos_sin_cache;
-  a.v = part.v, a.k_cache = part.k_cache, a.v_cache = part.v_cache;
-  a.kv_indices = part.kv_indices, a.kv_indptr = part.kv_indptr, a.batch_indices = part.batch_indices;
-  a.slot_mapping = part.slot_mapping;
-  a.saved_q = part.saved_q, a.saved_k = part.saved_k, a.d_freqs = part.d_freqs;
-  a.offset = part.offset, a.seq_len = part.seq_len;
+  if (is_rope(kc)) a.out_q = rotary_view(part.out_q, kc);
+  // kv_cache specs read k without out_k (with_k)
+  a.out_k = variant.with_k ? rotary_view(part.out_k, kc) : RawBuffer();
   auto copies = [&](const RawBuffer& in, const RawBuffer& out) {
     if (in.buf.host == out.buf.host) return;  // in place: nothing to copy
     for (auto [first, count] : pass_through_ranges(kc))
@@ -229,21 +227,6 @@ std::optional<ArgumentSource> pass_through_argument(std::string_view name) {
   else if (name == "pass_out") s.copy_buffer = &PassThroughArguments::out;
   else return std::nullopt;
   return s;
-}
-
-void run_in_parts(const PreparedCall& call, const std::function<void(const PartViews&)>& run_part) {
-  float* d_freqs = static_cast<float*>(call.d_freqs.data);
-  const int64_t pairs = call.d_freqs.defined() ? call.d_freqs.extent[0] : 0;
-  std::fill(d_freqs, d_freqs + pairs, 0.0f);
-  const std::vector<CallPart> parts = plan_parts(call);
-  if (parts.size() == 1) return run_part(part_views(call, parts[0]));
-  for (const CallPart& p : parts) {
-    PartViews part = part_views(call, p);
-    std::vector<float> sum(static_cast<size_t>(pairs));
-    if (pairs > 0) part.d_freqs.buf.host = reinterpret_cast<uint8_t*>(sum.data());
-    run_part(part);
-    for (int64_t r = 0; r < pairs; ++r) d_freqs[r] += sum[r];
-  }
 }
 
 }  // namespace ropegen::call

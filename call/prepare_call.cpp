@@ -17,9 +17,13 @@ namespace {
 
 Diagnostic error(const std::string& what, std::string message) { return Diagnostic{{what, -1, -1}, std::move(message), {}}; }
 
-std::vector<int64_t> shape_of(const Tensor& t) { return std::vector<int64_t>(t.shape.begin(), t.shape.begin() + t.rank); }
+Shape shape_of(const Tensor& t) {
+  Shape s;
+  for (int i = 0; i < t.rank; ++i) s.push_back(t.shape[i]);
+  return s;
+}
 
-std::string shape_str(const std::vector<int64_t>& s) {
+std::string shape_str(const Shape& s) {
   return s.size() == 1 ? fmt::format("({},)", s[0]) : fmt::format("({})", fmt::join(s, ", "));
 }
 std::string shape_str(const Tensor& t) { return shape_str(shape_of(t)); }
@@ -119,20 +123,23 @@ class Preparer {
 
   void check_types() {
     const ElementType spec_type = element_type(c_);
+    // `why` is fmt-formatted with `type` only when the dtype is wrong (no
+    // string is built on the success path).
     auto want = [&](const Tensor& t, const char* name, ElementType type, const char* why) {
       if (t.type != type)
-        errors_.push_back(error(name, fmt::format("{} has dtype {} but {} ({})", name, to_string(t.type), to_string(type), why)));
+        errors_.push_back(error(name, fmt::format("{} has dtype {} but {} ({})", name, to_string(t.type), to_string(type),
+                                                  fmt::format(fmt::runtime(why), to_string(type)))));
     };
-    const std::string spec_dtype = fmt::format("the spec's dtype is {}", to_string(spec_type));
-    want(q_, input_name(c_), spec_type, spec_dtype.c_str());
-    want(out_q_, output_name(c_), spec_type, spec_dtype.c_str());
-    if (k_) want(*k_, "k", spec_type, spec_dtype.c_str());
-    if (out_k_) want(*out_k_, "out_k", spec_type, spec_dtype.c_str());
-    if (call_.v) want(*call_.v, "v", spec_type, spec_dtype.c_str());
+    const char* spec_dtype = "the spec's dtype is {}";
+    want(q_, input_name(c_), spec_type, spec_dtype);
+    want(out_q_, output_name(c_), spec_type, spec_dtype);
+    if (k_) want(*k_, "k", spec_type, spec_dtype);
+    if (out_k_) want(*out_k_, "out_k", spec_type, spec_dtype);
+    if (call_.v) want(*call_.v, "v", spec_type, spec_dtype);
     if (has_kv_cache(c_)) {
-      const std::string cache_dtype = fmt::format("the spec's kv_cache dtype is {}", to_string(kv_element_type(c_)));
+      const char* cache_dtype = "the spec's kv_cache dtype is {}";
       for (auto [t, name] : {std::pair{&call_.k_cache, "k_cache"}, std::pair{&call_.v_cache, "v_cache"}})
-        if (*t) want(**t, name, kv_element_type(c_), cache_dtype.c_str());
+        if (*t) want(**t, name, kv_element_type(c_), cache_dtype);
       for (auto [t, name] : {std::pair{&call_.kv_indices, "kv_indices"}, std::pair{&call_.kv_indptr, "kv_indptr"},
                              std::pair{&call_.batch_indices, "batch_indices"},
                              std::pair{&call_.slot_mapping, "slot_mapping"}})
@@ -140,7 +147,7 @@ class Preparer {
     }
     for (auto [t, name] : {std::pair{&call_.table, "table"}, std::pair{&call_.saved_q, "saved_q"},
                            std::pair{&call_.saved_k, "saved_k"}})
-      if (*t) want(**t, name, spec_type, spec_dtype.c_str());
+      if (*t) want(**t, name, spec_type, spec_dtype);
     for (auto [t, name] : {std::pair{&call_.freqs, "freqs"}, std::pair{&call_.d_freqs, "d_freqs"}})
       if (*t) want(**t, name, ElementType::Float32, "frequencies are float32");
     if (call_.cos_sin_cache)
@@ -176,13 +183,13 @@ class Preparer {
         hint = fmt::format("; it looks like cos/sin-sized data (head_dim / 2 = {}): pass the whole head", d);
       else if (is_rope(c_) && d == c_.rotary_dim)
         hint = "; it looks like only the rotary part: pass the whole head (rotary_offset/rotary_dim select the part)";
-      std::vector<int64_t> want = shape_of(t);
+      Shape want = shape_of(t);
       want.back() = want_d;
       errors_.push_back(error(name, fmt::format("{} has shape {} but the spec's {} is {}: expected {} (last dim = {}){}", name,
                                                 shape_str(t), d_name, want_d, shape_str(want), d_name, hint)));
     }
     if (alibi && t.shape[1] != c_.num_heads) {
-      std::vector<int64_t> want = shape_of(t);
+      Shape want = shape_of(t);
       want[1] = c_.num_heads;
       errors_.push_back(error(name, fmt::format("{} has shape {} but the spec has num_heads {}: expected {} ([B, H, Sq, "
                                                 "Sk], H = num_heads)",
@@ -204,10 +211,10 @@ class Preparer {
 
   void check_k() {
     const int hd = traits_.h;
-    std::vector<int64_t> qs = shape_of(q_), ks = shape_of(*k_);
+    Shape qs = shape_of(q_), ks = shape_of(*k_);
     qs[hd] = ks[hd] = 0;
     if (qs == ks) return;
-    std::vector<int64_t> want = shape_of(q_);
+    Shape want = shape_of(q_);
     want[hd] = k_->shape[hd];
     errors_.push_back(error("k", fmt::format("k has shape {} but q has {}: k may differ from q only in its number of "
                                              "heads (expected {})",
@@ -227,7 +234,7 @@ class Preparer {
       return;
     }
     // Multi-axis ids carry a trailing axis dim.
-    std::vector<int64_t> want = tokens_, shared = {sequence_tokens()};
+    Shape want = tokens_, shared = {sequence_tokens()};
     std::string axes_note;
     if (c_.position_axes > 0) {
       want.push_back(c_.position_axes);
@@ -503,7 +510,7 @@ class Preparer {
   bool check_cache(const Tensor& t, const char* name, int64_t heads, int64_t dim, int64_t* pages) {
     const bool contiguous = kv_layout(c_) == KvLayout::Contiguous;
     const int rank = contiguous ? 3 : 4;
-    std::vector<int64_t> want;
+    Shape want;
     if (t.rank == rank) {
       if (kv_layout(c_) == KvLayout::PagedNhd) want = {t.shape[0], c_.kv_page_size, heads, dim};
       else if (kv_layout(c_) == KvLayout::PagedHnd) want = {t.shape[0], heads, c_.kv_page_size, dim};
@@ -663,7 +670,7 @@ class Preparer {
 
   // A run-time frequency vector: [rotary_dim / 2], contiguous.
   bool check_vector(const Tensor& t, const char* name) {
-    const std::vector<int64_t> want = {c_.rotary_dim / 2};
+    const Shape want = {c_.rotary_dim / 2};
     if (shape_of(t) != want) {
       errors_.push_back(error(name, fmt::format("{} has shape {} but the spec needs {} (rotary_dim / 2)", name,
                                                 shape_str(t), shape_str(want))));
@@ -755,7 +762,7 @@ class Preparer {
     v.data = p.data, v.type = p.type;
     const int axes = c_.position_axes;
     const int token_rank = p.rank - (axes > 0 ? 1 : 0);
-    std::vector<std::pair<int64_t, int64_t>> dims;  // (extent, stride)
+    FixedVector<std::pair<int64_t, int64_t>, 3> dims;  // (extent, stride)
     if (axes > 0) dims.push_back({axes, p.strides[p.rank - 1]});
     const int64_t batch = traits_.batch(q_.shape.data());
     if (token_rank == 1) {
@@ -828,7 +835,7 @@ class Preparer {
 
   void check_memory_of_views() {
     const bool rope = is_rope(c_);
-    std::vector<Argument> args;
+    Arguments args;
     auto add = [&](const char* name, const View& v, bool output, bool tensor, const View* own_input = nullptr) {
       if (v.defined()) args.push_back({name, &v, output, tensor, own_input});
     };
@@ -873,7 +880,7 @@ class Preparer {
   const LayoutTraits& traits_;
   Tensor q_, out_q_;
   std::optional<Tensor> k_, out_k_;
-  std::vector<int64_t> tokens_;
+  Shape tokens_;
   PositionRange range_;
   std::vector<Diagnostic> errors_;
   PreparedCall p_;

@@ -45,7 +45,7 @@ void zero_padding(Halide::Buffer<>& b, int first_padded) {
 int padded_row(int head_dim) { return (head_dim + 7) / 8 * 8; }
 
 // The dims outside the rotary range, as (first, count) pairs.
-std::vector<std::pair<int, int>> pass_ranges(const RopeSpec& spec) {
+call::DimRanges pass_ranges(const RopeSpec& spec) {
   return call::pass_through_ranges(call::call_contract(spec));
 }
 
