@@ -28,7 +28,8 @@ bool has_pass_through(const ropegen_contract& c);
 // The fused KV-cache append (spec section kv_cache): whether, its layout, the caches' type.
 bool has_kv_cache(const ropegen_contract& c);
 KvLayout kv_layout(const ropegen_contract& c);
-ElementType kv_element_type(const ropegen_contract& c);  // rope with rotary_dim < head_dim
+ElementType kv_element_type(const ropegen_contract& c);
+const char* kv_fp8_name(const ropegen_contract& c);  // "fp8_e4m3", "fp8_e5m2"; nullptr: not an fp8 cache  // rope with rotary_dim < head_dim
 inline bool is_rope(const ropegen_contract& c) { return encoding(c) == Encoding::Rope; }
 
 // ElementType <-> DLPack codes.

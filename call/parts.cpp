@@ -99,6 +99,7 @@ halide_type_t halide_type(ElementType type) {
     case ElementType::BFloat16: return halide_type_t(halide_type_uint, 16);
     case ElementType::Int32: return halide_type_t(halide_type_int, 32);
     case ElementType::Int64: return halide_type_t(halide_type_int, 64);
+    case ElementType::UInt8: return halide_type_t(halide_type_uint, 8);
   }
   return {};
 }
@@ -133,6 +134,7 @@ PartViews part_views(const PreparedCall& c, const CallPart& p) {
   v.kv_indices = whole(c.kv_indices), v.kv_indptr = whole(c.kv_indptr), v.batch_indices = whole(c.batch_indices);
   v.slot_mapping = whole(c.slot_mapping);
   v.offset = c.offset, v.seq_len = c.seq_len;
+  v.k_scale = c.k_scale, v.v_scale = c.v_scale;
   return v;
 }
 
@@ -182,6 +184,7 @@ BoundPart bind_part(const ropegen_contract& kc, const KernelVariant& variant, co
   a.slot_mapping = part.slot_mapping;
   a.saved_q = part.saved_q, a.saved_k = part.saved_k, a.d_freqs = part.d_freqs;
   a.offset = part.offset, a.seq_len = part.seq_len;
+  a.k_scale = part.k_scale, a.v_scale = part.v_scale;
   auto copies = [&](const RawBuffer& in, const RawBuffer& out) {
     if (in.buf.host == out.buf.host) return;  // in place: nothing to copy
     for (auto [first, count] : pass_through_ranges(kc))
@@ -218,6 +221,8 @@ std::optional<ArgumentSource> rope_argument(std::string_view name) {
   else if (name == "slot_mapping") s.rope_buffer = &RopeArguments::slot_mapping;
   else if (name == "offset") s.rope_scalar = &RopeArguments::offset;
   else if (name == "seq_len") s.rope_scalar = &RopeArguments::seq_len;
+  else if (name == "k_scale") s.rope_float = &RopeArguments::k_scale;
+  else if (name == "v_scale") s.rope_float = &RopeArguments::v_scale;
   else return std::nullopt;
   return s;
 }

@@ -66,6 +66,7 @@ struct PartViews {
   // KV-cache append (always one part): v like k; caches and indices whole.
   RawBuffer v, k_cache, v_cache, kv_indices, kv_indptr, batch_indices, slot_mapping;
   int64_t offset = 0, seq_len = 1;
+  float k_scale = 1.0f, v_scale = 1.0f;  // fp8 caches
 };
 PartViews part_views(const PreparedCall& call, const CallPart& part);
 
@@ -81,6 +82,7 @@ struct RopeArguments {
   RawBuffer q, k, positions, cu_seqlens, table, freqs, cos_sin_cache, saved_q, saved_k;
   RawBuffer v, kv_indices, kv_indptr, batch_indices, slot_mapping;
   int64_t offset = 0, seq_len = 1;
+  float k_scale = 1.0f, v_scale = 1.0f;
   RawBuffer out_q, out_k, d_freqs;  // outputs: rotary views (rope) or the whole tensor
   RawBuffer k_cache, v_cache;       // outputs updated in place: (d, h, entry, page)
 };
@@ -97,7 +99,8 @@ BoundPart bind_part(const ropegen_contract& kernel_contract, const KernelVariant
 // gave it (Halide may add a `$n` tail to an output's name).
 struct ArgumentSource {
   RawBuffer RopeArguments::*rope_buffer = nullptr;
-  int64_t RopeArguments::*rope_scalar = nullptr;
+  int64_t RopeArguments::*rope_scalar = nullptr;       // int64 scalars
+  float RopeArguments::*rope_float = nullptr;          // float32 scalars
   RawBuffer PassThroughArguments::*copy_buffer = nullptr;
 };
 std::optional<ArgumentSource> rope_argument(std::string_view name);

@@ -130,7 +130,9 @@ class Preparer {
     if (out_k_) want(*out_k_, "out_k", spec_type, spec_dtype.c_str());
     if (call_.v) want(*call_.v, "v", spec_type, spec_dtype.c_str());
     if (has_kv_cache(c_)) {
-      const std::string cache_dtype = fmt::format("the spec's kv_cache dtype is {}", to_string(kv_element_type(c_)));
+      const std::string cache_dtype =
+          kv_fp8_name(c_) ? fmt::format("the spec's kv_cache dtype is {}, whose codes are stored as uint8", kv_fp8_name(c_))
+                          : fmt::format("the spec's kv_cache dtype is {}", to_string(kv_element_type(c_)));
       for (auto [t, name] : {std::pair{&call_.k_cache, "k_cache"}, std::pair{&call_.v_cache, "v_cache"}})
         if (*t) want(**t, name, kv_element_type(c_), cache_dtype.c_str());
       for (auto [t, name] : {std::pair{&call_.kv_indices, "kv_indices"}, std::pair{&call_.kv_indptr, "kv_indptr"},
@@ -415,6 +417,7 @@ class Preparer {
         {&call_.kv_indptr, "kv_indptr"},
         {&call_.batch_indices, "batch_indices"},
         {&call_.slot_mapping, "slot_mapping"}};
+    check_scales();
     if (!has_kv_cache(c_)) {
       for (auto [t, name] : args)
         if (*t)
@@ -477,6 +480,28 @@ class Preparer {
     }
     if (paged) check_page_table(T, pages);
     else check_slot_mapping(T, pages);
+  }
+
+  // fp8 caches divide by the call's scales (vLLM's k_scale, v_scale);
+  // other caches store values as they are and take none.
+  void check_scales() {
+    for (auto [scale, name] : {std::pair{&call_.k_scale, "k_scale"}, std::pair{&call_.v_scale, "v_scale"}}) {
+      if (!*scale) continue;
+      const float s = **scale;
+      if (!has_kv_cache(c_))
+        errors_.push_back(error(name, fmt::format("{} is for fp8 KV caches; this spec has no kv_cache section", name)));
+      else if (!kv_fp8_name(c_))
+        errors_.push_back(error(name, fmt::format("{} is for fp8 KV caches; the spec's kv_cache dtype {} stores values "
+                                                  "as they are: leave {} out",
+                                                  name, to_string(kv_element_type(c_)), name)));
+      else if (!std::isfinite(s) || !(s > 0))
+        errors_.push_back(error(name, fmt::format("{} ({}) must be finite and > 0: the {} cache holds the {} codes of "
+                                                  "x / {}",
+                                                  name, s, name[0] == 'k' ? "k" : "v", kv_fp8_name(c_), name)));
+      else if (name[0] == 'v' && !call_.v)
+        errors_.push_back(error(name, "v_scale is given without v: it scales v's rows in v_cache (pass v and "
+                                      "v_cache, or leave v_scale out)"));
+    }
   }
 
   const char* kv_layout_name() const {
@@ -824,6 +849,7 @@ class Preparer {
     }
     p_.offset = call_.offset;
     p_.seq_len = call_.seq_len.value_or(range_.last + 1);
+    p_.k_scale = call_.k_scale.value_or(1.0f), p_.v_scale = call_.v_scale.value_or(1.0f);
   }
 
   void check_memory_of_views() {

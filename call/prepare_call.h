@@ -10,7 +10,8 @@
 // append (v, caches and their layout's shapes and dtype, index tensors,
 // every page and slot a token goes to in range, kv_indptr monotone and
 // within kv_indices, each token's position within its request's pages, no
-// two tokens to one entry); the cos/sin cache of
+// two tokens to one entry; fp8 caches' k_scale, v_scale finite and > 0,
+// and no scale for other caches); the cos/sin cache of
 // frequency scheme table (float32 [max_pos, rotary_dim], last dim
 // contiguous, a row for every position); run-time frequencies
 // (shape, finite, at most kMaxInvFreq); backward's saved inputs; the memory
@@ -57,6 +58,7 @@ struct PreparedCall {
   // every layout (contiguous: one entry per slot); index vectors (i).
   View v, k_cache, v_cache, kv_indices, kv_indptr, batch_indices, slot_mapping;
   int64_t offset = 0, seq_len = 1;
+  float k_scale = 1.0f, v_scale = 1.0f;  // fp8 caches: codes of x / scale (1 unless the call gives them)
 
   PreparedCall() = default;
   PreparedCall(PreparedCall&&) = default;

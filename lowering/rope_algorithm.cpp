@@ -7,6 +7,7 @@
 #include "ropegen/rope_math.h"
 #include "constant_table.h"
 #include "exp.h"
+#include "fp8.h"
 #include "trig.h"
 
 namespace ropegen::lowering {
@@ -224,14 +225,19 @@ void define_frequency_gradient(const RopeSpec& spec, RopeAlgorithm& a, const Rop
   a.d_freqs(a.r) = cast<float>(sum(a.r));
 }
 
-DType kv_dtype(const KvCache& kv) {
-  return kv.dtype == KvDType::F16 ? DType::F16 : kv.dtype == KvDType::BF16 ? DType::BF16 : DType::F32;
+// The cache's element for a float32 value: the cache dtype's rounding, or
+// for fp8 caches the code of value / scale.
+DType float_dtype(KvDType t) { return t == KvDType::F16 ? DType::F16 : t == KvDType::BF16 ? DType::BF16 : DType::F32; }
+Type cache_type(const KvCache& kv) { return kv.is_fp8() ? UInt(8) : storage_type(float_dtype(kv.dtype)); }
+Expr cache_value_from_float(const KvCache& kv, const Expr& value, const Expr& scale) {
+  return kv.is_fp8() ? fp8_from_float(value, scale, kv.dtype) : store_from_float(value, float_dtype(kv.dtype));
 }
 
-// A row of `in` (spec dtype) as the cache stores it: the same bits when
-// the dtypes agree, else through float32 (round to nearest even).
-Expr as_cache_value(const Expr& value, DType from, DType to) {
-  return from == to ? value : store_from_float(load_as_float(value, from), to);
+// A row element of `in` (spec dtype) as the cache stores it: the same bits
+// when the dtypes agree, else through float32 (round to nearest even).
+Expr as_cache_value(const Expr& value, DType from, const KvCache& kv, const Expr& scale) {
+  if (!kv.is_fp8() && float_dtype(kv.dtype) == from) return value;
+  return cache_value_from_float(kv, load_as_float(value, from), scale);
 }
 
 // Where token t goes and whether it goes at all (FlashInfer's page.cuh
@@ -269,8 +275,10 @@ CacheEntry cache_entry(const RopeSpec& spec, RopeAlgorithm& a, const Expr& t, co
 }
 
 void define_kv_append(const RopeSpec& spec, RopeAlgorithm& a, bool own_cache_stages) {
-  const DType to = kv_dtype(spec.kv_cache);
-  const Type cache_type = storage_type(to);
+  const KvCache& kv = spec.kv_cache;
+  // fp8 caches read the call's scales (k's also for k's copied dims).
+  a.uses_k_scale = kv.is_fp8();
+  a.uses_v_scale = kv.is_fp8() && a.variant.with_v;
   const ImageParam& k = a.k.input;
   a.kv_indices = ImageParam(Int(32), 1, "kv_indices");
   a.kv_indptr = ImageParam(Int(32), 1, "kv_indptr");
@@ -300,7 +308,7 @@ void define_kv_append(const RopeSpec& spec, RopeAlgorithm& a, bool own_cache_sta
   // the appended ones) at their entries.
   auto cache_func = [&](Func& cache, const char* name) {
     cache = Func(name);
-    cache(a.d, a.h, a.e, a.pg) = undef(cache_type);
+    cache(a.d, a.h, a.e, a.pg) = undef(cache_type(kv));
   };
   auto tokens = [](const ImageParam& in) { return std::pair{in.dim(2).min(), in.dim(2).extent()}; };
   const Expr b0 = k.dim(3).min();
@@ -317,7 +325,7 @@ void define_kv_append(const RopeSpec& spec, RopeAlgorithm& a, bool own_cache_sta
     const CacheEntry at = cache_entry(spec, a, r.w, a.k_cache);
     a.k_rows.where(at.appended);
     a.k_cache(dim_of(spec, spec.output_pairing, r.x, r.y), r.z, at.entry, at.page) =
-        store_from_float(a.kv_rotated_k(r.x, r.y, r.z, r.w, b0), to);
+        cache_value_from_float(kv, a.kv_rotated_k(r.x, r.y, r.z, r.w, b0), a.k_scale);
   }
   // k, update 1 (partial rotary): the other dims copied.
   if (pass > 0) {
@@ -327,7 +335,7 @@ void define_kv_append(const RopeSpec& spec, RopeAlgorithm& a, bool own_cache_sta
     const CacheEntry at = cache_entry(spec, a, r.z, a.k_cache);
     a.k_pass_rows.where(at.appended);
     const Expr d = select(r.x < off, r.x, r.x + spec.rotary_dim);
-    a.k_cache(d, r.y, at.entry, at.page) = as_cache_value(k(d, r.y, r.z, b0), spec.dtype, to);
+    a.k_cache(d, r.y, at.entry, at.page) = as_cache_value(k(d, r.y, r.z, b0), spec.dtype, kv, a.k_scale);
   }
   // v, update 0: rows (d, h, t) copied; they span the cache's dims (GPU
   // staging pads v's rows).
@@ -340,7 +348,7 @@ void define_kv_append(const RopeSpec& spec, RopeAlgorithm& a, bool own_cache_sta
     const RDom& r = a.v_rows;
     const CacheEntry at = cache_entry(spec, a, r.z, a.v_cache);
     a.v_rows.where(at.appended);
-    a.v_cache(r.x, r.y, at.entry, at.page) = as_cache_value(a.v(r.x, r.y, r.z, b0), spec.dtype, to);
+    a.v_cache(r.x, r.y, at.entry, at.page) = as_cache_value(a.v(r.x, r.y, r.z, b0), spec.dtype, kv, a.v_scale);
   }
 }
 
@@ -407,7 +415,9 @@ RopeAlgorithm build_algorithm(const RopeSpec& spec, const KernelVariant& variant
 
 std::vector<Argument> RopeAlgorithm::arguments() const {
   // Fixed order (documented in manifest.json): q (or x), k, positions,
-  // cu_seqlens, table, freqs, cos_sin_cache, saved_q, saved_k, offset, seq_len.
+  // cu_seqlens, table, freqs, cos_sin_cache, saved_q, saved_k, offset, seq_len
+  // (kv_cache specs: v after k, the page table or slot mapping after
+  // cos_sin_cache, fp8 caches' k_scale, v_scale last).
   std::vector<Argument> args = {q.input};
   if (k.input.defined()) args.push_back(k.input);
   if (v.defined()) args.push_back(v);
@@ -422,6 +432,8 @@ std::vector<Argument> RopeAlgorithm::arguments() const {
   if (k.saved.defined()) args.push_back(k.saved);
   if (uses_offset) args.push_back(offset);
   if (uses_seq_len) args.push_back(seq_len);
+  if (uses_k_scale) args.push_back(k_scale);
+  if (uses_v_scale) args.push_back(v_scale);
   return args;
 }
 

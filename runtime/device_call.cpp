@@ -132,6 +132,7 @@ class PartRun {
     if (call_.saved_k.defined()) a.saved_k = gather(call_.saved_k);
     a.offset = call_.offset;
     a.seq_len = call_.seq_len;
+    a.k_scale = call_.k_scale, a.v_scale = call_.v_scale;
     a.out_q = rope ? rotary_stage(call_.q) : row_stage(call_.q);
     if (variant_.with_k) a.out_k = rotary_stage(call_.k);
     // dL/d(inv_freq) of this part's rows (computed on the host), summed below.
@@ -305,6 +306,7 @@ DevicePart wrap(const call::PartViews& v) {
   p.kv_indices = wrap(v.kv_indices), p.kv_indptr = wrap(v.kv_indptr), p.batch_indices = wrap(v.batch_indices);
   p.slot_mapping = wrap(v.slot_mapping);
   p.offset = v.offset, p.seq_len = v.seq_len;
+  p.k_scale = v.k_scale, p.v_scale = v.v_scale;
   return p;
 }
 

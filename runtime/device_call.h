@@ -43,6 +43,7 @@ struct DevicePart {
   // KV-cache append: v split like k; caches and indices whole.
   Halide::Buffer<> v, k_cache, v_cache, kv_indices, kv_indptr, batch_indices, slot_mapping;
   int64_t offset = 0, seq_len = 1;
+  float k_scale = 1.0f, v_scale = 1.0f;  // fp8 caches
 };
 DevicePart wrap(const call::PartViews& part);
 

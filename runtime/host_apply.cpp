@@ -38,6 +38,12 @@ Result<ApplyResult> apply_on_host(const RopeSpec& spec, const ApplyRequest& r) {
   const DType cache_dtype = spec.kv_cache.dtype == KvDType::F16    ? DType::F16
                             : spec.kv_cache.dtype == KvDType::BF16 ? DType::BF16
                                                                    : DType::F32;
+  std::optional<std::vector<uint8_t>> k_codes, v_codes;  // fp8 caches, as they came
+  if (r.k_cache_codes)
+    k_codes = r.k_cache_codes->codes, call.k_cache = dense(k_codes->data(), ElementType::UInt8, r.k_cache_codes->shape);
+  if (r.v_cache_codes)
+    v_codes = r.v_cache_codes->codes, call.v_cache = dense(v_codes->data(), ElementType::UInt8, r.v_cache_codes->shape);
+  call.k_scale = r.k_scale, call.v_scale = r.v_scale;
   std::optional<HostStorage> v, k_cache, v_cache;
   if (r.v) v = to_storage(r.v->data, spec.dtype), call.v = dense(v->data(), v->element_type(), r.v->shape);
   if (r.k_cache)
@@ -110,6 +116,7 @@ Result<ApplyResult> apply_on_host(const RopeSpec& spec, const ApplyRequest& r) {
   if (k && r.out_k) result.out_k = k->out.to_float();
   if (k_cache) result.k_cache = k_cache->to_float();
   if (v_cache) result.v_cache = v_cache->to_float();
+  result.k_cache_codes = std::move(k_codes), result.v_cache_codes = std::move(v_codes);
   if (call.d_freqs) result.d_freqs = d_freqs;
   return result;
 }

@@ -68,6 +68,8 @@ void JitKernel::realize(const PipelineArguments& args) {
   if (a.k.saved.defined()) a.k.saved.set(args.saved_k);
   a.offset.set(args.offset);
   a.seq_len.set(args.seq_len);
+  a.k_scale.set(args.k_scale);
+  a.v_scale.set(args.v_scale);
   pipeline_.realize(Halide::Realization(args.outputs()), target_);
 }
 

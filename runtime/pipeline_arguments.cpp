@@ -26,6 +26,7 @@ PipelineArguments wrap(const call::RopeArguments& a) {
   p.batch_indices = wrap(a.batch_indices), p.slot_mapping = wrap(a.slot_mapping);
   p.k_cache = wrap(a.k_cache), p.v_cache = wrap(a.v_cache);
   p.offset = a.offset, p.seq_len = a.seq_len;
+  p.k_scale = a.k_scale, p.v_scale = a.v_scale;
   p.out_q = wrap(a.out_q), p.out_k = wrap(a.out_k), p.d_freqs = wrap(a.d_freqs);
   return p;
 }

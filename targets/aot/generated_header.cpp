@@ -20,7 +20,7 @@ std::string upper(std::string s) {
 }
 
 // ropegen_c.h's ropegen_contract, field by field, as a C initializer.
-static_assert(sizeof(ropegen_contract) == 16 * 4, "ropegen_contract changed: update contract_initializer");
+static_assert(sizeof(ropegen_contract) == 17 * 4, "ropegen_contract changed: update contract_initializer");
 std::string contract_initializer(const ropegen_contract& c) {
   return fmt::format(
       "{{\n"
@@ -28,11 +28,12 @@ std::string contract_initializer(const ropegen_contract& c) {
       "    {} /* row_dim */, {} /* num_heads */, {} /* rotary_offset */, {} /* rotary_dim */,\n"
       "    {} /* pairing */, {} /* output_pairing */, {} /* explicit_positions */,\n"
       "    {} /* position_axes */, {} /* runtime_frequencies */, {} /* table_frequencies */,\n"
-      "    {} /* kv_layout */, {} /* kv_page_size */, {{{}, {}, {}}} /* kv_dtype: code, bits, lanes */\n"
+      "    {} /* kv_layout */, {} /* kv_page_size */, {{{}, {}, {}}} /* kv_dtype: code, bits, lanes */,\n"
+      "    {} /* kv_fp8 */\n"
       "  }}",
       c.encoding, c.layout, c.dtype.code, c.dtype.bits, c.dtype.lanes, c.row_dim, c.num_heads, c.rotary_offset,
       c.rotary_dim, c.pairing, c.output_pairing, c.explicit_positions, c.position_axes, c.runtime_frequencies,
-      c.table_frequencies, c.kv_layout, c.kv_page_size, c.kv_dtype.code, c.kv_dtype.bits, c.kv_dtype.lanes);
+      c.table_frequencies, c.kv_layout, c.kv_page_size, c.kv_dtype.code, c.kv_dtype.bits, c.kv_dtype.lanes, c.kv_fp8);
 }
 
 // The shape of q (x, the scores) in the spec's layout.

@@ -3,6 +3,7 @@
 // reaches a kernel.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 #include "call/prepare_call.h"
@@ -152,6 +153,59 @@ TEST_F(KvCacheCall, SlotsInRangeAndDistinct) {
   slot_mapping_ = {3, -1, 0, 0};
   EXPECT_EQ(messages(kSlots, slots()), 
             "slot_mapping: error: tokens 2 and 3 both go to slot 0: each cache entry takes at most one token of a call\n");
+}
+
+// fp8 caches: uint8 codes, scales finite and > 0 (absent: 1); scales are
+// refused for other caches and without a kv_cache section; v_scale needs v.
+TEST_F(KvCacheCall, Fp8CachesAndTheirScales) {
+  const RopeSpec fp8 = spec_from(kDims + "kv_cache: {layout: paged_nhd, page_size: 4, dtype: fp8_e4m3}\n");
+  std::vector<uint8_t> k_codes(96), v_codes(72);
+  auto fp8_call = [&] {
+    Call c = paged();
+    c.k_cache = Tensor::dense(k_codes.data(), ElementType::UInt8, {3, 4, 1, 8});
+    c.v_cache = Tensor::dense(v_codes.data(), ElementType::UInt8, {3, 4, 1, 6});
+    return c;
+  };
+  EXPECT_EQ(messages(fp8, fp8_call()), "");
+  Call c = fp8_call();
+  c.k_scale = 0.5f, c.v_scale = 2.0f;
+  const Result<call::PreparedCall> p = call::prepare_call(fp8, c);
+  ASSERT_TRUE(p) << format(p.errors());
+  EXPECT_EQ(p->k_scale, 0.5f);
+  EXPECT_EQ(p->v_scale, 2.0f);
+  EXPECT_EQ(call::prepare_call(fp8, fp8_call())->k_scale, 1.0f);
+
+  c = fp8_call();
+  c.k_scale = 0.0f, c.v_scale = NAN;
+  EXPECT_EQ(messages(fp8, c),
+            "k_scale: error: k_scale (0) must be finite and > 0: the k cache holds the fp8_e4m3 codes of x / k_scale\n"
+            "v_scale: error: v_scale (nan) must be finite and > 0: the v cache holds the fp8_e4m3 codes of x / v_scale\n");
+  c = fp8_call();
+  c.k_scale = -1.0f, c.v_scale = INFINITY;
+  EXPECT_EQ(messages(fp8, c),
+            "k_scale: error: k_scale (-1) must be finite and > 0: the k cache holds the fp8_e4m3 codes of x / k_scale\n"
+            "v_scale: error: v_scale (inf) must be finite and > 0: the v cache holds the fp8_e4m3 codes of x / v_scale\n");
+  c = fp8_call();
+  c.v.reset(), c.v_cache.reset();
+  c.v_scale = 1.0f;
+  EXPECT_EQ(messages(fp8, c), "v_scale: error: v_scale is given without v: it scales v's rows in v_cache (pass v and "
+                              "v_cache, or leave v_scale out)\n");
+  c = paged();  // float32 caches
+  EXPECT_EQ(messages(fp8, c),
+            "k_cache: error: k_cache has dtype float32 but uint8 (the spec's kv_cache dtype is fp8_e4m3, whose codes "
+            "are stored as uint8)\n"
+            "v_cache: error: v_cache has dtype float32 but uint8 (the spec's kv_cache dtype is fp8_e4m3, whose codes "
+            "are stored as uint8)\n");
+
+  c = paged();
+  c.k_scale = 1.0f;
+  EXPECT_EQ(messages(kPaged, c), "k_scale: error: k_scale is for fp8 KV caches; the spec's kv_cache dtype float32 "
+                                 "stores values as they are: leave k_scale out\n");
+  Call plain;
+  plain.q = c.q, plain.k = c.k, plain.positions = c.positions;
+  plain.v_scale = 1.0f;
+  EXPECT_EQ(messages(spec_from(kDims), plain),
+            "v_scale: error: v_scale is for fp8 KV caches; this spec has no kv_cache section\n");
 }
 
 }  // namespace

@@ -233,6 +233,60 @@ TEST_F(Cli, ApplyAppendsToAPagedKvCache) {
   EXPECT_NE(out_k, k);  // positions 1, 2 rotate
 }
 
+// fp8 caches: uint8 .npy in and out, the codes of x / scale (literal e4m3
+// codes of v / 2), entries no token goes to untouched; a float32 cache and
+// a scale for another cache are refused naming the flag.
+TEST_F(Cli, ApplyAppendsToAnFp8Cache) {
+  const std::string spec = spec_file("name: kv\nhead_dim: 8\nlayout: thd\npositions: explicit\n"
+                                     "kv_cache: {layout: contiguous, dtype: fp8_e4m3}\n");
+  std::vector<float> v(3 * 1 * 4);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i);
+  cli::write_file_atomically(path("q.npy"), cli::npy_bytes(std::vector<float>(3 * 2 * 8, 1.0f), {3, 2, 8}));
+  cli::write_file_atomically(path("k.npy"), cli::npy_bytes(std::vector<float>(3 * 8, 1000.0f), {3, 1, 8}));
+  cli::write_file_atomically(path("v.npy"), cli::npy_bytes(v, {3, 1, 4}));
+  cli::write_file_atomically(path("kc.npy"), cli::npy_bytes(std::vector<uint8_t>(4 * 8, 0x5a), {4, 1, 8}));
+  cli::write_file_atomically(path("vc.npy"), cli::npy_bytes(std::vector<uint8_t>(4 * 4, 0x5a), {4, 1, 4}));
+  cli::write_file_atomically(path("p.npy"), cli::npy_bytes(std::vector<int64_t>{0, 0, 0}, {3}));
+  cli::write_file_atomically(path("s.npy"), cli::npy_bytes(std::vector<int64_t>{3, -1, 0}, {3}));
+  const std::string args = " apply " + spec + " --q " + path("q.npy") + " --k " + path("k.npy") + " --v " +
+                           path("v.npy") + " --positions " + path("p.npy") + " --slot-mapping " + path("s.npy") +
+                           " --out-q " + path("oq.npy") + " --out-k-cache " + path("okc.npy") + " --out-v-cache " +
+                           path("ovc.npy") + " --v-cache " + path("vc.npy");
+  const auto r = run_command(kTool + args + " --k-cache " + path("kc.npy") + " --k-scale 0.5 --v-scale 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const cli::NpyArray kc = cli::read_npy(path("okc.npy")), vc = cli::read_npy(path("ovc.npy"));
+  EXPECT_EQ(kc.dtype, "|u1");
+  EXPECT_EQ(kc.shape, (std::vector<int64_t>{4, 1, 8}));
+  // Slot 3 <- token 0, slot 0 <- token 2; token 1 is padding. k / 0.5 =
+  // 2000 saturates to 448 (0x7e) at position 0 (no rotation).
+  const std::vector<uint8_t> k_want = {0x7e, 0x7e, 0x7e, 0x7e, 0x7e, 0x7e, 0x7e, 0x7e,  // slot 0
+                                       0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a,
+                                       0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a,
+                                       0x7e, 0x7e, 0x7e, 0x7e, 0x7e, 0x7e, 0x7e, 0x7e};  // slot 3
+  EXPECT_EQ(kc.data, k_want);
+  // v / 2: token 2's 4, 4.5, 5, 5.5 in slot 0; token 0's 0, 0.5, 1, 1.5 in slot 3.
+  const std::vector<uint8_t> v_want = {0x48, 0x49, 0x4a, 0x4b, 0x5a, 0x5a, 0x5a, 0x5a,
+                                       0x5a, 0x5a, 0x5a, 0x5a, 0x00, 0x30, 0x38, 0x3c};
+  EXPECT_EQ(vc.data, v_want);
+
+  cli::write_file_atomically(path("fkc.npy"), cli::npy_bytes(std::vector<float>(4 * 8, 0.0f), {4, 1, 8}));
+  const auto floats = run_command(kTool + args + " --k-cache " + path("fkc.npy"));
+  EXPECT_EQ(floats.exit_code, 2);
+  EXPECT_THAT(floats.err, HasSubstr("--k-cache (" + path("fkc.npy") + ") has dtype <f4; the spec's kv_cache dtype is "
+                                    "fp8_e4m3: the cache holds its codes as uint8"));
+  const auto bad_scale = run_command(kTool + args + " --k-cache " + path("kc.npy") + " --k-scale -1");
+  EXPECT_EQ(bad_scale.exit_code, 2);
+  EXPECT_THAT(bad_scale.err, HasSubstr("--k-scale: error: k_scale (-1) must be finite and > 0"));
+  const std::string f32_spec = spec_file("name: kv\nhead_dim: 8\nlayout: thd\npositions: explicit\n"
+                                         "kv_cache: {layout: contiguous}\n");
+  const auto unwanted = run_command(kTool + " apply " + f32_spec + " --q " + path("q.npy") + " --k " + path("k.npy") +
+                                    " --positions " + path("p.npy") + " --slot-mapping " + path("s.npy") + " --out-q " +
+                                    path("oq.npy") + " --k-cache " + path("fkc.npy") + " --out-k-cache " +
+                                    path("okc.npy") + " --k-scale 2");
+  EXPECT_EQ(unwanted.exit_code, 2);
+  EXPECT_THAT(unwanted.err, HasSubstr("--k-scale: error: k_scale is for fp8 KV caches"));
+}
+
 TEST_F(Cli, UsageErrorsExitTwo) {
   EXPECT_EQ(run_command(kTool).exit_code, 2);
   EXPECT_EQ(run_command(kTool + " frobnicate").exit_code, 2);
