@@ -5,7 +5,7 @@
 namespace ropegen::call {
 namespace {
 
-constexpr int kMostArguments = 16;
+constexpr int kMostArguments = 24;
 
 template <typename ArgumentOf>
 int invoke(const ArgvEntry& f, ArgumentOf argument_of) {

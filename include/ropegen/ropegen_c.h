@@ -168,6 +168,7 @@ typedef struct ropegen_entry {
   const struct halide_filter_metadata_t *(*metadata)(void);
   int32_t with_k, int64_positions, backward;
   int32_t pass_through; /* nonzero: the partial-rotary copy, not a kernel variant */
+  int32_t with_v;       /* kv_cache specs: v copied into v_cache (with_k: out_k written too) */
 } ropegen_entry;
 
 typedef struct ropegen_library {
