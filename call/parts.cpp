@@ -132,7 +132,7 @@ PartViews part_views(const PreparedCall& c, const CallPart& p) {
   v.cos_sin_cache = whole(c.cos_sin_cache);
   v.v = part_buffer(c.v, p), v.k_cache = whole(c.k_cache), v.v_cache = whole(c.v_cache);
   v.kv_indices = whole(c.kv_indices), v.kv_indptr = whole(c.kv_indptr), v.batch_indices = whole(c.batch_indices);
-  v.slot_mapping = whole(c.slot_mapping);
+  v.slot_mapping = whole(c.slot_mapping), v.cache_positions = whole(c.cache_positions);
   v.offset = c.offset, v.seq_len = c.seq_len;
   v.k_scale = c.k_scale, v.v_scale = c.v_scale;
   return v;
@@ -181,7 +181,7 @@ BoundPart bind_part(const ropegen_contract& kc, const KernelVariant& variant, co
   a.cos_sin_cache = part.cos_sin_cache;
   a.v = part.v, a.k_cache = part.k_cache, a.v_cache = part.v_cache;
   a.kv_indices = part.kv_indices, a.kv_indptr = part.kv_indptr, a.batch_indices = part.batch_indices;
-  a.slot_mapping = part.slot_mapping;
+  a.slot_mapping = part.slot_mapping, a.cache_positions = part.cache_positions;
   a.saved_q = part.saved_q, a.saved_k = part.saved_k, a.d_freqs = part.d_freqs;
   a.offset = part.offset, a.seq_len = part.seq_len;
   a.k_scale = part.k_scale, a.v_scale = part.v_scale;
@@ -219,6 +219,7 @@ std::optional<ArgumentSource> rope_argument(std::string_view name) {
   else if (name == "kv_indptr") s.rope_buffer = &RopeArguments::kv_indptr;
   else if (name == "batch_indices") s.rope_buffer = &RopeArguments::batch_indices;
   else if (name == "slot_mapping") s.rope_buffer = &RopeArguments::slot_mapping;
+  else if (name == "cache_positions") s.rope_buffer = &RopeArguments::cache_positions;
   else if (name == "offset") s.rope_scalar = &RopeArguments::offset;
   else if (name == "seq_len") s.rope_scalar = &RopeArguments::seq_len;
   else if (name == "k_scale") s.rope_float = &RopeArguments::k_scale;

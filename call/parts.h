@@ -64,7 +64,7 @@ struct PartViews {
   RawBuffer q, out_q, k, out_k, saved_q, saved_k;
   RawBuffer positions, cu_seqlens, table, freqs, cos_sin_cache, d_freqs;
   // KV-cache append (always one part): v like k; caches and indices whole.
-  RawBuffer v, k_cache, v_cache, kv_indices, kv_indptr, batch_indices, slot_mapping;
+  RawBuffer v, k_cache, v_cache, kv_indices, kv_indptr, batch_indices, slot_mapping, cache_positions;
   int64_t offset = 0, seq_len = 1;
   float k_scale = 1.0f, v_scale = 1.0f;  // fp8 caches
 };
@@ -80,7 +80,7 @@ std::vector<std::pair<int, int>> pass_through_ranges(const ropegen_contract& con
 // One part as a pipeline's arguments.
 struct RopeArguments {
   RawBuffer q, k, positions, cu_seqlens, table, freqs, cos_sin_cache, saved_q, saved_k;
-  RawBuffer v, kv_indices, kv_indptr, batch_indices, slot_mapping;
+  RawBuffer v, kv_indices, kv_indptr, batch_indices, slot_mapping, cache_positions;
   int64_t offset = 0, seq_len = 1;
   float k_scale = 1.0f, v_scale = 1.0f;
   RawBuffer out_q, out_k, d_freqs;  // outputs: rotary views (rope) or the whole tensor

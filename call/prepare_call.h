@@ -57,15 +57,19 @@ struct PreparedCall {
   // Fused KV-cache append: v (d, h, s, b); caches (d, h, entry, page) in
   // every layout (contiguous: one entry per slot); index vectors (i).
   View v, k_cache, v_cache, kv_indices, kv_indptr, batch_indices, slot_mapping;
+  // Paged caches: each token's position in its request's pages (int32 (t):
+  // the call's cache_positions, else its positions), into owned_cache_positions.
+  View cache_positions;
   int64_t offset = 0, seq_len = 1;
   float k_scale = 1.0f, v_scale = 1.0f;  // fp8 caches: codes of x / scale (1 unless the call gives them)
 
   PreparedCall() = default;
   PreparedCall(PreparedCall&&) = default;
   PreparedCall& operator=(PreparedCall&&) = default;
-  PreparedCall(const PreparedCall&) = delete;  // cu_seqlens may point into owned_cu_seqlens
+  PreparedCall(const PreparedCall&) = delete;  // cu_seqlens, cache_positions point into owned_*
 
   std::vector<int32_t> owned_cu_seqlens;  // int32 starts when the caller gave int64 ones or none
+  std::vector<int32_t> owned_cache_positions;
 };
 
 Result<PreparedCall> prepare_call(const ropegen_contract& contract, const Call& call);

@@ -129,6 +129,7 @@ Result<Call> Call::from_c(const ropegen_call& c) {
   take(c.v, "v", call.v), take(c.k_cache, "k_cache", call.k_cache), take(c.v_cache, "v_cache", call.v_cache);
   take(c.kv_indices, "kv_indices", call.kv_indices), take(c.kv_indptr, "kv_indptr", call.kv_indptr);
   take(c.batch_indices, "batch_indices", call.batch_indices), take(c.slot_mapping, "slot_mapping", call.slot_mapping);
+  take(c.cache_positions, "cache_positions", call.cache_positions);
   take(c.saved_q, "saved_q", call.saved_q), take(c.saved_k, "saved_k", call.saved_k);
   take(c.d_freqs, "d_freqs", call.d_freqs);
   if (!errors.empty()) return errors;

@@ -263,7 +263,8 @@ CacheEntry cache_entry(const RopeSpec& spec, RopeAlgorithm& a, const Expr& t, co
     a.uses_page_table = true;
     const int ps = spec.kv_cache.page_size;
     const Expr b = a.batch_indices(within(t, a.batch_indices));
-    const Expr pos = a.position_id(0, t, a.k.input.dim(3).min());
+    // The token's place in its request (prepare_call: cache_positions, else its position).
+    const Expr pos = a.cache_positions(within(t, a.cache_positions));
     const Expr first = a.kv_indptr(clamp(b, a.kv_indptr.dim(0).min(), a.kv_indptr.dim(0).max()));
     c.page = a.kv_indices(within(first + cast<int>(pos / ps), a.kv_indices));
     c.entry = cast<int>(pos % ps);
@@ -284,7 +285,9 @@ void define_kv_append(const RopeSpec& spec, RopeAlgorithm& a, bool own_cache_sta
   a.kv_indptr = ImageParam(Int(32), 1, "kv_indptr");
   a.batch_indices = ImageParam(Int(32), 1, "batch_indices");
   a.slot_mapping = ImageParam(Int(32), 1, "slot_mapping");
-  for (const ImageParam& p : {a.kv_indices, a.kv_indptr, a.batch_indices, a.slot_mapping}) p.dim(0).set_stride(Expr());
+  a.cache_positions = ImageParam(Int(32), 1, "cache_positions");
+  for (const ImageParam& p : {a.kv_indices, a.kv_indptr, a.batch_indices, a.slot_mapping, a.cache_positions})
+    p.dim(0).set_stride(Expr());
 
   // k's rotation for the cache: its own Func (out_k's is placed in out_k's
   // loops), reading q's cos/sin (and xPos) stages, or with
@@ -426,7 +429,7 @@ std::vector<Argument> RopeAlgorithm::arguments() const {
   if (uses_table) args.push_back(table);
   if (uses_freqs) args.push_back(freqs);
   if (uses_cos_sin_cache) args.push_back(cos_sin_cache);
-  if (uses_page_table) args.insert(args.end(), {kv_indices, kv_indptr, batch_indices});
+  if (uses_page_table) args.insert(args.end(), {kv_indices, kv_indptr, batch_indices, cache_positions});
   if (uses_slot_mapping) args.push_back(slot_mapping);
   if (q.saved.defined()) args.push_back(q.saved);
   if (k.saved.defined()) args.push_back(k.saved);

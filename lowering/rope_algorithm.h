@@ -89,6 +89,7 @@ struct RopeAlgorithm {
   Halide::Var e{"e"}, pg{"pg"};
   Halide::ImageParam v;                                    // (d, h, s, b), spec dtype
   Halide::ImageParam kv_indices, kv_indptr, batch_indices;  // paged, int32
+  Halide::ImageParam cache_positions;  // paged, int32 (t): each token's position in its request's pages
   Halide::ImageParam slot_mapping;                         // contiguous, int32
   // fp8 caches (kv_cache dtype fp8_*): the call's per-tensor scales; the
   // caches hold codes of x / scale (fp8.h, fp8_from_float).

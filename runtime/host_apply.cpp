@@ -52,13 +52,14 @@ Result<ApplyResult> apply_on_host(const RopeSpec& spec, const ApplyRequest& r) {
   if (r.v_cache)
     v_cache = to_storage(r.v_cache->data, cache_dtype),
     call.v_cache = dense(v_cache->data(), v_cache->element_type(), r.v_cache->shape);
-  std::vector<int32_t> index_storage[4];
+  std::vector<int32_t> index_storage[5];
   const std::tuple<const std::optional<std::vector<int64_t>>*, const char*, std::optional<Tensor>*> indices[] = {
       {&r.kv_indices, "kv_indices", &call.kv_indices},
       {&r.kv_indptr, "kv_indptr", &call.kv_indptr},
       {&r.batch_indices, "batch_indices", &call.batch_indices},
-      {&r.slot_mapping, "slot_mapping", &call.slot_mapping}};
-  for (int i = 0; i < 4; ++i) {
+      {&r.slot_mapping, "slot_mapping", &call.slot_mapping},
+      {&r.cache_positions, "cache_positions", &call.cache_positions}};
+  for (int i = 0; i < 5; ++i) {
     const auto [values, name, into] = indices[i];
     if (!*values) continue;
     for (int64_t x : **values) {

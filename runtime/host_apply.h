@@ -55,6 +55,7 @@ struct ApplyRequest {
   std::optional<HostCodes> k_cache_codes, v_cache_codes;
   std::optional<float> k_scale, v_scale;
   std::optional<std::vector<int64_t>> kv_indices, kv_indptr, batch_indices, slot_mapping;
+  std::optional<std::vector<int64_t>> cache_positions;  // paged: where tokens go (absent: positions)
 };
 
 struct ApplyResult {

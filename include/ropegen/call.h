@@ -38,6 +38,10 @@ struct Call {
   std::optional<Tensor> kv_indices;       // paged: int32, the pages of every request, request b's from kv_indptr[b]
   std::optional<Tensor> kv_indptr;        // paged: int32 [B + 1], never decreasing, kv_indptr[B] <= len(kv_indices)
   std::optional<Tensor> batch_indices;    // paged: int32 [T], the request of each token (< 0: not appended)
+  // paged: int32 [T], where each token goes in its request's cache when
+  // that is not where it is rotated (FlashInfer's fused op: `positions`
+  // places, `pos_ids` rotate); absent: positions place the tokens too.
+  std::optional<Tensor> cache_positions;
   std::optional<Tensor> slot_mapping;     // contiguous: int32 [T], the cache slot of each token (< 0: not appended)
   // fp8 caches (kv_cache dtype fp8_e4m3 | fp8_e5m2, uint8 tensors of codes):
   // the per-tensor scales, finite and > 0 (absent: 1). k_cache holds the code

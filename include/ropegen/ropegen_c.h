@@ -107,7 +107,10 @@ typedef struct ropegen_tensor {
  *               saturated to the format's largest finite value, rounded to
  *               nearest even: vLLM's fp8 KV cache), v_cache of x / v_scale.
  *               Finite and > 0; 0: not given (1 for fp8 caches; any other
- *               value with a cache that is not fp8 is refused). */
+ *               value with a cache that is not fp8 is refused).
+ *   cache_positions  paged caches: int32 [T], the position in its request's
+ *               pages each token goes to (FlashInfer's fused op: `positions`
+ *               place, `pos_ids` rotate); NULL: positions place them too. */
 typedef struct ropegen_call {
   const ropegen_tensor *q, *k;
   const ropegen_tensor *out_q, *out_k;
@@ -120,6 +123,7 @@ typedef struct ropegen_call {
   int32_t backward;
   void *stream;
   float k_scale, v_scale;
+  const ropegen_tensor *cache_positions;
 } ropegen_call;
 
 typedef enum ropegen_status {

@@ -15,7 +15,8 @@ The ops (namespace `ropegen`, registered on import):
                   saved_q, saved_k) -> (grad_q, grad_k, grad_freqs)
     rotary_embedding(positions, query!, key!, head_size, cos_sin_cache, is_neox) -> ()  vLLM's
     rope_append_kv_cache(spec, q!, k, v, batch_indices, positions, k_cache!, v_cache!,
-                         kv_indices, kv_indptr, slot_mapping, k_scale=None, v_scale=None) -> ()
+                         kv_indices, kv_indptr, slot_mapping, k_scale=None, v_scale=None,
+                         cache_positions=None) -> ()
                                                                         the fused append (fp8 caches:
                                                                         uint8 or float8 tensors, codes of x / scale)
 `spec` is spec text (YAML); a spec that leaves out `dtype`, `layout` or `positions`
@@ -116,7 +117,7 @@ _lib.define("rotary_embedding(Tensor positions, Tensor(a!) query, Tensor(b!)? ke
             "Tensor cos_sin_cache, bool is_neox) -> ()")
 _lib.define("rope_append_kv_cache(str spec, Tensor(a!) q, Tensor k, Tensor? v, Tensor? batch_indices, "
             "Tensor positions, Tensor(b!) k_cache, Tensor(c!)? v_cache, Tensor? kv_indices, Tensor? kv_indptr, "
-            "Tensor? slot_mapping, float? k_scale=None, float? v_scale=None) -> ()")
+            "Tensor? slot_mapping, float? k_scale=None, float? v_scale=None, Tensor? cache_positions=None) -> ()")
 
 
 def _impl(name):
@@ -249,6 +250,8 @@ def _(positions, query, key, head_size, cos_sin_cache, is_neox):
 # The fused RoPE + KV-cache append of a spec with a `kv_cache` section, in
 # FlashInfer's argument order (append_paged_kv_cache: k, v, batch_indices,
 # positions, the cache, kv_indices, kv_indptr), q first and rotated in place;
+# cache_positions (paged) place tokens that rotate by other positions (the
+# fused rope_quantize_fp8_append_paged_kv_cache's `positions` vs `pos_ids`);
 # contiguous caches take vLLM's slot_mapping instead of the page table. Index
 # tensors may be int64 (vLLM's): the kernels take int32, so they are narrowed
 # here (prepare_call then checks every index against the cache).
@@ -276,17 +279,17 @@ def _fp8_codes(cache, name, spec_text):
 
 @_impl("rope_append_kv_cache")
 def _rope_append_kv_cache(spec, q, k, v, batch_indices, positions, k_cache, v_cache, kv_indices, kv_indptr,
-                          slot_mapping, k_scale=None, v_scale=None):
+                          slot_mapping, k_scale=None, v_scale=None, cache_positions=None):
     spec_text = kernel(spec, q.dtype, "thd", True).spec
     _run(spec, q, k, positions, "thd", 0, None, None, q, None, k_scale=k_scale, v_scale=v_scale, v=v,
          k_cache=_fp8_codes(k_cache, "k_cache", spec_text), v_cache=_fp8_codes(v_cache, "v_cache", spec_text),
          kv_indices=_int32(kv_indices), kv_indptr=_int32(kv_indptr), batch_indices=_int32(batch_indices),
-         slot_mapping=_int32(slot_mapping))
+         slot_mapping=_int32(slot_mapping), cache_positions=_int32(cache_positions))
 
 
 @torch.library.register_fake("ropegen::rope_append_kv_cache", lib=_lib)
 def _(spec, q, k, v, batch_indices, positions, k_cache, v_cache, kv_indices, kv_indptr, slot_mapping, k_scale=None,
-      v_scale=None):
+      v_scale=None, cache_positions=None):
     return None
 
 

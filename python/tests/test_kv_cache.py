@@ -86,3 +86,22 @@ def test_fp8_cache_holds_the_codes_of_v_over_v_scale():
     with pytest.raises(ValueError, match="k_scale: error: k_scale is for fp8 KV caches"):
         f32(q, k, positions=np.array([0, 0], dtype=np.int32), k_cache=np.zeros((3, 1, 8), dtype=np.float32),
             slot_mapping=np.array([2, 0], dtype=np.int32), k_scale=2.0)
+
+
+def test_cache_positions_place_tokens_that_rotate_elsewhere():
+    """Paged: tokens rotated at positions 10, 11 go to entries 0, 1 (FlashInfer's
+    fused op: positions place, pos_ids rotate); out_k's rows land there."""
+    kernel = ropegen.compile(SPEC)
+    q, k, v = case(2)
+    k_cache = np.full((3, 2, 1, 8), 9.0, dtype=np.float32)
+    out_k = np.empty_like(k)
+    kernel(q, k, positions=np.array([10, 11], dtype=np.int32), out_k=out_k, k_cache=k_cache,
+           kv_indices=np.array([2], dtype=np.int32), kv_indptr=np.array([0, 1], dtype=np.int32),
+           batch_indices=np.array([0, 0], dtype=np.int32), cache_positions=np.array([0, 1], dtype=np.int32))
+    want = np.full_like(k_cache, 9.0)
+    want[2, 0], want[2, 1] = out_k[0], out_k[1]
+    np.testing.assert_array_equal(k_cache, want)
+    with pytest.raises(ValueError, match=r"cache_positions: error: token 1 \(request 0\) is at cache position 2"):
+        kernel(q, k, positions=np.array([10, 11], dtype=np.int32), k_cache=k_cache,
+               kv_indices=np.array([2], dtype=np.int32), kv_indptr=np.array([0, 1], dtype=np.int32),
+               batch_indices=np.array([0, 0], dtype=np.int32), cache_positions=np.array([0, 2], dtype=np.int32))

@@ -412,6 +412,30 @@ def test_rope_append_kv_cache_fp8_matches_torchs_float8_conversion(fmt, layout):
         assert torch.equal(v_codes, want_v), as_float8
 
 
+def test_rope_append_kv_cache_cache_positions_place_what_pos_ids_rotate():
+    """FlashInfer's fused op rotates by pos_ids and places by positions: here
+    positions (rotation) 100.. and cache_positions (placement, int64 as
+    FlashInfer's) 0.. of one request's two pages."""
+    spec = json.dumps({"name": "kv", "head_dim": 16, "layout": "thd", "positions": "explicit",
+                       "kv_cache": {"layout": "paged_nhd", "page_size": 4}})
+    g = torch.Generator().manual_seed(9)
+    q, k = torch.randn(6, 2, 16, generator=g), torch.randn(6, 1, 16, generator=g)
+    rotate_at, placed_at = torch.arange(100, 106), torch.arange(6)
+    batch, kv_indices, kv_indptr = torch.zeros(6, dtype=torch.int64), torch.tensor([1, 0]), torch.tensor([0, 2])
+    def args():  # fresh q and cache: opcheck may run the op on what it is given
+        return (spec, q.clone(), k, None, batch, rotate_at, torch.full((3, 4, 1, 16), 7.0), None, kv_indices,
+                kv_indptr, None, None, None, placed_at)
+    opcheck(torch.ops.ropegen.rope_append_kv_cache.default, args())
+    call = args()
+    torch.ops.ropegen.rope_append_kv_cache(*call)
+    want_q, want_k = rt.Rope(without_kv_cache(spec))(q, k, rotate_at, layout="thd")
+    want_cache = torch.full((3, 4, 1, 16), 7.0)
+    for t in range(6):
+        want_cache[int(kv_indices[t // 4]), t % 4] = want_k[t]
+    assert torch.equal(call[1], want_q)
+    assert torch.equal(call[6], want_cache)
+
+
 def test_rope_append_kv_cache_fp8_opcheck_and_errors():
     spec = json.dumps({"name": "kv", "head_dim": 8, "layout": "thd", "positions": "explicit",
                        "kv_cache": {"layout": "contiguous", "dtype": "fp8_e4m3"}})

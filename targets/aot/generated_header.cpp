@@ -127,7 +127,8 @@ std::string call_doc(const RopeSpec& spec) {
     else
       line("kv_indices", "int32 page table: token t of request b = batch_indices[t] (int32 [T], < 0: not appended) "
                          "at p = positions[t] goes to page kv_indices[kv_indptr[b] + p / page_size], entry "
-                         "p % page_size; kv_indptr int32 [B + 1]");
+                         "p % page_size; kv_indptr int32 [B + 1]; cache_positions: NULL, or int32 [T] placing "
+                         "tokens that rotate by other positions");
     if (kv.is_fp8())
       line("k_scale", "float, > 0 (0: 1): k_cache holds the codes of x / k_scale (float32 division, saturated, "
                       "nearest even); v_scale likewise for v_cache");

@@ -92,10 +92,13 @@ void describe_buffer(const RopeSpec& spec, const std::string& name, ordered_json
                                                      "x / scale",
                                                      to_string(spec.kv_cache.dtype))
                                        : std::string("the cache, updated at the tokens' entries");
-  } else if (name == "kv_indices" || name == "kv_indptr" || name == "batch_indices" || name == "slot_mapping") {
+  } else if (name == "kv_indices" || name == "kv_indptr" || name == "batch_indices" || name == "slot_mapping" ||
+             name == "cache_positions") {
     j["dims"] = {"i"};
     j["shape"] = {name == "kv_indptr" ? "B+1" : name == "kv_indices" ? "num_page_refs" : "T"};
-    j["note"] = "int32 cache indices";
+    j["note"] = name == "cache_positions" ? "int32: each token's position in its request's pages (the call's "
+                                            "cache_positions, else its positions)"
+                                          : "int32 cache indices";
   }
 }
 

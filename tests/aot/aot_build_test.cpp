@@ -538,7 +538,8 @@ TEST_F(AotBuild, KvCacheFp8LibraryAppendsFromC) {
   std::vector<std::string> args;
   for (const auto& a : manifest["entry_points"][7]["arguments"]) args.push_back(a["name"]);
   EXPECT_THAT(args, ::testing::ElementsAre("q", "k", "v", "positions", "kv_indices", "kv_indptr", "batch_indices",
-                                           "k_scale", "v_scale", "out_q", "out_k", "k_cache", "v_cache"));
+                                           "cache_positions", "k_scale", "v_scale", "out_q", "out_k", "k_cache",
+                                           "v_cache"));
   const std::string header = test::read_text(lib + "/aot_kv.h");
   EXPECT_THAT(header, HasSubstr("{aot_kv_append_v_out_k_i64_argv, aot_kv_append_v_out_k_i64_metadata, 1, 1, 0, 0, 1},"));
   EXPECT_THAT(header, HasSubstr("uint8 (fp8_e4m3 codes)"));

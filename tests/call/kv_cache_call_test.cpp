@@ -208,5 +208,42 @@ TEST_F(KvCacheCall, Fp8CachesAndTheirScales) {
             "v_scale: error: v_scale is for fp8 KV caches; this spec has no kv_cache section\n");
 }
 
+// cache_positions (paged): where tokens go when they rotate elsewhere; the
+// kernels read the placement as int32, from cache_positions or positions.
+TEST_F(KvCacheCall, CachePositionsPlaceTokens) {
+  std::vector<int32_t> placed = {0, 1, 2, 3};
+  Call c = paged();
+  positions_ = {100, 101, 102, 7};  // rotation only: request 1 has one page, but token 3 goes to its entry 3
+  c.cache_positions = Tensor::dense(placed.data(), ElementType::Int32, {4});
+  const Result<call::PreparedCall> p = call::prepare_call(kPaged, c);
+  ASSERT_TRUE(p) << format(p.errors());
+  EXPECT_EQ(p->owned_cache_positions, (std::vector<int32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(p->cache_positions.extent[0], 4);
+  positions_ = {4, 5, 6, 0};  // without cache_positions, positions place the tokens
+  const Result<call::PreparedCall> q = call::prepare_call(kPaged, paged());
+  ASSERT_TRUE(q) << format(q.errors());
+  EXPECT_EQ(q->owned_cache_positions, (std::vector<int32_t>{4, 5, 6, 0}));
+
+  positions_ = {100, 101, 102, 7};
+  placed = {0, 1, 2, 4};
+  EXPECT_EQ(messages(kPaged, c), "cache_positions: error: token 3 (request 1) is at cache position 4, in page 1 of its "
+                                 "request, but the request has 1 pages (kv_indptr[1..2] = 2..3, page_size 4)\n");
+  placed = {0, -1, 2, 3};
+  EXPECT_EQ(messages(kPaged, c), "cache_positions: error: cache_positions[1] is -1: a token's place in its request's "
+                                 "cache is >= 0\n");
+  placed = {0, 1, 2, 3};
+  c.cache_positions = Tensor::dense(placed.data(), ElementType::Int32, {3});
+  EXPECT_EQ(messages(kPaged, c), "cache_positions: error: cache_positions has shape (3,) but must be (4,) (where each "
+                                 "token goes in its request's cache)\n");
+  std::vector<int64_t> wide = {0, 1, 2, 3};
+  c.cache_positions = Tensor::dense(wide.data(), ElementType::Int64, {4});
+  EXPECT_EQ(messages(kPaged, c), "cache_positions: error: cache_positions has dtype int64 but int32 (cache indices are "
+                                 "int32)\n");
+  Call s = slots();
+  s.cache_positions = Tensor::dense(placed.data(), ElementType::Int32, {4});
+  EXPECT_EQ(messages(kSlots, s), "cache_positions: error: cache_positions is for paged caches; the spec's kv_cache layout "
+                                 "is contiguous (slot_mapping places the tokens)\n");
+}
+
 }  // namespace
 }  // namespace ropegen

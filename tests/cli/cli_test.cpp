@@ -233,6 +233,47 @@ TEST_F(Cli, ApplyAppendsToAPagedKvCache) {
   EXPECT_NE(out_k, k);  // positions 1, 2 rotate
 }
 
+// --cache-positions: tokens rotated at positions 10..12 go to entries 0..2
+// of their request's pages (out_k's rows), as FlashInfer's fused op places
+// them by `positions` and rotates them by `pos_ids`.
+TEST_F(Cli, ApplyPlacesTokensByCachePositions) {
+  const std::string spec = spec_file("name: kv\nhead_dim: 8\nlayout: thd\npositions: explicit\n"
+                                     "kv_cache: {layout: paged_nhd, page_size: 2}\n");
+  std::vector<float> k(3 * 8);
+  for (size_t i = 0; i < k.size(); ++i) k[i] = static_cast<float>((i * 37 % 101) / 50.0 - 1.0);
+  cli::write_file_atomically(path("q.npy"), cli::npy_bytes(std::vector<float>(3 * 2 * 8, 1.0f), {3, 2, 8}));
+  cli::write_file_atomically(path("k.npy"), cli::npy_bytes(k, {3, 1, 8}));
+  cli::write_file_atomically(path("kc.npy"), cli::npy_bytes(std::vector<float>(3 * 2 * 8, 9.0f), {3, 2, 1, 8}));
+  cli::write_file_atomically(path("p.npy"), cli::npy_bytes(std::vector<int64_t>{10, 11, 12}, {3}));
+  cli::write_file_atomically(path("cp.npy"), cli::npy_bytes(std::vector<int64_t>{0, 1, 2}, {3}));
+  cli::write_file_atomically(path("i.npy"), cli::npy_bytes(std::vector<int64_t>{2, 0}, {2}));
+  cli::write_file_atomically(path("ip.npy"), cli::npy_bytes(std::vector<int64_t>{0, 2}, {2}));
+  cli::write_file_atomically(path("b.npy"), cli::npy_bytes(std::vector<int64_t>{0, 0, 0}, {3}));
+  const std::string args = " apply " + spec + " --q " + path("q.npy") + " --k " + path("k.npy") + " --positions " +
+                           path("p.npy") + " --kv-indices " + path("i.npy") + " --kv-indptr " + path("ip.npy") +
+                           " --batch-indices " + path("b.npy") + " --k-cache " + path("kc.npy") + " --out-q " +
+                           path("oq.npy") + " --out-k " + path("ok.npy") + " --out-k-cache " + path("okc.npy");
+  const auto r = run_command(kTool + args + " --cache-positions " + path("cp.npy"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto floats = [](const std::string& file) {
+    const cli::NpyArray a = cli::read_npy(file);
+    std::vector<float> out(a.data.size() / 4);
+    std::memcpy(out.data(), a.data.data(), a.data.size());
+    return out;
+  };
+  const std::vector<float> out_k = floats(path("ok.npy")), kc = floats(path("okc.npy"));
+  const int page_of[3] = {2, 2, 0};
+  std::vector<float> want(kc.size(), 9.0f);
+  for (int t = 0; t < 3; ++t)
+    for (int d = 0; d < 8; ++d) want[(page_of[t] * 2 + t % 2) * 8 + d] = out_k[t * 8 + d];
+  EXPECT_EQ(kc, want);
+  EXPECT_NE(out_k, k);
+  // Without them, positions 10..12 are past the request's two pages.
+  const auto placed_by_positions = run_command(kTool + args);
+  EXPECT_EQ(placed_by_positions.exit_code, 2);
+  EXPECT_THAT(placed_by_positions.err, HasSubstr("--positions: error: token 0 (request 0) is at position 10, in page 5"));
+}
+
 // fp8 caches: uint8 .npy in and out, the codes of x / scale (literal e4m3
 // codes of v / 2), entries no token goes to untouched; a float32 cache and
 // a scale for another cache are refused naming the flag.

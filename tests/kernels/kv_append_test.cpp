@@ -50,6 +50,7 @@ struct KvCase {
   bool out_k = false;
   float k_scale = 0, v_scale = 0;        // fp8 caches; 0: not given (1)
   bool specials = false;                 // saturating, NaN, infinite, tiny and zero values in k and v
+  int rotation_offset = 0;               // paged: tokens rotate at their cache position + this (cache_positions)
   std::string target = "host";
 
   bool fp8() const { return kv_dtype.rfind("fp8", 0) == 0; }
@@ -64,12 +65,13 @@ struct KvCase {
 };
 
 void PrintTo(const KvCase& c, std::ostream* os) {
-  *os << fmt::format("{} [{} page_size {} {}->{} q{} k{} D{} rot{} v{} {} tokens {} cached {} padding {}{}{}{} {}]",
+  *os << fmt::format("{} [{} page_size {} {}->{} q{} k{} D{} rot{} v{} {} tokens {} cached {} padding {}{}{}{}{} {}]",
                      c.name, c.layout, c.page_size, c.dtype, c.kv_dtype, c.q_heads, c.k_heads, c.head_dim,
                      c.rotary_dim, c.v_dim, c.pairing, fmt::join(c.new_tokens, ","), fmt::join(c.cached, ","),
                      c.padding, c.out_k ? " out_k" : "",
                      c.fp8() ? fmt::format(" k_scale {} v_scale {}", c.k_scale, c.v_scale) : "",
-                     c.specials ? " specials" : "", c.target);
+                     c.specials ? " specials" : "",
+                     c.rotation_offset ? fmt::format(" rotated at cache position + {}", c.rotation_offset) : "", c.target);
 }
 
 DType dtype_of(const std::string& s) { return s == "f32" ? DType::F32 : s == "f16" ? DType::F16 : DType::BF16; }
@@ -204,7 +206,11 @@ CacheBytes run_case(const KvCase& c) {
   const std::vector<float> q_in = q.to_float(), k_in = k.to_float(), v_in = v.to_float();
   const std::vector<uint8_t> k_before = bytes_of(k);
 
-  std::vector<int32_t> positions = narrow(ix.positions), kv_indices = narrow(ix.kv_indices);
+  // ix.positions place the tokens; with rotation_offset they rotate elsewhere (cache_positions).
+  std::vector<int64_t> rotated_at = ix.positions;
+  for (int64_t& p : rotated_at) p += c.rotation_offset;
+  std::vector<int32_t> positions = narrow(rotated_at), cache_positions = narrow(ix.positions);
+  std::vector<int32_t> kv_indices = narrow(ix.kv_indices);
   std::vector<int32_t> kv_indptr = narrow(ix.kv_indptr), batch_indices = narrow(ix.batch_indices);
   std::vector<int32_t> slot_mapping = narrow(ix.slot_mapping);
   Call call;
@@ -219,6 +225,7 @@ CacheBytes run_case(const KvCase& c) {
   if (paged) {
     call.kv_indices = dense_ids(kv_indices), call.kv_indptr = dense_ids(kv_indptr);
     call.batch_indices = dense_ids(batch_indices);
+    if (c.rotation_offset) call.cache_positions = dense_ids(cache_positions);
   } else {
     call.slot_mapping = dense_ids(slot_mapping);
   }
@@ -229,7 +236,7 @@ CacheBytes run_case(const KvCase& c) {
 
   // The reference: q and k rotated in float64 (thd), then appended.
   ref::Call rc;
-  rc.positions = ref::Tensor{{T}, std::vector<double>(ix.positions.begin(), ix.positions.end())};
+  rc.positions = ref::Tensor{{T}, std::vector<double>(rotated_at.begin(), rotated_at.end())};
   const ref::Tensor q_ref = ref::reference_apply(spec, as_ref(q_shape, q_in), false, rc);
   const ref::Tensor k_ref = ref::reference_apply(spec, as_ref(k_shape, k_in), true, rc);
   auto expect_near = [&](const std::vector<float>& got, const std::vector<double>& want, DType t, const char* what) {
@@ -366,6 +373,11 @@ std::vector<KvCase> fp8_cases() {
   KvCase unscaled;
   unscaled.name = "fp8_default_scale", unscaled.kv_dtype = "fp8_e4m3", unscaled.dtype = "f16", unscaled.specials = true;
   out.push_back(unscaled);
+  KvCase placed;  // FlashInfer's fused op: pos_ids rotate, positions place
+  placed.name = "fp8_cache_positions", placed.kv_dtype = "fp8_e5m2", placed.page_size = 4, placed.out_k = true,
+  placed.k_scale = 0.25f, placed.v_scale = 0.5f, placed.new_tokens = {6, 2}, placed.cached = {1, 9},
+  placed.rotation_offset = 1000, placed.padding = 1;
+  out.push_back(placed);
   return out;
 }
 
@@ -403,6 +415,12 @@ std::vector<KvCase> host_cases() {
   KvCase skipped;
   skipped.name = "all_padding", skipped.new_tokens = {0, 0}, skipped.padding = 4;
   out.push_back(skipped);
+  for (std::string layout : {"paged_nhd", "paged_hnd"}) {
+    KvCase placed;  // cache_positions: tokens rotate at other positions than they go to
+    placed.name = "cache_positions", placed.layout = layout, placed.page_size = 4, placed.out_k = true,
+    placed.new_tokens = {5, 3}, placed.cached = {2, 0}, placed.rotation_offset = 37, placed.padding = 2;
+    out.push_back(placed);
+  }
   // fp8 (appended: the GPU tests pick cases by index).
   for (const std::vector<KvCase>& fp8 = fp8_cases(); const KvCase& c : fp8) out.push_back(c);
   return out;

@@ -6,7 +6,7 @@
 // rope-gen apply SPEC --x X.npy [--positions P.npy | --offset N] [--table T.npy] --out Y.npy
 //   (sinusoidal, learned; alibi: X = attention scores [B, H, Sq, Sk])
 // rope-gen apply SPEC --q Q --k K [--v V] --positions P (--kv-indices I --kv-indptr IP
-//   --batch-indices BI | --slot-mapping SM) --k-cache KC [--v-cache VC] --out-q OQ [--out-k OK]
+//   --batch-indices BI [--cache-positions CP] | --slot-mapping SM) --k-cache KC [--v-cache VC] --out-q OQ [--out-k OK]
 //   --out-k-cache OKC [--out-v-cache OVC] [--k-scale F --v-scale F]   (specs with kv_cache: the fused
 //   append; fp8 caches are uint8 .npy of codes, scaled by --k-scale, --v-scale)
 #include <cstring>
@@ -31,6 +31,7 @@ struct ApplyOptions {
   std::string out_q, out_k, out, out_freqs, target = "host";
   // Fused KV-cache append.
   std::string v, k_cache, v_cache, kv_indices, kv_indptr, batch_indices, slot_mapping, out_k_cache, out_v_cache;
+  std::string cache_positions;
   int64_t offset = 0;
   std::optional<int64_t> seq_len;
   std::optional<float> k_scale, v_scale;  // fp8 caches
@@ -94,6 +95,7 @@ void check_flags(const RopeSpec& spec, const ApplyOptions& o) {
       for (auto [flag, value] : {std::pair{"--v", &o.v}, std::pair{"--k-cache", &o.k_cache}, std::pair{"--v-cache", &o.v_cache},
                                  std::pair{"--kv-indices", &o.kv_indices}, std::pair{"--kv-indptr", &o.kv_indptr},
                                  std::pair{"--batch-indices", &o.batch_indices}, std::pair{"--slot-mapping", &o.slot_mapping},
+                                 std::pair{"--cache-positions", &o.cache_positions},
                                  std::pair{"--out-k-cache", &o.out_k_cache}, std::pair{"--out-v-cache", &o.out_v_cache}})
         if (!value->empty())
           fail(fmt::format("{} is for specs with a kv_cache section (the fused KV-cache append); `{}` has none", flag,
@@ -124,7 +126,7 @@ std::vector<Diagnostic> with_flags(std::vector<Diagnostic> errors) {
       {"d_freqs", "--out-freqs"}, {"offset", "--offset"}, {"seq_len", "--seq-len"}, {"backward", "--backward"},
       {"v", "--v"}, {"k_cache", "--k-cache"}, {"v_cache", "--v-cache"}, {"kv_indices", "--kv-indices"},
       {"kv_indptr", "--kv-indptr"}, {"batch_indices", "--batch-indices"}, {"slot_mapping", "--slot-mapping"},
-      {"k_scale", "--k-scale"}, {"v_scale", "--v-scale"}};
+      {"k_scale", "--k-scale"}, {"v_scale", "--v-scale"}, {"cache_positions", "--cache-positions"}};
   for (Diagnostic& d : errors)
     for (auto [name, flag] : flags)
       if (d.where.file == name) d.where.file = flag;
@@ -167,7 +169,8 @@ void run_apply(const ApplyOptions& o) {
   for (auto [path, role, into] : {std::tuple{&o.kv_indices, "kv_indices", &r.kv_indices},
                                   std::tuple{&o.kv_indptr, "kv_indptr", &r.kv_indptr},
                                   std::tuple{&o.batch_indices, "batch_indices", &r.batch_indices},
-                                  std::tuple{&o.slot_mapping, "slot_mapping", &r.slot_mapping}})
+                                  std::tuple{&o.slot_mapping, "slot_mapping", &r.slot_mapping},
+                                  std::tuple{&o.cache_positions, "cache_positions", &r.cache_positions}})
     if (!path->empty()) *into = read_npy_ints(*path, role).values;
 
   Result<runtime::ApplyResult> applied = runtime::apply_on_host(spec, r);
@@ -217,6 +220,9 @@ void add_apply_command(CLI::App& app) {
   cmd->add_option("--kv-indptr", o->kv_indptr, "paged kv_cache: [B + 1], request b's pages start at kv_indptr[b]");
   cmd->add_option("--batch-indices", o->batch_indices, "paged kv_cache: [T], each token's request (< 0: not appended)");
   cmd->add_option("--slot-mapping", o->slot_mapping, "contiguous kv_cache: [T], each token's slot (< 0: not appended)");
+  cmd->add_option("--cache-positions", o->cache_positions,
+                  "paged kv_cache: [T], where each token goes in its request's pages when that is not the position it "
+                  "rotates by (default: --positions)");
   cmd->add_option("--out-k-cache", o->out_k_cache, "kv_cache specs: the updated k cache (.npy, float32; fp8: uint8 codes)");
   cmd->add_option("--out-v-cache", o->out_v_cache, "kv_cache specs: the updated v cache (.npy, float32; fp8: uint8 codes)");
   cmd->add_option("--k-scale", o->k_scale, "fp8 kv_cache: k_cache holds the codes of k / k_scale (default 1)");
