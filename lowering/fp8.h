@@ -17,4 +17,11 @@ namespace ropegen::lowering {
 // finite and > 0 (prepare_call checks it).
 Halide::Expr fp8_from_float(const Halide::Expr& value, const Halide::Expr& scale, KvDType format);
 
+namespace detail {
+// x / scale correctly rounded to float32 from an approximate quotient q0
+// (a GPU's division, within 2 ulp), by the exact float64 residuals of q0
+// and its neighbours (fp8.cpp). Exposed for tests.
+Halide::Expr correctly_rounded_quotient(const Halide::Expr& x, const Halide::Expr& scale, const Halide::Expr& q0);
+}  // namespace detail
+
 }  // namespace ropegen::lowering
