@@ -460,8 +460,8 @@ class Preparer {
                                                   paged ? "kv_indices, kv_indptr and batch_indices" : "slot_mapping")));
     }
     if (!paged && call_.cache_positions)
-      errors_.push_back(error("cache_positions", fmt::format("cache_positions is for paged caches; the spec's kv_cache "
-                                                             "layout is contiguous (slot_mapping places the tokens)")));
+      errors_.push_back(error("cache_positions", "cache_positions is for paged caches; the spec's kv_cache layout is "
+                                                 "contiguous (slot_mapping places the tokens)"));
     if (!errors_.empty()) return;
     if (call_.v) {
       const Tensor& v = *call_.v;
