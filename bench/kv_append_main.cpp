@@ -7,6 +7,8 @@
 //                   without kv_cache, then each token's k and v rows
 //                   scatter-copied into the caches (memcpy per token: a
 //                   token's [Hk, D] rows are one run in an NHD entry)
+//   fused_fp8       the fused call into fp8_e4m3 caches (uint8 codes of
+//                   x / scale, scales 0.02): the cost of the encoding
 // Both sides on one thread (HL_NUM_THREADS=1, set here before any kernel;
 // the copy is single-threaded), interleaved: 7 passes of a batch of runs of
 // each side, the median of all runs. ratio = rope_then_copy time / fused
@@ -28,10 +30,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr int kHq = 32, kHk = 8, kD = 128, kPage = 16;
 
-ropegen::RopeSpec spec(bool kv) {
+// kv_dtype: "" (no kv_cache section), or the cache's dtype.
+ropegen::RopeSpec spec(const std::string& kv_dtype) {
   std::string text = "name: llama_kv\nhead_dim: 128\nlayout: thd\ndtype: bf16\npositions: explicit\n"
                      "frequency: {theta: 500000}\n";
-  if (kv) text += "kv_cache: {layout: paged_nhd, page_size: 16}\n";
+  if (!kv_dtype.empty()) text += "kv_cache: {layout: paged_nhd, page_size: 16, dtype: " + kv_dtype + "}\n";
   return ropegen::parse_spec(text, "bench").value();
 }
 
@@ -70,6 +73,11 @@ void run_case(const char* name, int requests, int tokens, int cached, double sec
   fused.batch_indices = Tensor::dense(batch.data(), ElementType::Int32, &n_t, 1);
   fused.kv_indptr = Tensor::dense(indptr.data(), ElementType::Int32, &n_indptr, 1);
   fused.kv_indices = Tensor::dense(indices.data(), ElementType::Int32, &n_pages, 1);
+  std::vector<uint8_t> k_codes(k_cache.size()), v_codes(v_cache.size());
+  ropegen::Call fused_fp8 = fused;
+  fused_fp8.k_cache = Tensor::dense(k_codes.data(), ElementType::UInt8, {pages, kPage, kHk, kD});
+  fused_fp8.v_cache = Tensor::dense(v_codes.data(), ElementType::UInt8, {pages, kPage, kHk, kD});
+  fused_fp8.k_scale = fused_fp8.v_scale = 0.02f;
   ropegen::Call rope;
   rope.q = fused.q, rope.k = fused.k, rope.positions = fused.positions;
   rope.out_k = Tensor::dense(out_k.data(), ElementType::BFloat16, {T, kHk, kD});
@@ -78,11 +86,15 @@ void run_case(const char* name, int requests, int tokens, int cached, double sec
   ropegen::KernelVariant fused_variant, rope_variant;
   fused_variant.with_v = true;
   rope_variant.with_k = true;
-  auto fused_kernel = runtime.get(spec(true), fused_variant).value();
-  auto rope_kernel = runtime.get(spec(false), rope_variant).value();
+  auto fused_kernel = runtime.get(spec("bf16"), fused_variant).value();
+  auto fp8_kernel = runtime.get(spec("fp8_e4m3"), fused_variant).value();
+  auto rope_kernel = runtime.get(spec(""), rope_variant).value();
   const size_t row = size_t(kHk) * kD;
   auto run_fused = [&] {
     if (!fused_kernel->run(fused)) std::abort();
+  };
+  auto run_fused_fp8 = [&] {
+    if (!fp8_kernel->run(fused_fp8)) std::abort();
   };
   auto run_rope_then_copy = [&] {
     if (!rope_kernel->run(rope)) std::abort();
@@ -93,21 +105,23 @@ void run_case(const char* name, int requests, int tokens, int cached, double sec
       std::memcpy(&v_cache[entry], &v[t * row], row * 2);
     }
   };
-  run_fused(), run_rope_then_copy();  // untimed: compile, load, warm up
+  run_fused(), run_fused_fp8(), run_rope_then_copy();  // untimed: compile, load, warm up
   auto time_us = [](auto&& f) {
     const auto t0 = Clock::now();
     f();
     return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
   };
   const int batch_runs = std::max(1, static_cast<int>(seconds * 1e6 / 7 / std::max(1.0, time_us(run_fused))));
-  std::vector<double> a, b;
+  std::vector<double> a, b, c;
   for (int pass = 0; pass < 7; ++pass) {
     for (int i = 0; i < batch_runs; ++i) a.push_back(time_us(run_fused));
     for (int i = 0; i < batch_runs; ++i) b.push_back(time_us(run_rope_then_copy));
+    for (int i = 0; i < batch_runs; ++i) c.push_back(time_us(run_fused_fp8));
   }
-  const double fa = median(a), fb = median(b);
-  std::printf("{\"case\": \"%s\", \"tokens\": %d, \"fused_us\": %.2f, \"rope_then_copy_us\": %.2f, \"ratio\": %.3f}\n",
-              name, T, fa, fb, fb / fa);
+  const double fa = median(a), fb = median(b), fc = median(c);
+  std::printf("{\"case\": \"%s\", \"tokens\": %d, \"fused_us\": %.2f, \"rope_then_copy_us\": %.2f, \"ratio\": %.3f, "
+              "\"fused_fp8_us\": %.2f}\n",
+              name, T, fa, fb, fb / fa, fc);
 }
 
 }  // namespace

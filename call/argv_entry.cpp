@@ -5,7 +5,7 @@
 namespace ropegen::call {
 namespace {
 
-constexpr int kMostArguments = 16;
+constexpr int kMostArguments = 24;
 
 template <typename ArgumentOf>
 int invoke(const ArgvEntry& f, ArgumentOf argument_of) {
@@ -21,6 +21,7 @@ void* raw(RawBuffer& b) { return b.defined() ? b.get() : nullptr; }
 int run_part(const ArgvEntry& rope, const ArgvEntry* pass_through, BoundPart& part, const ArgvEntry** failed) {
   int code = invoke(rope, [&](const ArgumentSource& s) -> void* {
     if (s.rope_scalar) return &(part.rope.*s.rope_scalar);
+    if (s.rope_float) return &(part.rope.*s.rope_float);
     return raw(part.rope.*s.rope_buffer);
   });
   if (code != 0) return *failed = &rope, code;
@@ -46,8 +47,9 @@ Result<ArgvEntry> resolve_entry(const std::string& where, const std::string& nam
     const std::optional<ArgumentSource> source = pass_through ? pass_through_argument(a.name ? a.name : "")
                                                               : rope_argument(a.name ? a.name : "");
     const bool scalar = a.kind == halide_argument_kind_input_scalar;
-    const bool fits = source && (scalar ? source->rope_scalar && a.type.code == halide_type_int && a.type.bits == 64
-                                        : !source->rope_scalar);
+    const bool int64_scalar = source && source->rope_scalar && a.type.code == halide_type_int && a.type.bits == 64;
+    const bool float_scalar = source && source->rope_float && a.type.code == halide_type_float && a.type.bits == 32;
+    const bool fits = source && (scalar ? int64_scalar || float_scalar : !source->rope_scalar && !source->rope_float);
     if (!fits) return error(fmt::format("{}: {} takes an argument `{}` rope-gen does not bind", where, name, a.name));
     f.sources.push_back(*source);
   }

@@ -9,6 +9,7 @@ ropegen_dtype dlpack_dtype(ElementType type) {
     case ElementType::BFloat16: return {ROPEGEN_DTYPE_BFLOAT, 16, 1};
     case ElementType::Int32: return {ROPEGEN_DTYPE_INT, 32, 1};
     case ElementType::Int64: return {ROPEGEN_DTYPE_INT, 64, 1};
+    case ElementType::UInt8: return {ROPEGEN_DTYPE_UINT, 8, 1};
   }
   return {};
 }
@@ -34,9 +35,12 @@ ropegen_contract call_contract(const RopeSpec& spec) {
   if (rope && spec.kv_cache.enabled) {
     c.kv_layout = 1 + static_cast<int32_t>(spec.kv_cache.layout);
     c.kv_page_size = spec.kv_cache.page_size;
-    c.kv_dtype = dlpack_dtype(spec.kv_cache.dtype == KvDType::F32   ? ElementType::Float32
-                              : spec.kv_cache.dtype == KvDType::F16 ? ElementType::Float16
-                                                                    : ElementType::BFloat16);
+    const KvDType t = spec.kv_cache.dtype;
+    c.kv_dtype = dlpack_dtype(t == KvDType::F32   ? ElementType::Float32
+                              : t == KvDType::F16 ? ElementType::Float16
+                              : t == KvDType::BF16 ? ElementType::BFloat16
+                                                   : ElementType::UInt8);
+    c.kv_fp8 = t == KvDType::Fp8E4m3 ? 1 : t == KvDType::Fp8E5m2 ? 2 : 0;
   }
   return c;
 }
@@ -82,7 +86,12 @@ bool has_kv_cache(const ropegen_contract& c) { return is_rope(c) && c.kv_layout 
 KvLayout kv_layout(const ropegen_contract& c) { return static_cast<KvLayout>(c.kv_layout - 1); }
 ElementType kv_element_type(const ropegen_contract& c) {
   if (c.kv_dtype.code == ROPEGEN_DTYPE_BFLOAT) return ElementType::BFloat16;
+  if (c.kv_dtype.code == ROPEGEN_DTYPE_UINT) return ElementType::UInt8;
   return c.kv_dtype.bits == 16 ? ElementType::Float16 : ElementType::Float32;
+}
+
+const char* kv_fp8_name(const ropegen_contract& c) {
+  return c.kv_fp8 == 1 ? "fp8_e4m3" : c.kv_fp8 == 2 ? "fp8_e5m2" : nullptr;
 }
 
 bool has_pass_through(const ropegen_contract& c) { return is_rope(c) && c.rotary_dim < c.row_dim; }

@@ -24,11 +24,12 @@ const char* encoding_name(const ropegen_contract& c);  // "rope", ...: the spec'
 // [B, H, Sq, Sk] (keys as the row, query rows as tokens).
 Layout tensor_layout(const ropegen_contract& c);
 ElementType element_type(const ropegen_contract& c);
-bool has_pass_through(const ropegen_contract& c);
+bool has_pass_through(const ropegen_contract& c);  // rope with rotary_dim < head_dim
 // The fused KV-cache append (spec section kv_cache): whether, its layout, the caches' type.
 bool has_kv_cache(const ropegen_contract& c);
 KvLayout kv_layout(const ropegen_contract& c);
-ElementType kv_element_type(const ropegen_contract& c);  // rope with rotary_dim < head_dim
+ElementType kv_element_type(const ropegen_contract& c);
+const char* kv_fp8_name(const ropegen_contract& c);  // "fp8_e4m3", "fp8_e5m2" (uint8 codes); nullptr: not fp8
 inline bool is_rope(const ropegen_contract& c) { return encoding(c) == Encoding::Rope; }
 
 // ElementType <-> DLPack codes.

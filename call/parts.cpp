@@ -101,6 +101,7 @@ halide_type_t halide_type(ElementType type) {
     case ElementType::BFloat16: return halide_type_t(halide_type_uint, 16);
     case ElementType::Int32: return halide_type_t(halide_type_int, 32);
     case ElementType::Int64: return halide_type_t(halide_type_int, 64);
+    case ElementType::UInt8: return halide_type_t(halide_type_uint, 8);
   }
   return {};
 }
@@ -138,8 +139,9 @@ PartViews part_views(const PreparedCall& c, const CallPart& p) {
   put_whole(c.cos_sin_cache, v.cos_sin_cache);
   put_part(c.v, p, v.v), put_whole(c.k_cache, v.k_cache), put_whole(c.v_cache, v.v_cache);
   put_whole(c.kv_indices, v.kv_indices), put_whole(c.kv_indptr, v.kv_indptr), put_whole(c.batch_indices, v.batch_indices);
-  put_whole(c.slot_mapping, v.slot_mapping);
+  put_whole(c.slot_mapping, v.slot_mapping), put_whole(c.cache_positions, v.cache_positions);
   v.offset = c.offset, v.seq_len = c.seq_len;
+  v.k_scale = c.k_scale, v.v_scale = c.v_scale;
   return v;
 }
 
@@ -214,8 +216,11 @@ std::optional<ArgumentSource> rope_argument(std::string_view name) {
   else if (name == "kv_indptr") s.rope_buffer = &RopeArguments::kv_indptr;
   else if (name == "batch_indices") s.rope_buffer = &RopeArguments::batch_indices;
   else if (name == "slot_mapping") s.rope_buffer = &RopeArguments::slot_mapping;
+  else if (name == "cache_positions") s.rope_buffer = &RopeArguments::cache_positions;
   else if (name == "offset") s.rope_scalar = &RopeArguments::offset;
   else if (name == "seq_len") s.rope_scalar = &RopeArguments::seq_len;
+  else if (name == "k_scale") s.rope_float = &RopeArguments::k_scale;
+  else if (name == "v_scale") s.rope_float = &RopeArguments::v_scale;
   else return std::nullopt;
   return s;
 }

@@ -76,8 +76,9 @@ struct PartViews {
   RawBuffer q, out_q, k, out_k, saved_q, saved_k;
   RawBuffer positions, cu_seqlens, table, freqs, cos_sin_cache, d_freqs;
   // KV-cache append (always one part): v like k; caches and indices whole.
-  RawBuffer v, k_cache, v_cache, kv_indices, kv_indptr, batch_indices, slot_mapping;
+  RawBuffer v, k_cache, v_cache, kv_indices, kv_indptr, batch_indices, slot_mapping, cache_positions;
   int64_t offset = 0, seq_len = 1;
+  float k_scale = 1.0f, v_scale = 1.0f;  // fp8 caches
 };
 PartViews part_views(const PreparedCall& call, const CallPart& part);
 
@@ -108,7 +109,8 @@ BoundPart bind_part(const ropegen_contract& kernel_contract, const KernelVariant
 // gave it (Halide may add a `$n` tail to an output's name).
 struct ArgumentSource {
   RawBuffer RopeArguments::*rope_buffer = nullptr;
-  int64_t RopeArguments::*rope_scalar = nullptr;
+  int64_t RopeArguments::*rope_scalar = nullptr;       // int64 scalars
+  float RopeArguments::*rope_float = nullptr;          // float32 scalars
   RawBuffer PassThroughArguments::*copy_buffer = nullptr;
 };
 std::optional<ArgumentSource> rope_argument(std::string_view name);

@@ -116,7 +116,7 @@ class Preparer {
         {&call_.saved_q, "saved_q"},     {&call_.saved_k, "saved_k"},       {&call_.d_freqs, "d_freqs"},
         {&call_.v, "v"},                 {&call_.k_cache, "k_cache"},       {&call_.v_cache, "v_cache"},
         {&call_.kv_indices, "kv_indices"}, {&call_.kv_indptr, "kv_indptr"}, {&call_.batch_indices, "batch_indices"},
-        {&call_.slot_mapping, "slot_mapping"}};
+        {&call_.slot_mapping, "slot_mapping"}, {&call_.cache_positions, "cache_positions"}};
     for (auto [t, name] : rest)
       if (*t) f(**t, name);
   }
@@ -137,12 +137,17 @@ class Preparer {
     if (out_k_) want(*out_k_, "out_k", spec_type, spec_dtype);
     if (call_.v) want(*call_.v, "v", spec_type, spec_dtype);
     if (has_kv_cache(c_)) {
-      const char* cache_dtype = "the spec's kv_cache dtype is {}";
+      // fp8 codes are uint8 arrays: the message says so (a string only for fp8 specs).
+      std::string fp8_dtype;
+      if (const char* fp8 = kv_fp8_name(c_))
+        fp8_dtype = fmt::format("the spec's kv_cache dtype is {}, whose codes are stored as {{}}", fp8);
+      const char* cache_dtype = fp8_dtype.empty() ? "the spec's kv_cache dtype is {}" : fp8_dtype.c_str();
       for (auto [t, name] : {std::pair{&call_.k_cache, "k_cache"}, std::pair{&call_.v_cache, "v_cache"}})
         if (*t) want(**t, name, kv_element_type(c_), cache_dtype);
       for (auto [t, name] : {std::pair{&call_.kv_indices, "kv_indices"}, std::pair{&call_.kv_indptr, "kv_indptr"},
                              std::pair{&call_.batch_indices, "batch_indices"},
-                             std::pair{&call_.slot_mapping, "slot_mapping"}})
+                             std::pair{&call_.slot_mapping, "slot_mapping"},
+                             std::pair{&call_.cache_positions, "cache_positions"}})
         if (*t) want(**t, name, ElementType::Int32, "cache indices are int32");
     }
     for (auto [t, name] : {std::pair{&call_.table, "table"}, std::pair{&call_.saved_q, "saved_q"},
@@ -421,7 +426,9 @@ class Preparer {
         {&call_.kv_indices, "kv_indices"},
         {&call_.kv_indptr, "kv_indptr"},
         {&call_.batch_indices, "batch_indices"},
-        {&call_.slot_mapping, "slot_mapping"}};
+        {&call_.slot_mapping, "slot_mapping"},
+        {&call_.cache_positions, "cache_positions"}};
+    check_scales();
     if (!has_kv_cache(c_)) {
       for (auto [t, name] : args)
         if (*t)
@@ -461,6 +468,9 @@ class Preparer {
                                                   paged ? "contiguous" : "paged", kv_layout_name(),
                                                   paged ? "kv_indices, kv_indptr and batch_indices" : "slot_mapping")));
     }
+    if (!paged && call_.cache_positions)
+      errors_.push_back(error("cache_positions", "cache_positions is for paged caches; the spec's kv_cache layout is "
+                                                 "contiguous (slot_mapping places the tokens)"));
     if (!errors_.empty()) return;
     if (call_.v) {
       const Tensor& v = *call_.v;
@@ -484,6 +494,28 @@ class Preparer {
     }
     if (paged) check_page_table(T, pages);
     else check_slot_mapping(T, pages);
+  }
+
+  // fp8 caches divide by the call's scales (vLLM's k_scale, v_scale);
+  // other caches store values as they are and take none.
+  void check_scales() {
+    for (auto [scale, name] : {std::pair{&call_.k_scale, "k_scale"}, std::pair{&call_.v_scale, "v_scale"}}) {
+      if (!*scale) continue;
+      const float s = **scale;
+      if (!has_kv_cache(c_))
+        errors_.push_back(error(name, fmt::format("{} is for fp8 KV caches; this spec has no kv_cache section", name)));
+      else if (!kv_fp8_name(c_))
+        errors_.push_back(error(name, fmt::format("{} is for fp8 KV caches; the spec's kv_cache dtype {} stores values "
+                                                  "as they are: leave {} out",
+                                                  name, to_string(kv_element_type(c_)), name)));
+      else if (!std::isfinite(s) || !(s > 0))
+        errors_.push_back(error(name, fmt::format("{} ({}) must be finite and > 0: the {} cache holds the {} codes of "
+                                                  "x / {}",
+                                                  name, s, name[0] == 'k' ? "k" : "v", kv_fp8_name(c_), name)));
+      else if (name[0] == 'v' && !call_.v)
+        errors_.push_back(error(name, "v_scale is given without v: it scales v's rows in v_cache (pass v and "
+                                      "v_cache, or leave v_scale out)"));
+    }
   }
 
   const char* kv_layout_name() const {
@@ -574,7 +606,9 @@ class Preparer {
     const Tensor &indptr = *call_.kv_indptr, &indices = *call_.kv_indices, &batch = *call_.batch_indices;
     if (!check_index_vector(indptr, "kv_indptr", -1, "(B + 1,): the first page of each request in kv_indices, then the end") ||
         !check_index_vector(indices, "kv_indices", -1, "(n,): the pages of every request") ||
-        !check_index_vector(batch, "batch_indices", T, "the request of each token"))
+        !check_index_vector(batch, "batch_indices", T, "the request of each token") ||
+        (call_.cache_positions &&
+         !check_index_vector(*call_.cache_positions, "cache_positions", T, "where each token goes in its request's cache")))
       return;
     const int64_t B = indptr.shape[0] - 1, n = indices.shape[0];
     if (B < 1) {
@@ -600,6 +634,7 @@ class Preparer {
     }
     const int64_t ps = c_.kv_page_size;
     std::vector<std::pair<int64_t, int64_t>> entries;
+    placement_.assign(T, 0);  // tokens not appended: never read
     for (int64_t t = 0; t < T; ++t) {
       const int64_t b = id_at(batch, t);
       if (b < 0) continue;
@@ -609,14 +644,31 @@ class Preparer {
                                                              t, b, B, B - 1)));
         return;
       }
-      const int64_t p = position_of(t), first = id_at(indptr, b), count = id_at(indptr, b + 1) - first;
-      if (p / ps >= count) {
-        errors_.push_back(error("positions", fmt::format("token {} (request {}) is at position {}, in page {} of its "
-                                                         "request, but the request has {} pages (kv_indptr[{}..{}] = "
-                                                         "{}..{}, page_size {})",
-                                                         t, b, p, p / ps, count, b, b + 1, first, first + count, ps)));
+      // Where the token goes: cache_positions, else the position it is rotated by.
+      const char* placed_by = call_.cache_positions ? "cache_positions" : "positions";
+      const int64_t p = call_.cache_positions ? id_at(*call_.cache_positions, t) : position_of(t);
+      const int64_t first = id_at(indptr, b), count = id_at(indptr, b + 1) - first;
+      if (p < 0) {  // positions are checked >= 0 already
+        errors_.push_back(error(placed_by, fmt::format("cache_positions[{}] is {}: a token's place in its request's "
+                                                       "cache is >= 0",
+                                                       t, p)));
         return;
       }
+      if (p / ps >= count) {
+        errors_.push_back(error(placed_by, fmt::format("token {} (request {}) is at {} {}, in page {} of its request, but "
+                                                       "the request has {} pages (kv_indptr[{}..{}] = {}..{}, page_size {})",
+                                                       t, b, call_.cache_positions ? "cache position" : "position", p,
+                                                       p / ps, count, b, b + 1, first, first + count, ps)));
+        return;
+      }
+      // The kernels read int32 cache positions (as FlashInfer's).
+      if (p > INT32_MAX) {
+        errors_.push_back(error(placed_by, fmt::format("token {} is at {} {}: cache positions are int32 (at most {})", t,
+                                                       call_.cache_positions ? "cache position" : "position", p,
+                                                       INT32_MAX)));
+        return;
+      }
+      placement_[t] = static_cast<int32_t>(p);
       entries.push_back({id_at(indices, first + p / ps) * ps + p % ps, t});
     }
     check_distinct(entries, "batch_indices", ps);
@@ -800,6 +852,13 @@ class Preparer {
                           std::pair{&call_.batch_indices, &p_.batch_indices},
                           std::pair{&call_.slot_mapping, &p_.slot_mapping}})
         if (*t) *v = index_view(**t);
+      if (kv_layout(c_) != KvLayout::Contiguous) {
+        // Paged: where each token goes, checked (check_page_table), int32.
+        p_.owned_cache_positions = std::move(placement_);
+        View& v = p_.cache_positions;
+        v.data = p_.owned_cache_positions.data(), v.type = ElementType::Int32, v.dims = 1;
+        v.extent[0] = static_cast<int64_t>(p_.owned_cache_positions.size()), v.stride[0] = 1;
+      }
     }
     if (call_.saved_q) p_.saved_q = tensor_view(*call_.saved_q);
     if (call_.saved_k) p_.saved_k = tensor_view(*call_.saved_k);
@@ -831,6 +890,7 @@ class Preparer {
     }
     p_.offset = call_.offset;
     p_.seq_len = call_.seq_len.value_or(range_.last + 1);
+    p_.k_scale = call_.k_scale.value_or(1.0f), p_.v_scale = call_.v_scale.value_or(1.0f);
   }
 
   void check_memory_of_views() {
@@ -878,6 +938,7 @@ class Preparer {
   const ropegen_contract& c_;
   const Call& call_;
   const LayoutTraits& traits_;
+  std::vector<int32_t> placement_;  // paged KV caches: each token's cache position
   Tensor q_, out_q_;
   std::optional<Tensor> k_, out_k_;
   Shape tokens_;

@@ -10,7 +10,8 @@
 // append (v, caches and their layout's shapes and dtype, index tensors,
 // every page and slot a token goes to in range, kv_indptr monotone and
 // within kv_indices, each token's position within its request's pages, no
-// two tokens to one entry); the cos/sin cache of
+// two tokens to one entry; fp8 caches' k_scale, v_scale finite and > 0,
+// and no scale for other caches); the cos/sin cache of
 // frequency scheme table (float32 [max_pos, rotary_dim], last dim
 // contiguous, a row for every position); run-time frequencies
 // (shape, finite, at most kMaxInvFreq); backward's saved inputs; the memory
@@ -56,14 +57,19 @@ struct PreparedCall {
   // Fused KV-cache append: v (d, h, s, b); caches (d, h, entry, page) in
   // every layout (contiguous: one entry per slot); index vectors (i).
   View v, k_cache, v_cache, kv_indices, kv_indptr, batch_indices, slot_mapping;
+  // Paged caches: each token's position in its request's pages (int32 (t):
+  // the call's cache_positions, else its positions), into owned_cache_positions.
+  View cache_positions;
   int64_t offset = 0, seq_len = 1;
+  float k_scale = 1.0f, v_scale = 1.0f;  // fp8 caches: codes of x / scale (1 unless the call gives them)
 
   PreparedCall() = default;
   PreparedCall(PreparedCall&&) = default;
   PreparedCall& operator=(PreparedCall&&) = default;
-  PreparedCall(const PreparedCall&) = delete;  // cu_seqlens may point into owned_cu_seqlens
+  PreparedCall(const PreparedCall&) = delete;  // cu_seqlens, cache_positions point into owned_*
 
   std::vector<int32_t> owned_cu_seqlens;  // int32 starts when the caller gave int64 ones or none
+  std::vector<int32_t> owned_cache_positions;
 };
 
 Result<PreparedCall> prepare_call(const ropegen_contract& contract, const Call& call);

@@ -17,6 +17,7 @@ std::optional<ElementType> element_type(ropegen_dtype t) {
   if (t.code == ROPEGEN_DTYPE_BFLOAT && t.bits == 16) return ElementType::BFloat16;
   if (t.code == ROPEGEN_DTYPE_INT && t.bits == 32) return ElementType::Int32;
   if (t.code == ROPEGEN_DTYPE_INT && t.bits == 64) return ElementType::Int64;
+  if (t.code == ROPEGEN_DTYPE_UINT && t.bits == 8) return ElementType::UInt8;
   return std::nullopt;
 }
 
@@ -38,6 +39,7 @@ const char* to_string(ElementType type) {
     case ElementType::BFloat16: return "bfloat16";
     case ElementType::Int32: return "int32";
     case ElementType::Int64: return "int64";
+    case ElementType::UInt8: return "uint8";
   }
   return "?";
 }
@@ -55,6 +57,7 @@ int element_bytes(ElementType type) {
   switch (type) {
     case ElementType::Float16: case ElementType::BFloat16: return 2;
     case ElementType::Int64: return 8;
+    case ElementType::UInt8: return 1;
     default: return 4;
   }
 }
@@ -126,11 +129,15 @@ Result<Call> Call::from_c(const ropegen_call& c) {
   take(c.v, "v", call.v), take(c.k_cache, "k_cache", call.k_cache), take(c.v_cache, "v_cache", call.v_cache);
   take(c.kv_indices, "kv_indices", call.kv_indices), take(c.kv_indptr, "kv_indptr", call.kv_indptr);
   take(c.batch_indices, "batch_indices", call.batch_indices), take(c.slot_mapping, "slot_mapping", call.slot_mapping);
+  take(c.cache_positions, "cache_positions", call.cache_positions);
   take(c.saved_q, "saved_q", call.saved_q), take(c.saved_k, "saved_k", call.saved_k);
   take(c.d_freqs, "d_freqs", call.d_freqs);
   if (!errors.empty()) return errors;
   call.offset = c.offset;
   if (c.seq_len > 0) call.seq_len = c.seq_len;
+  // 0: not given (fp8 caches then divide by 1).
+  if (c.k_scale != 0) call.k_scale = c.k_scale;
+  if (c.v_scale != 0) call.v_scale = c.v_scale;
   call.backward = c.backward != 0;
   call.stream = c.stream;
   return call;

@@ -89,6 +89,7 @@ void append_rope(std::string& out, const RopeSpec& spec) {
     out += fmt::format("kv_cache:\n  layout: {}\n", to_string(kv.layout));
     if (kv.layout != KvLayout::Contiguous) out += fmt::format("  page_size: {}\n", kv.page_size);
     out += fmt::format("  dtype: {}\n", to_string(kv.dtype));
+    if (kv.is_fp8()) out += "  scale: per_tensor\n";
   }
 }
 

@@ -318,11 +318,9 @@ class SpecBuilder {
       if (v < 1 || v > kMaxPageSize) error(n, fmt::format("page_size ({}) must be in 1..{}", v, kMaxPageSize));
       else c.page_size = static_cast<int>(v);
     }
-    if (c.dtype == KvDType::Fp8E4m3 || c.dtype == KvDType::Fp8E5m2)
-      error(kv["dtype"], fmt::format("kv_cache dtype `{}` is not supported yet by this version of rope-gen (fp8 "
-                                     "caches are planned); use f32, f16 or bf16",
-                                     to_string(c.dtype)));
-    else if (const YAML::Node n = kv["scale"])
+    // fp8 caches: `scale: per_tensor` (the default, and the one scaling
+    // there is: k_scale and v_scale come with each call).
+    if (const YAML::Node n = kv["scale"]; n && !c.is_fp8())
       error(n, fmt::format("kv_cache scale is for fp8 caches; dtype `{}` stores values as they are (leave scale out)",
                            to_string(c.dtype)));
     if (spec_.layout != Layout::THD)

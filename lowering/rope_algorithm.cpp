@@ -7,6 +7,7 @@
 #include "ropegen/rope_math.h"
 #include "constant_table.h"
 #include "exp.h"
+#include "fp8.h"
 #include "trig.h"
 
 namespace ropegen::lowering {
@@ -231,14 +232,20 @@ void define_frequency_gradient(const RopeSpec& spec, RopeAlgorithm& a, const Rop
   a.d_freqs(a.r) = cast<float>(sum(a.r));
 }
 
-DType kv_dtype(const KvCache& kv) {
-  return kv.dtype == KvDType::F16 ? DType::F16 : kv.dtype == KvDType::BF16 ? DType::BF16 : DType::F32;
+// The cache's element for a float32 value: the cache dtype's rounding, or
+// for fp8 caches the code of value / scale.
+DType float_dtype(KvDType t) { return t == KvDType::F16 ? DType::F16 : t == KvDType::BF16 ? DType::BF16 : DType::F32; }
+Type cache_type(const KvCache& kv) { return kv.is_fp8() ? UInt(8) : storage_type(float_dtype(kv.dtype)); }
+Expr cache_value_from_float(const KvCache& kv, const Expr& value, const Expr& scale,
+                            Bf16Rounding rounding = Bf16Rounding::IntegerOps) {
+  return kv.is_fp8() ? fp8_from_float(value, scale, kv.dtype) : store_from_float(value, float_dtype(kv.dtype), rounding);
 }
 
-// A row of `in` (spec dtype) as the cache stores it: the same bits when
-// the dtypes agree, else through float32 (round to nearest even).
-Expr as_cache_value(const Expr& value, DType from, DType to) {
-  return from == to ? value : store_from_float(load_as_float(value, from), to);
+// A row element of `in` (spec dtype) as the cache stores it: the same bits
+// when the dtypes agree, else through float32 (round to nearest even).
+Expr as_cache_value(const Expr& value, DType from, const KvCache& kv, const Expr& scale) {
+  if (!kv.is_fp8() && float_dtype(kv.dtype) == from) return value;
+  return cache_value_from_float(kv, load_as_float(value, from), scale);
 }
 
 // Where token t goes and whether it goes at all (FlashInfer's page.cuh
@@ -264,7 +271,8 @@ CacheEntry cache_entry(const RopeSpec& spec, RopeAlgorithm& a, const Expr& t, co
     a.uses_page_table = true;
     const int ps = spec.kv_cache.page_size;
     const Expr b = a.batch_indices(within(t, a.batch_indices));
-    const Expr pos = a.position_id(0, t, a.k.input.dim(3).min());
+    // The token's place in its request (prepare_call: cache_positions, else its position).
+    const Expr pos = a.cache_positions(within(t, a.cache_positions));
     const Expr first = a.kv_indptr(clamp(b, a.kv_indptr.dim(0).min(), a.kv_indptr.dim(0).max()));
     c.page = a.kv_indices(within(first + cast<int>(pos / ps), a.kv_indices));
     c.entry = cast<int>(pos % ps);
@@ -276,14 +284,18 @@ CacheEntry cache_entry(const RopeSpec& spec, RopeAlgorithm& a, const Expr& t, co
 }
 
 void define_kv_append(const RopeSpec& spec, RopeAlgorithm& a, bool own_cache_stages) {
-  const DType to = kv_dtype(spec.kv_cache);
-  const Type cache_type = storage_type(to);
+  const KvCache& kv = spec.kv_cache;
+  // fp8 caches read the call's scales (k's also for k's copied dims).
+  a.uses_k_scale = kv.is_fp8();
+  a.uses_v_scale = kv.is_fp8() && a.variant.with_v;
   const ImageParam& k = a.k.input;
   a.kv_indices = ImageParam(Int(32), 1, "kv_indices");
   a.kv_indptr = ImageParam(Int(32), 1, "kv_indptr");
   a.batch_indices = ImageParam(Int(32), 1, "batch_indices");
   a.slot_mapping = ImageParam(Int(32), 1, "slot_mapping");
-  for (const ImageParam& p : {a.kv_indices, a.kv_indptr, a.batch_indices, a.slot_mapping}) p.dim(0).set_stride(Expr());
+  a.cache_positions = ImageParam(Int(32), 1, "cache_positions");
+  for (const ImageParam& p : {a.kv_indices, a.kv_indptr, a.batch_indices, a.slot_mapping, a.cache_positions})
+    p.dim(0).set_stride(Expr());
 
   // k's rotation for the cache: its own Func (out_k's is placed in out_k's
   // loops), reading q's cos/sin (and xPos) stages, or with
@@ -307,7 +319,7 @@ void define_kv_append(const RopeSpec& spec, RopeAlgorithm& a, bool own_cache_sta
   // the appended ones) at their entries.
   auto cache_func = [&](Func& cache, const char* name) {
     cache = Func(name);
-    cache(a.d, a.h, a.e, a.pg) = undef(cache_type);
+    cache(a.d, a.h, a.e, a.pg) = undef(cache_type(kv));
   };
   auto tokens = [](const ImageParam& in) { return std::pair{in.dim(2).min(), in.dim(2).extent()}; };
   const Expr b0 = k.dim(3).min();
@@ -324,7 +336,8 @@ void define_kv_append(const RopeSpec& spec, RopeAlgorithm& a, bool own_cache_sta
     const CacheEntry at = cache_entry(spec, a, r.w, a.k_cache);
     a.k_rows.where(at.appended);
     a.k_cache(dim_of(spec, spec.output_pairing, r.x, r.y), r.z, at.entry, at.page) =
-        store_from_float(a.kv_rotated_k(r.x, r.y, r.z, r.w, b0), to, Bf16Rounding::InstructionWhereAvailable);
+        cache_value_from_float(kv, a.kv_rotated_k(r.x, r.y, r.z, r.w, b0), a.k_scale,
+                               Bf16Rounding::InstructionWhereAvailable);
   }
   // k, update 1 (partial rotary): the other dims copied.
   if (pass > 0) {
@@ -334,7 +347,7 @@ void define_kv_append(const RopeSpec& spec, RopeAlgorithm& a, bool own_cache_sta
     const CacheEntry at = cache_entry(spec, a, r.z, a.k_cache);
     a.k_pass_rows.where(at.appended);
     const Expr d = select(r.x < off, r.x, r.x + spec.rotary_dim);
-    a.k_cache(d, r.y, at.entry, at.page) = as_cache_value(k(d, r.y, r.z, b0), spec.dtype, to);
+    a.k_cache(d, r.y, at.entry, at.page) = as_cache_value(k(d, r.y, r.z, b0), spec.dtype, kv, a.k_scale);
   }
   // v, update 0: rows (d, h, t) copied; they span the cache's dims (GPU
   // staging pads v's rows).
@@ -347,7 +360,7 @@ void define_kv_append(const RopeSpec& spec, RopeAlgorithm& a, bool own_cache_sta
     const RDom& r = a.v_rows;
     const CacheEntry at = cache_entry(spec, a, r.z, a.v_cache);
     a.v_rows.where(at.appended);
-    a.v_cache(r.x, r.y, at.entry, at.page) = as_cache_value(a.v(r.x, r.y, r.z, b0), spec.dtype, to);
+    a.v_cache(r.x, r.y, at.entry, at.page) = as_cache_value(a.v(r.x, r.y, r.z, b0), spec.dtype, kv, a.v_scale);
   }
 }
 
@@ -410,7 +423,9 @@ RopeAlgorithm build_algorithm(const RopeSpec& spec, const KernelVariant& variant
 
 std::vector<Argument> RopeAlgorithm::arguments() const {
   // Fixed order (documented in manifest.json): q (or x), k, positions,
-  // cu_seqlens, table, freqs, cos_sin_cache, saved_q, saved_k, offset, seq_len.
+  // cu_seqlens, table, freqs, cos_sin_cache, saved_q, saved_k, offset, seq_len
+  // (kv_cache specs: v after k, the page table or slot mapping after
+  // cos_sin_cache, fp8 caches' k_scale, v_scale last).
   std::vector<Argument> args = {q.input};
   if (k.input.defined()) args.push_back(k.input);
   if (v.defined()) args.push_back(v);
@@ -419,12 +434,14 @@ std::vector<Argument> RopeAlgorithm::arguments() const {
   if (uses_table) args.push_back(table);
   if (uses_freqs) args.push_back(freqs);
   if (uses_cos_sin_cache) args.push_back(cos_sin_cache);
-  if (uses_page_table) args.insert(args.end(), {kv_indices, kv_indptr, batch_indices});
+  if (uses_page_table) args.insert(args.end(), {kv_indices, kv_indptr, batch_indices, cache_positions});
   if (uses_slot_mapping) args.push_back(slot_mapping);
   if (q.saved.defined()) args.push_back(q.saved);
   if (k.saved.defined()) args.push_back(k.saved);
   if (uses_offset) args.push_back(offset);
   if (uses_seq_len) args.push_back(seq_len);
+  if (uses_k_scale) args.push_back(k_scale);
+  if (uses_v_scale) args.push_back(v_scale);
   return args;
 }
 

@@ -89,14 +89,18 @@ struct RopeAlgorithm {
   Halide::Var e{"e"}, pg{"pg"};
   Halide::ImageParam v;                                    // (d, h, s, b), spec dtype
   Halide::ImageParam kv_indices, kv_indptr, batch_indices;  // paged, int32
+  Halide::ImageParam cache_positions;  // paged, int32 (t): each token's position in its request's pages
   Halide::ImageParam slot_mapping;                         // contiguous, int32
+  // fp8 caches (kv_cache dtype fp8_*): the call's per-tensor scales; the
+  // caches hold codes of x / scale (fp8.h, fp8_from_float).
+  Halide::Param<float> k_scale{"k_scale", 1.0f}, v_scale{"v_scale", 1.0f};
   // k's rotation for the cache (as rotated), and with own_cache_stages
   // (build_algorithm) its own copies of cos_sin, reduced, xpos_scale;
   // without, these are undefined and it reads q's.
   Halide::Func kv_rotated_k, kv_cos_sin, kv_reduced, kv_xpos_scale;
   Halide::Func k_cache, v_cache;
   Halide::RDom k_rows, k_pass_rows, v_rows;
-  bool uses_page_table = false, uses_slot_mapping = false;
+  bool uses_page_table = false, uses_slot_mapping = false, uses_k_scale = false, uses_v_scale = false;
   Halide::Func d_freqs;       // (r) float32: dL/d(inv_freq), backward with run-time frequencies
   Halide::Func d_freqs_sum;   // (r) float64: its accumulation over every row of q and k
   KernelVariant variant;

@@ -132,6 +132,7 @@ class PartRun {
     if (call_.saved_k.defined()) a.saved_k = gather(call_.saved_k);
     a.offset = call_.offset;
     a.seq_len = call_.seq_len;
+    a.k_scale = call_.k_scale, a.v_scale = call_.v_scale;
     a.out_q = rope ? rotary_stage(call_.q) : row_stage(call_.q);
     if (variant_.with_k) a.out_k = rotary_stage(call_.k);
     // dL/d(inv_freq) of this part's rows (computed on the host), summed below.
@@ -303,8 +304,9 @@ DevicePart wrap(const call::PartViews& v) {
   p.cos_sin_cache = wrap(v.cos_sin_cache);
   p.v = wrap(v.v), p.k_cache = wrap(v.k_cache), p.v_cache = wrap(v.v_cache);
   p.kv_indices = wrap(v.kv_indices), p.kv_indptr = wrap(v.kv_indptr), p.batch_indices = wrap(v.batch_indices);
-  p.slot_mapping = wrap(v.slot_mapping);
+  p.slot_mapping = wrap(v.slot_mapping), p.cache_positions = wrap(v.cache_positions);
   p.offset = v.offset, p.seq_len = v.seq_len;
+  p.k_scale = v.k_scale, p.v_scale = v.v_scale;
   return p;
 }
 
@@ -337,6 +339,7 @@ void run_on_device(const RopeSpec& spec, const lowering::KernelVariant& variant,
   whole.kv_indptr = staged_whole(call.kv_indptr, device.buffer_size_multiple);
   whole.batch_indices = staged_token_indices(call.batch_indices, device.buffer_size_multiple);
   whole.slot_mapping = staged_token_indices(call.slot_mapping, device.buffer_size_multiple);
+  whole.cache_positions = staged_token_indices(call.cache_positions, device.buffer_size_multiple);
   whole.k_cache = staged_whole(call.k_cache, device.buffer_size_multiple);
   whole.v_cache = staged_whole(call.v_cache, device.buffer_size_multiple);
   if (call.d_freqs.defined()) Halide::Buffer<float>(call.d_freqs).fill(0.0f);  // the parts add to it
@@ -347,7 +350,7 @@ void run_on_device(const RopeSpec& spec, const lowering::KernelVariant& variant,
     throw DeviceError(fmt::format("{}: {}", device.description, e.what()));
   }
   for (Halide::Buffer<> b : {whole.cu_seqlens, whole.table, whole.freqs, whole.cos_sin_cache, whole.kv_indices,
-                             whole.kv_indptr, whole.batch_indices, whole.slot_mapping})
+                             whole.kv_indptr, whole.batch_indices, whole.slot_mapping, whole.cache_positions})
     if (b.defined()) b.device_free();
   for (auto [staged, caller] : {std::pair{whole.k_cache, call.k_cache}, std::pair{whole.v_cache, call.v_cache}}) {
     if (!staged.defined()) continue;

@@ -41,8 +41,9 @@ struct DevicePart {
   Halide::Buffer<> q, out_q, k, out_k, saved_q, saved_k;
   Halide::Buffer<> positions, cu_seqlens, table, freqs, cos_sin_cache, d_freqs;
   // KV-cache append: v split like k; caches and indices whole.
-  Halide::Buffer<> v, k_cache, v_cache, kv_indices, kv_indptr, batch_indices, slot_mapping;
+  Halide::Buffer<> v, k_cache, v_cache, kv_indices, kv_indptr, batch_indices, slot_mapping, cache_positions;
   int64_t offset = 0, seq_len = 1;
+  float k_scale = 1.0f, v_scale = 1.0f;  // fp8 caches
 };
 DevicePart wrap(const call::PartViews& part);
 

@@ -38,6 +38,12 @@ Result<ApplyResult> apply_on_host(const RopeSpec& spec, const ApplyRequest& r) {
   const DType cache_dtype = spec.kv_cache.dtype == KvDType::F16    ? DType::F16
                             : spec.kv_cache.dtype == KvDType::BF16 ? DType::BF16
                                                                    : DType::F32;
+  std::optional<std::vector<uint8_t>> k_codes, v_codes;  // fp8 caches, as they came
+  if (r.k_cache_codes)
+    k_codes = r.k_cache_codes->codes, call.k_cache = dense(k_codes->data(), ElementType::UInt8, r.k_cache_codes->shape);
+  if (r.v_cache_codes)
+    v_codes = r.v_cache_codes->codes, call.v_cache = dense(v_codes->data(), ElementType::UInt8, r.v_cache_codes->shape);
+  call.k_scale = r.k_scale, call.v_scale = r.v_scale;
   std::optional<HostStorage> v, k_cache, v_cache;
   if (r.v) v = to_storage(r.v->data, spec.dtype), call.v = dense(v->data(), v->element_type(), r.v->shape);
   if (r.k_cache)
@@ -46,13 +52,14 @@ Result<ApplyResult> apply_on_host(const RopeSpec& spec, const ApplyRequest& r) {
   if (r.v_cache)
     v_cache = to_storage(r.v_cache->data, cache_dtype),
     call.v_cache = dense(v_cache->data(), v_cache->element_type(), r.v_cache->shape);
-  std::vector<int32_t> index_storage[4];
+  std::vector<int32_t> index_storage[5];
   const std::tuple<const std::optional<std::vector<int64_t>>*, const char*, std::optional<Tensor>*> indices[] = {
       {&r.kv_indices, "kv_indices", &call.kv_indices},
       {&r.kv_indptr, "kv_indptr", &call.kv_indptr},
       {&r.batch_indices, "batch_indices", &call.batch_indices},
-      {&r.slot_mapping, "slot_mapping", &call.slot_mapping}};
-  for (int i = 0; i < 4; ++i) {
+      {&r.slot_mapping, "slot_mapping", &call.slot_mapping},
+      {&r.cache_positions, "cache_positions", &call.cache_positions}};
+  for (int i = 0; i < 5; ++i) {
     const auto [values, name, into] = indices[i];
     if (!*values) continue;
     for (int64_t x : **values) {
@@ -110,6 +117,7 @@ Result<ApplyResult> apply_on_host(const RopeSpec& spec, const ApplyRequest& r) {
   if (k && r.out_k) result.out_k = k->out.to_float();
   if (k_cache) result.k_cache = k_cache->to_float();
   if (v_cache) result.v_cache = v_cache->to_float();
+  result.k_cache_codes = std::move(k_codes), result.v_cache_codes = std::move(v_codes);
   if (call.d_freqs) result.d_freqs = d_freqs;
   return result;
 }

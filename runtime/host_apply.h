@@ -19,6 +19,11 @@ struct HostTensor {
   std::vector<float> data;
 };
 
+struct HostCodes {
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> codes;
+};
+
 struct HostPositions {
   std::vector<int64_t> shape;
   std::vector<int64_t> values;
@@ -45,7 +50,12 @@ struct ApplyRequest {
   // out_k: whether rotated k is also returned (with a cache it is optional).
   bool out_k = true;
   std::optional<HostTensor> v, k_cache, v_cache;
+  // fp8 caches (kv_cache dtype fp8_*): their uint8 codes instead of
+  // k_cache, v_cache, returned updated; the call's scales (absent: 1).
+  std::optional<HostCodes> k_cache_codes, v_cache_codes;
+  std::optional<float> k_scale, v_scale;
   std::optional<std::vector<int64_t>> kv_indices, kv_indptr, batch_indices, slot_mapping;
+  std::optional<std::vector<int64_t>> cache_positions;  // paged: where tokens go (absent: positions)
 };
 
 struct ApplyResult {
@@ -53,6 +63,7 @@ struct ApplyResult {
   std::optional<std::vector<float>> out_k;
   std::optional<std::vector<float>> d_freqs;  // backward with run-time frequencies
   std::optional<std::vector<float>> k_cache, v_cache;  // updated (float32 of the cache dtype's values)
+  std::optional<std::vector<uint8_t>> k_cache_codes, v_cache_codes;  // fp8 caches, updated
 };
 
 // The request as a ropegen::Call on storage in the spec's dtype, run through

@@ -57,7 +57,9 @@ void JitKernel::realize(const PipelineArguments& args) {
   a.q.input.set(args.q);
   if (a.k.input.defined()) a.k.input.set(args.k);
   if (a.v.defined()) a.v.set(args.v);
-  if (a.uses_page_table) a.kv_indices.set(args.kv_indices), a.kv_indptr.set(args.kv_indptr), a.batch_indices.set(args.batch_indices);
+  if (a.uses_page_table)
+    a.kv_indices.set(args.kv_indices), a.kv_indptr.set(args.kv_indptr), a.batch_indices.set(args.batch_indices),
+        a.cache_positions.set(args.cache_positions);
   if (a.uses_slot_mapping) a.slot_mapping.set(args.slot_mapping);
   if (a.uses_positions) a.positions.set(args.positions);
   if (a.uses_cu_seqlens) a.cu_seqlens.set(args.cu_seqlens);
@@ -68,6 +70,8 @@ void JitKernel::realize(const PipelineArguments& args) {
   if (a.k.saved.defined()) a.k.saved.set(args.saved_k);
   a.offset.set(args.offset);
   a.seq_len.set(args.seq_len);
+  a.k_scale.set(args.k_scale);
+  a.v_scale.set(args.v_scale);
   pipeline_.realize(Halide::Realization(args.outputs()), target_);
 }
 

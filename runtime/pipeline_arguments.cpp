@@ -24,8 +24,10 @@ PipelineArguments wrap(const call::RopeArguments& a) {
   p.cos_sin_cache = wrap(a.cos_sin_cache);
   p.v = wrap(a.v), p.kv_indices = wrap(a.kv_indices), p.kv_indptr = wrap(a.kv_indptr);
   p.batch_indices = wrap(a.batch_indices), p.slot_mapping = wrap(a.slot_mapping);
+  p.cache_positions = wrap(a.cache_positions);
   p.k_cache = wrap(a.k_cache), p.v_cache = wrap(a.v_cache);
   p.offset = a.offset, p.seq_len = a.seq_len;
+  p.k_scale = a.k_scale, p.v_scale = a.v_scale;
   p.out_q = wrap(a.out_q), p.out_k = wrap(a.out_k), p.d_freqs = wrap(a.d_freqs);
   return p;
 }

@@ -14,8 +14,9 @@ namespace ropegen::runtime {
 // The rotary pipeline's inputs and outputs (lowering::RopeAlgorithm).
 struct PipelineArguments {
   Halide::Buffer<> q, k, positions, cu_seqlens, table, freqs, cos_sin_cache, saved_q, saved_k;
-  Halide::Buffer<> v, kv_indices, kv_indptr, batch_indices, slot_mapping;
+  Halide::Buffer<> v, kv_indices, kv_indptr, batch_indices, slot_mapping, cache_positions;
   int64_t offset = 0, seq_len = 1;
+  float k_scale = 1.0f, v_scale = 1.0f;  // fp8 caches
   Halide::Buffer<> out_q, out_k, k_cache, v_cache, d_freqs;
 
   // out_q (, out_k) (, k_cache (, v_cache)) (, d_freqs): the pipeline's output order

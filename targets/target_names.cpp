@@ -27,10 +27,13 @@ bool has_unsupported_gpu_api(const Target& t) {
 
 // The features every kernel needs on Vulkan: the angle and its reduction
 // are float64 and the quadrant an int64 (lowering/trig.cpp); f16 storage is
-// float16, bf16 storage 16-bit words.
+// float16, bf16 storage 16-bit words, fp8 KV caches 8-bit codes (Halide
+// declares a capability in a kernel's SPIR-V only where the kernel uses
+// the type).
 Target with_required_gpu_features(Target t) {
   if (t.has_feature(Target::Vulkan))
-    for (auto f : {Target::VulkanFloat64, Target::VulkanInt64, Target::VulkanInt16, Target::VulkanFloat16})
+    for (auto f : {Target::VulkanFloat64, Target::VulkanInt64, Target::VulkanInt16, Target::VulkanFloat16,
+                   Target::VulkanInt8})
       t.set_feature(f);
   return t;
 }

@@ -38,7 +38,17 @@ struct Call {
   std::optional<Tensor> kv_indices;       // paged: int32, the pages of every request, request b's from kv_indptr[b]
   std::optional<Tensor> kv_indptr;        // paged: int32 [B + 1], never decreasing, kv_indptr[B] <= len(kv_indices)
   std::optional<Tensor> batch_indices;    // paged: int32 [T], the request of each token (< 0: not appended)
+  // paged: int32 [T], where each token goes in its request's cache when
+  // that is not where it is rotated (FlashInfer's fused op: `positions`
+  // places, `pos_ids` rotate); absent: positions place the tokens too.
+  std::optional<Tensor> cache_positions;
   std::optional<Tensor> slot_mapping;     // contiguous: int32 [T], the cache slot of each token (< 0: not appended)
+  // fp8 caches (kv_cache dtype fp8_e4m3 | fp8_e5m2, uint8 tensors of codes):
+  // the per-tensor scales, finite and > 0 (absent: 1). k_cache holds the code
+  // of x / k_scale (float32 division, saturated to the format's largest
+  // finite value, rounded to nearest even, as vLLM's fp8 KV cache), v_cache
+  // of x / v_scale. Refused for caches that are not fp8 (and v_scale without v).
+  std::optional<float> k_scale, v_scale;
   // Backward with run-time frequencies: the forward inputs, and where
   // dL/d(inv_freq) (float32 [rotary_dim / 2]) goes.
   std::optional<Tensor> saved_q, saved_k, d_freqs;

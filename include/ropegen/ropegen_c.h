@@ -41,11 +41,11 @@ enum {
   ROPEGEN_DTYPE_UINT = 1,  /* kDLUInt */
   ROPEGEN_DTYPE_FLOAT = 2, /* kDLFloat */
   ROPEGEN_DTYPE_BFLOAT = 4 /* kDLBfloat */
-};
+};  /* fp8 KV caches are uint8 (ROPEGEN_DTYPE_UINT, 8 bits): the codes */
 
 typedef struct ropegen_dtype {
   uint8_t code;   /* ROPEGEN_DTYPE_* */
-  uint8_t bits;   /* float 32/16, bfloat 16, int 32/64 */
+  uint8_t bits;   /* float 32/16, bfloat 16, int 32/64, uint 8 */
   uint16_t lanes; /* 1 */
 } ropegen_dtype;
 
@@ -84,7 +84,7 @@ typedef struct ropegen_tensor {
  *               fused KV-cache append (spec section kv_cache, layout thd; FlashInfer's
  *               append_paged_kv_cache, vLLM's reshape_and_cache): k (required) is
  *               rotated into k_cache and v [T, Hk, Dv] (optional: MLA has none) copied
- *               into v_cache, both in the cache dtype. Token t of request
+ *               into v_cache, both in the cache dtype (fp8: k_scale, v_scale below). Token t of request
  *               b = batch_indices[t] at p = positions[t] goes to page
  *               kv_indices[kv_indptr[b] + p / page_size], entry p % page_size
  *               (paged_nhd [pages, page_size, Hk, D], paged_hnd [pages, Hk,
@@ -101,7 +101,16 @@ typedef struct ropegen_tensor {
  *   seq_len     the sequence length the frequencies see (dynamic NTK, LongRoPE,
  *               xPos); <= 0: as HF, max position + 1.
  *   backward    nonzero: the gradient (rotation by -angle).
- *   stream      device calls: the cudaStream_t (NULL: the default stream). */
+ *   stream      device calls: the cudaStream_t (NULL: the default stream).
+ *   k_scale, v_scale  fp8 caches (kv_cache dtype fp8_e4m3 | fp8_e5m2, uint8
+ *               codes): k_cache holds the code of x / k_scale (float32 division,
+ *               saturated to the format's largest finite value, rounded to
+ *               nearest even: vLLM's fp8 KV cache), v_cache of x / v_scale.
+ *               Finite and > 0; 0: not given (1 for fp8 caches; any other
+ *               value with a cache that is not fp8 is refused).
+ *   cache_positions  paged caches: int32 [T], the position in its request's
+ *               pages each token goes to (FlashInfer's fused op: `positions`
+ *               place, `pos_ids` rotate); NULL: positions place them too. */
 typedef struct ropegen_call {
   const ropegen_tensor *q, *k;
   const ropegen_tensor *out_q, *out_k;
@@ -113,6 +122,8 @@ typedef struct ropegen_call {
   int64_t seq_len;
   int32_t backward;
   void *stream;
+  float k_scale, v_scale;
+  const ropegen_tensor *cache_positions;
 } ropegen_call;
 
 typedef enum ropegen_status {
@@ -149,7 +160,8 @@ typedef struct ropegen_contract {
   int32_t table_frequencies;  /* frequency scheme table: the call passes cos_sin_cache */
   int32_t kv_layout;          /* fused KV-cache append: 0 none, 1 paged_nhd, 2 paged_hnd, 3 contiguous */
   int32_t kv_page_size;       /* paged layouts: entries per page */
-  ropegen_dtype kv_dtype;     /* of k_cache and v_cache */
+  ropegen_dtype kv_dtype;     /* of k_cache and v_cache (fp8 caches: uint8 codes) */
+  int32_t kv_fp8;             /* fp8 caches: 1 fp8_e4m3 (e4m3fn), 2 fp8_e5m2; 0 otherwise */
 } ropegen_contract;
 
 struct halide_filter_metadata_t;
@@ -160,6 +172,7 @@ typedef struct ropegen_entry {
   const struct halide_filter_metadata_t *(*metadata)(void);
   int32_t with_k, int64_positions, backward;
   int32_t pass_through; /* nonzero: the partial-rotary copy, not a kernel variant */
+  int32_t with_v;       /* kv_cache specs: v copied into v_cache (with_k: out_k written too) */
 } ropegen_entry;
 
 typedef struct ropegen_library {

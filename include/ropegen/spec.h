@@ -94,6 +94,9 @@ struct KvCache {
   KvLayout layout = KvLayout::PagedNhd;
   int page_size = 16;         // paged layouts; 1 for contiguous
   KvDType dtype = KvDType::F32;  // default: the spec's dtype
+  // fp8 caches hold codes of x / scale, the per-tensor k_scale and v_scale
+  // of each call (`scale: per_tensor`, the one scaling there is).
+  bool is_fp8() const { return dtype == KvDType::Fp8E4m3 || dtype == KvDType::Fp8E5m2; }
 };
 
 struct RopeSpec {

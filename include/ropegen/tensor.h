@@ -24,8 +24,9 @@ struct Device {
 };
 
 // The element types calls use: the spec's dtype for tensors, int32/int64
-// for ids, float32 for run-time frequencies.
-enum class ElementType : uint8_t { Float32, Float16, BFloat16, Int32, Int64 };
+// for ids, float32 for run-time frequencies, uint8 for fp8 KV caches (the
+// codes: kv_cache dtype fp8_e4m3 or fp8_e5m2).
+enum class ElementType : uint8_t { Float32, Float16, BFloat16, Int32, Int64, UInt8 };
 
 const char* to_string(ElementType type);  // "float32", "bfloat16", ...
 const char* to_string(DeviceType type);   // "cpu", "cuda", "vulkan"

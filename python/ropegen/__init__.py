@@ -73,7 +73,8 @@ class Kernel:
 
     def __call__(self, q, k=None, positions=None, offset=0, seq_len=None, out_q=None, out_k=None, cu_seqlens=None,
                  table=None, freqs=None, out=None, cos_sin_cache=None, *, v=None, k_cache=None, v_cache=None,
-                 kv_indices=None, kv_indptr=None, batch_indices=None, slot_mapping=None):
+                 kv_indices=None, kv_indptr=None, batch_indices=None, slot_mapping=None, k_scale=None, v_scale=None,
+                 cache_positions=None):
         """Rope: rotate q (and k); returns out_q, or (out_q, out_k) when k is
         given; pass out_q=q (out_k=k) to rotate in place; freqs: inv_freq for
         `scheme: runtime`; cos_sin_cache: float32 [max_pos, rotary_dim] (row p:
@@ -82,12 +83,19 @@ class Kernel:
         v [T, Hk, Dv] (optional) copied into v_cache, both updated in place,
         at the entries kv_indices / kv_indptr / batch_indices (paged) or
         slot_mapping (contiguous) give (int32; negative: not appended);
-        returns out_q, and out_k only when out_k is passed.
+        returns out_q, and out_k only when out_k is passed. fp8 caches
+        (`dtype: fp8_e4m3 | fp8_e5m2`) are uint8 arrays of codes of
+        x / k_scale (v / v_scale): float32 division, saturated, rounded to
+        nearest even (vLLM's); scales default to 1 and are refused for other caches.
+        cache_positions (paged, int32 [T]): where each token goes in its
+        request's pages when it rotates by other positions (FlashInfer's
+        fused op: positions place, pos_ids rotate); default: positions.
         Other encodings: q is x (or the scores), table the learned table;
         returns the result (out=x: in place)."""
         out_q = out if out is not None else out_q
         kv = dict(v=v, k_cache=k_cache, v_cache=v_cache, kv_indices=kv_indices, kv_indptr=kv_indptr,
-                  batch_indices=batch_indices, slot_mapping=slot_mapping)
+                  batch_indices=batch_indices, slot_mapping=slot_mapping, k_scale=k_scale, v_scale=v_scale,
+                  cache_positions=cache_positions)
         return self._run(q, k, positions, offset, seq_len, out_q, out_k, cu_seqlens, False, table, freqs, None, None,
                          cos_sin_cache, kv)
 
@@ -110,7 +118,8 @@ class Kernel:
         d_freqs = _zeros_like_vector(freqs) if backward and freqs is not None else None
         self._kernel(q, k, positions, offset, seq_len, out_q, out_k, cu_seqlens, backward, table, freqs, saved_q,
                      saved_k, d_freqs, cos_sin_cache, kv.get("v"), kv.get("k_cache"), kv.get("v_cache"),
-                     kv.get("kv_indices"), kv.get("kv_indptr"), kv.get("batch_indices"), kv.get("slot_mapping"))
+                     kv.get("kv_indices"), kv.get("kv_indptr"), kv.get("batch_indices"), kv.get("slot_mapping"),
+                     kv.get("k_scale"), kv.get("v_scale"), kv.get("cache_positions"))
         results = (out_q,) + ((out_k,) if out_k is not None else ()) + ((d_freqs,) if d_freqs is not None else ())
         return results[0] if len(results) == 1 else results
 

@@ -15,7 +15,10 @@ The ops (namespace `ropegen`, registered on import):
                   saved_q, saved_k) -> (grad_q, grad_k, grad_freqs)
     rotary_embedding(positions, query!, key!, head_size, cos_sin_cache, is_neox) -> ()  vLLM's
     rope_append_kv_cache(spec, q!, k, v, batch_indices, positions, k_cache!, v_cache!,
-                         kv_indices, kv_indptr, slot_mapping) -> ()    the fused append
+                         kv_indices, kv_indptr, slot_mapping, k_scale=None, v_scale=None,
+                         cache_positions=None) -> ()
+                                                                        the fused append (fp8 caches:
+                                                                        uint8 or float8 tensors, codes of x / scale)
 `spec` is spec text (YAML); a spec that leaves out `dtype`, `layout` or `positions`
 takes the call's (the tensors' dtype, the layout argument, whether positions are
 passed), with one compiled kernel per combination. `k` absent: out_k is an empty
@@ -80,12 +83,14 @@ def _dl(t):
 
 
 def _run(spec, q, k, positions, layout, offset, cu_seqlens, freqs, out_q, out_k, backward=False, saved_q=None,
-         saved_k=None, d_freqs=None, **tensors):
+         saved_k=None, d_freqs=None, k_scale=None, v_scale=None, **tensors):
     """The one call of a kernel from this module; `tensors`: the binding's other
-    tensor arguments by name (cos_sin_cache, v, k_cache, kv_indices, ...)."""
+    tensor arguments by name (cos_sin_cache, v, k_cache, kv_indices, ...);
+    k_scale, v_scale: fp8 caches' scales (None: not given)."""
     run = kernel(spec, q.dtype, layout, positions is not None)
     run(_dl(q), _dl(k), _dl(positions), offset, None, _dl(out_q), _dl(out_k), _dl(cu_seqlens), backward, None,
-        _dl(freqs), _dl(saved_q), _dl(saved_k), _dl(d_freqs), **{name: _dl(t) for name, t in tensors.items()})
+        _dl(freqs), _dl(saved_q), _dl(saved_k), _dl(d_freqs), **{name: _dl(t) for name, t in tensors.items()},
+        k_scale=k_scale, v_scale=v_scale)
 
 
 def _new(t):
@@ -112,7 +117,7 @@ _lib.define("rotary_embedding(Tensor positions, Tensor(a!) query, Tensor(b!)? ke
             "Tensor cos_sin_cache, bool is_neox) -> ()")
 _lib.define("rope_append_kv_cache(str spec, Tensor(a!) q, Tensor k, Tensor? v, Tensor? batch_indices, "
             "Tensor positions, Tensor(b!) k_cache, Tensor(c!)? v_cache, Tensor? kv_indices, Tensor? kv_indptr, "
-            "Tensor? slot_mapping) -> ()")
+            "Tensor? slot_mapping, float? k_scale=None, float? v_scale=None, Tensor? cache_positions=None) -> ()")
 
 
 def _impl(name):
@@ -245,6 +250,8 @@ def _(positions, query, key, head_size, cos_sin_cache, is_neox):
 # The fused RoPE + KV-cache append of a spec with a `kv_cache` section, in
 # FlashInfer's argument order (append_paged_kv_cache: k, v, batch_indices,
 # positions, the cache, kv_indices, kv_indptr), q first and rotated in place;
+# cache_positions (paged) place tokens that rotate by other positions (the
+# fused rope_quantize_fp8_append_paged_kv_cache's `positions` vs `pos_ids`);
 # contiguous caches take vLLM's slot_mapping instead of the page table. Index
 # tensors may be int64 (vLLM's): the kernels take int32, so they are narrowed
 # here (prepare_call then checks every index against the cache).
@@ -252,16 +259,37 @@ def _int32(t):
     return t.int() if t is not None and t.dtype == torch.int64 else t
 
 
+# fp8 caches (spec kv_cache dtype fp8_e4m3 | fp8_e5m2) hold uint8 codes of
+# x / k_scale (v / v_scale), vLLM's fp8 KV cache; FlashInfer keeps them as
+# torch.float8_e4m3fn / float8_e5m2 tensors, passed here as uint8 views of the
+# same memory once their format is checked against the spec's.
+_FP8_DTYPES = {getattr(torch, name): spec_name for name, spec_name in
+               (("float8_e4m3fn", "fp8_e4m3"), ("float8_e5m2", "fp8_e5m2")) if hasattr(torch, name)}
+
+
+def _fp8_codes(cache, name, spec_text):
+    if cache is None or cache.dtype not in _FP8_DTYPES:
+        return cache
+    wanted = _FP8_DTYPES[cache.dtype]
+    if f"  dtype: {wanted}\n" not in spec_text:
+        raise ValueError(f"{name}: error: {name} is {cache.dtype} but the spec's kv_cache dtype is not {wanted}: "
+                         f"pass a cache of the spec's format (or its uint8 view)")
+    return cache.view(torch.uint8)
+
+
 @_impl("rope_append_kv_cache")
 def _rope_append_kv_cache(spec, q, k, v, batch_indices, positions, k_cache, v_cache, kv_indices, kv_indptr,
-                          slot_mapping):
-    _run(spec, q, k, positions, "thd", 0, None, None, q, None, v=v, k_cache=k_cache, v_cache=v_cache,
+                          slot_mapping, k_scale=None, v_scale=None, cache_positions=None):
+    spec_text = kernel(spec, q.dtype, "thd", True).spec
+    _run(spec, q, k, positions, "thd", 0, None, None, q, None, k_scale=k_scale, v_scale=v_scale, v=v,
+         k_cache=_fp8_codes(k_cache, "k_cache", spec_text), v_cache=_fp8_codes(v_cache, "v_cache", spec_text),
          kv_indices=_int32(kv_indices), kv_indptr=_int32(kv_indptr), batch_indices=_int32(batch_indices),
-         slot_mapping=_int32(slot_mapping))
+         slot_mapping=_int32(slot_mapping), cache_positions=_int32(cache_positions))
 
 
 @torch.library.register_fake("ropegen::rope_append_kv_cache", lib=_lib)
-def _(spec, q, k, v, batch_indices, positions, k_cache, v_cache, kv_indices, kv_indptr, slot_mapping):
+def _(spec, q, k, v, batch_indices, positions, k_cache, v_cache, kv_indices, kv_indptr, slot_mapping, k_scale=None,
+      v_scale=None, cache_positions=None):
     return None
 
 

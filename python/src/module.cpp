@@ -72,7 +72,8 @@ class SpecKernel {
             nb::handle freqs_arg, nb::handle saved_q_arg, nb::handle saved_k_arg, nb::handle d_freqs_arg,
             nb::handle cos_sin_cache_arg, nb::handle v_arg, nb::handle k_cache_arg, nb::handle v_cache_arg,
             nb::handle kv_indices_arg, nb::handle kv_indptr_arg, nb::handle batch_indices_arg,
-            nb::handle slot_mapping_arg) {
+            nb::handle slot_mapping_arg, std::optional<float> k_scale, std::optional<float> v_scale,
+            nb::handle cache_positions_arg) {
     const bool rope = spec_.encoding == Encoding::Rope;
     const char* q_name = rope ? "q" : "x";
     const char* out_name = rope ? "out_q" : "out";
@@ -119,6 +120,8 @@ class SpecKernel {
     in(kv_indptr_arg, "kv_indptr", call.kv_indptr, false);
     in(batch_indices_arg, "batch_indices", call.batch_indices, false);
     in(slot_mapping_arg, "slot_mapping", call.slot_mapping, false);
+    in(cache_positions_arg, "cache_positions", call.cache_positions, false);
+    call.k_scale = k_scale, call.v_scale = v_scale;  // fp8 caches (uint8 codes); None: not given
     call.offset = python::integer(offset_arg, "offset");
     if (!seq_len_arg.is_none()) call.seq_len = python::integer(seq_len_arg, "seq_len");
     call.backward = backward;
@@ -180,7 +183,9 @@ NB_MODULE(_ropegen, m) {
            nb::arg("cos_sin_cache").none() = nb::none(), nb::arg("v").none() = nb::none(),
            nb::arg("k_cache").none() = nb::none(), nb::arg("v_cache").none() = nb::none(),
            nb::arg("kv_indices").none() = nb::none(), nb::arg("kv_indptr").none() = nb::none(),
-           nb::arg("batch_indices").none() = nb::none(), nb::arg("slot_mapping").none() = nb::none())
+           nb::arg("batch_indices").none() = nb::none(), nb::arg("slot_mapping").none() = nb::none(),
+           nb::arg("k_scale").none() = nb::none(), nb::arg("v_scale").none() = nb::none(),
+           nb::arg("cache_positions").none() = nb::none())
       .def_prop_ro("spec", &SpecKernel::spec_yaml)
       .def_prop_ro("encoding", &SpecKernel::encoding);
   m.def(

@@ -362,6 +362,103 @@ def test_rope_append_kv_cache_opcheck_and_errors():
         torch.ops.ropegen.rope_append_kv_cache(*bad)
 
 
+@pytest.mark.parametrize("fmt", ["fp8_e4m3", "fp8_e5m2"])
+@pytest.mark.parametrize("layout", ["paged_hnd", "contiguous"])
+def test_rope_append_kv_cache_fp8_matches_torchs_float8_conversion(fmt, layout):
+    """fp8 caches as FlashInfer keeps them (torch float8 tensors) and as vLLM
+    does (uint8): every appended code is torch's own float8 conversion of
+    clamp(x / scale) (vLLM's semantics; NaN kept) of the Rope op's rotated k
+    and of v, with saturating, NaN and tiny values; other entries untouched."""
+    dtype, fp8_max = {"fp8_e4m3": (torch.float8_e4m3fn, 448.0), "fp8_e5m2": (torch.float8_e5m2, 57344.0)}[fmt]
+    page = 4
+    kv = {"layout": layout, "dtype": fmt}
+    if layout != "contiguous":
+        kv["page_size"] = page
+    spec = json.dumps({"name": "kv", "head_dim": 16, "layout": "thd", "positions": "explicit", "kv_cache": kv})
+    t, hq, hk, dv = 5, 2, 2, 8
+    g = torch.Generator().manual_seed(5)
+    q, k, v = torch.randn(t, hq, 16, generator=g), torch.randn(t, hk, 16, generator=g), torch.randn(t, hk, dv, generator=g)
+    v[0, 0, :4] = torch.tensor([1e9, -1e9, float("nan"), 1e-30])
+    k[1, 1, 0] = 1e9
+    k_scale, v_scale = 0.37, 3.0
+    positions, batch = torch.tensor([0, 1, 2, 0, 1]), torch.tensor([0, 0, 0, 1, 1])
+    kv_indices, kv_indptr, slots = torch.tensor([2, 0]), torch.tensor([0, 1, 2]), torch.tensor([6, 1, 3, 0, 5])
+    paged = layout != "contiguous"
+    shape = (lambda d: (3, hk, page, d)) if paged else (lambda d: (8, hk, d))
+    sentinel = 0x5A
+    for as_float8 in (False, True):
+        k_codes = torch.full(shape(16), sentinel, dtype=torch.uint8)
+        v_codes = torch.full(shape(dv), sentinel, dtype=torch.uint8)
+        k_cache, v_cache = (k_codes.view(dtype), v_codes.view(dtype)) if as_float8 else (k_codes, v_codes)
+        q_in = q.clone()
+        torch.ops.ropegen.rope_append_kv_cache(spec, q_in, k, v, batch if paged else None, positions, k_cache, v_cache,
+                                               kv_indices if paged else None, kv_indptr if paged else None,
+                                               None if paged else slots, k_scale, v_scale)
+        _, rotated_k = rt.Rope(without_kv_cache(spec))(q, k, positions, layout="thd")
+
+        def codes(x, scale):
+            x = x / torch.tensor(scale, dtype=torch.float32)
+            return torch.where(torch.isnan(x), x, x.clamp(-fp8_max, fp8_max)).to(dtype).view(torch.uint8)
+
+        want_k, want_v = torch.full_like(k_codes, sentinel), torch.full_like(v_codes, sentinel)
+        for i in range(t):
+            if paged:
+                p = int(positions[i])
+                pg = int(kv_indices[kv_indptr[batch[i]] + p // page])
+                want_k[pg, :, p % page], want_v[pg, :, p % page] = codes(rotated_k[i], k_scale), codes(v[i], v_scale)
+            else:
+                want_k[slots[i]], want_v[slots[i]] = codes(rotated_k[i], k_scale), codes(v[i], v_scale)
+        assert torch.equal(k_codes, want_k), as_float8
+        assert torch.equal(v_codes, want_v), as_float8
+
+
+def test_rope_append_kv_cache_cache_positions_place_what_pos_ids_rotate():
+    """FlashInfer's fused op rotates by pos_ids and places by positions: here
+    positions (rotation) 100.. and cache_positions (placement, int64 as
+    FlashInfer's) 0.. of one request's two pages."""
+    spec = json.dumps({"name": "kv", "head_dim": 16, "layout": "thd", "positions": "explicit",
+                       "kv_cache": {"layout": "paged_nhd", "page_size": 4}})
+    g = torch.Generator().manual_seed(9)
+    q, k = torch.randn(6, 2, 16, generator=g), torch.randn(6, 1, 16, generator=g)
+    rotate_at, placed_at = torch.arange(100, 106), torch.arange(6)
+    batch, kv_indices, kv_indptr = torch.zeros(6, dtype=torch.int64), torch.tensor([1, 0]), torch.tensor([0, 2])
+    def args():  # fresh q and cache: opcheck may run the op on what it is given
+        return (spec, q.clone(), k, None, batch, rotate_at, torch.full((3, 4, 1, 16), 7.0), None, kv_indices,
+                kv_indptr, None, None, None, placed_at)
+    opcheck(torch.ops.ropegen.rope_append_kv_cache.default, args())
+    call = args()
+    torch.ops.ropegen.rope_append_kv_cache(*call)
+    want_q, want_k = rt.Rope(without_kv_cache(spec))(q, k, rotate_at, layout="thd")
+    want_cache = torch.full((3, 4, 1, 16), 7.0)
+    for t in range(6):
+        want_cache[int(kv_indices[t // 4]), t % 4] = want_k[t]
+    assert torch.equal(call[1], want_q)
+    assert torch.equal(call[6], want_cache)
+
+
+def test_rope_append_kv_cache_fp8_opcheck_and_errors():
+    spec = json.dumps({"name": "kv", "head_dim": 8, "layout": "thd", "positions": "explicit",
+                       "kv_cache": {"layout": "contiguous", "dtype": "fp8_e4m3"}})
+    args = (spec, torch.randn(3, 2, 8), torch.randn(3, 1, 8), torch.randn(3, 1, 4), None, torch.tensor([0, 1, 2]),
+            torch.zeros(4, 1, 8, dtype=torch.uint8), torch.zeros(4, 1, 4, dtype=torch.uint8), None, None,
+            torch.tensor([2, -1, 0]), 0.5, 2.0)
+    opcheck(torch.ops.ropegen.rope_append_kv_cache.default, args)
+    opcheck(torch.ops.ropegen.rope_append_kv_cache.default, args[:11])  # scales left out: 1
+    bad = list(args)
+    bad[11] = -1.0
+    with pytest.raises(ValueError, match=r"k_scale: error: k_scale \(-1\) must be finite and > 0"):
+        torch.ops.ropegen.rope_append_kv_cache(*bad)
+    bad = list(args)
+    bad[6] = torch.zeros(4, 1, 8).to(torch.float8_e5m2)
+    with pytest.raises(ValueError, match="k_cache is torch.float8_e5m2 but the spec's kv_cache dtype is not fp8_e5m2"):
+        torch.ops.ropegen.rope_append_kv_cache(*bad)
+    f32_spec = json.dumps({"name": "kv", "head_dim": 8, "layout": "thd", "positions": "explicit",
+                           "kv_cache": {"layout": "contiguous"}})
+    with pytest.raises(ValueError, match="k_scale: error: k_scale is for fp8 KV caches"):
+        torch.ops.ropegen.rope_append_kv_cache(f32_spec, args[1], args[2], None, None, args[5], torch.zeros(4, 1, 8),
+                                               None, None, None, args[10], 2.0)
+
+
 # --- torch.compile ---------------------------------------------------------
 
 class Attention(torch.nn.Module):

@@ -106,11 +106,6 @@ std::vector<std::string> object_files(const fs::path& objects) {
 
 Result<std::vector<std::string>> build_aot_library(const RopeSpec& spec, const std::vector<AotTarget>& targets,
                                                    const std::string& dir_name) {
-  // AOT entry points are per kernel variant; the KV-cache append's (with
-  // and without v, out_k) are not among them yet.
-  if (spec.kv_cache.enabled)
-    return error(spec.name, "specs with kv_cache (the fused KV-cache append) run through the runtime (rope-gen "
-                            "apply, ropegen::Runtime, Python); AOT libraries of them are not supported yet");
   const fs::path dir(dir_name), objects = dir / "objects";
   std::error_code ec;
   fs::create_directory(objects, ec);

@@ -7,22 +7,30 @@ namespace ropegen::targets::aot {
 std::vector<EntryPoint> entry_points(const RopeSpec& spec) {
   std::vector<EntryPoint> out;
   const bool explicit_positions = spec.positions == PositionsMode::Explicit;
-  auto add = [&](const std::string& base, bool with_k, bool backward) {
+  auto add = [&](const std::string& base, bool with_k, bool backward, bool with_v = false) {
     if (!explicit_positions) {
-      out.push_back({base, EntryPoint::Kind::Rope, {with_k, IdType::Int32, backward}, false});
+      out.push_back({base, EntryPoint::Kind::Rope, {with_k, IdType::Int32, backward, with_v}, false});
       return;
     }
     // Callers hold ids as int32 or int64; the kernel reads either width
     // directly rather than making the caller convert.
-    out.push_back({base + "_i32", EntryPoint::Kind::Rope, {with_k, IdType::Int32, backward}, true});
-    out.push_back({base + "_i64", EntryPoint::Kind::Rope, {with_k, IdType::Int64, backward}, true});
+    out.push_back({base + "_i32", EntryPoint::Kind::Rope, {with_k, IdType::Int32, backward, with_v}, true});
+    out.push_back({base + "_i64", EntryPoint::Kind::Rope, {with_k, IdType::Int64, backward, with_v}, true});
   };
   if (spec.encoding != Encoding::Rope) {
     add(spec.name + "_apply", false, false);
     return out;
   }
-  for (bool backward : {false, true})
-    for (bool with_k : {false, true}) add(spec.name + (with_k ? "_qk" : "_q") + (backward ? "_backward" : ""), with_k, backward);
+  if (spec.kv_cache.enabled) {
+    // The fused append (kernel_variant: v and out_k given or not); it has no backward.
+    for (bool with_v : {false, true})
+      for (bool with_k : {false, true})
+        add(spec.name + "_append" + (with_v ? "_v" : "") + (with_k ? "_out_k" : ""), with_k, false, with_v);
+  } else {
+    for (bool backward : {false, true})
+      for (bool with_k : {false, true})
+        add(spec.name + (with_k ? "_qk" : "_q") + (backward ? "_backward" : ""), with_k, backward);
+  }
   if (spec.has_pass_through()) out.push_back({spec.name + "_pass_through", EntryPoint::Kind::PassThrough, {}, false});
   return out;
 }

@@ -3,6 +3,8 @@
 //   <name>_q, <name>_qk            rotate q, or q and k in one call
 //   <name>_q_backward, ..._qk_backward   their gradients (rotation by -angle)
 //   <name>_apply                   sinusoidal, learned, ALiBi: their one tensor
+//   <name>_append[_v][_out_k]      kv_cache specs: rotate q, append k (and v)
+//                                  to the caches (and write out_k); no backward
 //   ..._i32, ..._i64               explicit-position specs: one per id width
 //   <name>_pass_through            partial rotary: copies the other dims (out of place)
 #pragma once

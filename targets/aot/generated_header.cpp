@@ -20,7 +20,7 @@ std::string upper(std::string s) {
 }
 
 // ropegen_c.h's ropegen_contract, field by field, as a C initializer.
-static_assert(sizeof(ropegen_contract) == 16 * 4, "ropegen_contract changed: update contract_initializer");
+static_assert(sizeof(ropegen_contract) == 17 * 4, "ropegen_contract changed: update contract_initializer");
 std::string contract_initializer(const ropegen_contract& c) {
   return fmt::format(
       "{{\n"
@@ -28,11 +28,12 @@ std::string contract_initializer(const ropegen_contract& c) {
       "    {} /* row_dim */, {} /* num_heads */, {} /* rotary_offset */, {} /* rotary_dim */,\n"
       "    {} /* pairing */, {} /* output_pairing */, {} /* explicit_positions */,\n"
       "    {} /* position_axes */, {} /* runtime_frequencies */, {} /* table_frequencies */,\n"
-      "    {} /* kv_layout */, {} /* kv_page_size */, {{{}, {}, {}}} /* kv_dtype: code, bits, lanes */\n"
+      "    {} /* kv_layout */, {} /* kv_page_size */, {{{}, {}, {}}} /* kv_dtype: code, bits, lanes */,\n"
+      "    {} /* kv_fp8 */\n"
       "  }}",
       c.encoding, c.layout, c.dtype.code, c.dtype.bits, c.dtype.lanes, c.row_dim, c.num_heads, c.rotary_offset,
       c.rotary_dim, c.pairing, c.output_pairing, c.explicit_positions, c.position_axes, c.runtime_frequencies,
-      c.table_frequencies, c.kv_layout, c.kv_page_size, c.kv_dtype.code, c.kv_dtype.bits, c.kv_dtype.lanes);
+      c.table_frequencies, c.kv_layout, c.kv_page_size, c.kv_dtype.code, c.kv_dtype.bits, c.kv_dtype.lanes, c.kv_fp8);
 }
 
 // The shape of q (x, the scores) in the spec's layout.
@@ -109,7 +110,31 @@ std::string call_doc(const RopeSpec& spec) {
     line("cos_sin_cache", fmt::format("float32 [max_pos, {}], row p = [cos of the {} pairs | their sin] at position p "
                                       "(attention factor included); every position < max_pos",
                                       spec.rotary_dim, spec.num_pairs()));
-  if (spec.encoding == Encoding::Rope) line("backward", "nonzero: q and k are dL/d(out), out_q/out_k receive dL/d(in)");
+  if (spec.kv_cache.enabled) {
+    const KvCache& kv = spec.kv_cache;
+    const std::string d = std::to_string(spec.head_dim);
+    const std::string shape = kv.layout == KvLayout::PagedNhd   ? fmt::format("[pages, {}, Hk, D]", kv.page_size)
+                              : kv.layout == KvLayout::PagedHnd ? fmt::format("[pages, Hk, {}, D]", kv.page_size)
+                                                                : std::string("[num_slots, Hk, D]");
+    const std::string cache_dtype = kv.is_fp8() ? fmt::format("uint8 ({} codes)", to_string(kv.dtype)) : to_string(kv.dtype);
+    line("k", fmt::format("[T, Hk, {}] {}, required: rotated into k_cache (and into out_k only when out_k is given; "
+                          "k itself is not written)", d, dtype));
+    line("v", fmt::format("NULL, or [T, Hk, Dv] {}: copied into v_cache", dtype));
+    line("k_cache", fmt::format("{} {} (D = {}; v_cache: D = Dv), updated in place at the tokens' entries", shape,
+                                cache_dtype, d));
+    if (kv.layout == KvLayout::Contiguous)
+      line("slot_mapping", "int32 [T]: token t goes to slot slot_mapping[t] (< 0: not appended)");
+    else
+      line("kv_indices", "int32 page table: token t of request b = batch_indices[t] (int32 [T], < 0: not appended) "
+                         "at p = positions[t] goes to page kv_indices[kv_indptr[b] + p / page_size], entry "
+                         "p % page_size; kv_indptr int32 [B + 1]; cache_positions: NULL, or int32 [T] placing "
+                         "tokens that rotate by other positions");
+    if (kv.is_fp8())
+      line("k_scale", "float, > 0 (0: 1): k_cache holds the codes of x / k_scale (float32 division, saturated, "
+                      "nearest even); v_scale likewise for v_cache");
+  }
+  if (spec.encoding == Encoding::Rope && !spec.kv_cache.enabled)
+    line("backward", "nonzero: q and k are dL/d(out), out_q/out_k receive dL/d(in)");
   return out;
 }
 
@@ -126,8 +151,9 @@ std::string entry_table(const LibraryDescription& lib) {
   for (const CompiledEntry& e : lib.entries) {
     const bool pass = e.entry.kind == EntryPoint::Kind::PassThrough;
     const bool int64 = e.entry.explicit_positions && e.entry.variant.position_type == IdType::Int64;
-    out += fmt::format("  {{{0}_argv, {0}_metadata, {1}, {2}, {3}, {4}}},\n", e.entry.name, pass ? 0 : e.entry.variant.with_k,
-                       int64 ? 1 : 0, pass ? 0 : e.entry.variant.backward, pass ? 1 : 0);
+    out += fmt::format("  {{{0}_argv, {0}_metadata, {1}, {2}, {3}, {4}, {5}}},\n", e.entry.name,
+                       pass ? 0 : e.entry.variant.with_k, int64 ? 1 : 0, pass ? 0 : e.entry.variant.backward, pass ? 1 : 0,
+                       pass ? 0 : e.entry.variant.with_v);
   }
   return out;
 }
@@ -184,7 +210,7 @@ std::string generated_header(const LibraryDescription& lib) {
   h += entry_declarations(lib);
   h += "\n#ifdef __cplusplus\n}  /* extern \"C\" */\n#endif\n\n";
 
-  h += fmt::format("static const ropegen_entry {}_entries_[] = {{\n  /* argv, metadata, with_k, int64_positions, backward, pass_through */\n{}}};\n\n",
+  h += fmt::format("static const ropegen_entry {}_entries_[] = {{\n  /* argv, metadata, with_k, int64_positions, backward, pass_through, with_v */\n{}}};\n\n",
                    n, entry_table(lib));
   h += fmt::format(
       "static const ropegen_library {0}_library_ = {{\n"

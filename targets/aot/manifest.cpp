@@ -80,6 +80,25 @@ void describe_buffer(const RopeSpec& spec, const std::string& name, ordered_json
     j["dims"] = {"d", "h", "s", "b"};
     j["shape"] = {"C", "H", "S", "B"};
     j["note"] = "one range of dims outside the rotary part, based at its first dim";
+  } else if (name == "v") {
+    j["dims"] = {"d", "h", "s", "b"};
+    j["shape"] = {"Dv", "Hk", "T", 1};
+    j["note"] = "values [T, Hk, Dv], copied into v_cache";
+  } else if (name == "k_cache" || name == "v_cache") {
+    j["dims"] = {"d", "h", "entry", "page"};
+    j["shape"] = {name == "k_cache" ? ordered_json(spec.head_dim) : ordered_json("Dv"), "Hk",
+                  spec.kv_cache.page_size, spec.kv_cache.layout == KvLayout::Contiguous ? "num_slots" : "pages"};
+    j["note"] = spec.kv_cache.is_fp8() ? fmt::format("the cache, updated at the tokens' entries; uint8 {} codes of "
+                                                     "x / scale",
+                                                     to_string(spec.kv_cache.dtype))
+                                       : std::string("the cache, updated at the tokens' entries");
+  } else if (name == "kv_indices" || name == "kv_indptr" || name == "batch_indices" || name == "slot_mapping" ||
+             name == "cache_positions") {
+    j["dims"] = {"i"};
+    j["shape"] = {name == "kv_indptr" ? "B+1" : name == "kv_indices" ? "num_page_refs" : "T"};
+    j["note"] = name == "cache_positions" ? "int32: each token's position in its request's pages (the call's "
+                                            "cache_positions, else its positions)"
+                                          : "int32 cache indices";
   }
 }
 
@@ -90,6 +109,9 @@ ordered_json describe_entry(const RopeSpec& spec, const CompiledEntry& e) {
     j["role"] = "copy the dims outside the rotary part (out-of-place calls on a partial-rotary spec)";
   } else {
     if (spec.encoding != Encoding::Rope) j["role"] = fmt::format("apply the {} encoding", to_string(spec.encoding));
+    else if (spec.kv_cache.enabled)
+      j["role"] = std::string("rotate q, append rotated k") + (e.entry.variant.with_v ? " and v" : "") +
+                  " to the caches" + (e.entry.variant.with_k ? ", write rotated k to out_k" : "");
     else j["role"] = std::string(e.entry.variant.backward ? "gradients of " : "") + (e.entry.variant.with_k ? "rotate q and k" : "rotate q");
     if (e.entry.explicit_positions) j["position_type"] = type_name(lowering::position_type(e.entry.variant));
   }

@@ -30,6 +30,7 @@ using test::run_command;
 
 const std::string kTool = ROPEGEN_BINARY;
 const std::string kDriver = ROPEGEN_SOURCE_DIR "/tests/aot/rope_driver.c";
+const std::string kKvDriver = ROPEGEN_SOURCE_DIR "/tests/aot/kv_driver.c";
 
 // sbhd, interleaved, partial rotary (pass-through copy), f32, explicit
 // positions (i32/i64 entries), dynamic NTK (reads seq_len).
@@ -238,11 +239,12 @@ std::string build_library(const std::string& spec, const std::string& targets, c
 
 // The driver, compiled and linked as a C99 user would: only the library's
 // directory, and the link line its header documents.
-std::string compile_driver(const std::string& lib, const std::string& name, const std::string& exe) {
+std::string compile_driver(const std::string& lib, const std::string& name, const std::string& exe,
+                           const std::string& driver = kDriver) {
   const auto r = run_command(fmt::format(
       "cc -std=c99 -Wall -Wextra -pedantic -Werror -DROPE_HEADER='\"{0}.h\"' -DRUN_FN={0}_run "
       "-I {1} {2} {1}/lib{0}.a -lstdc++ -lpthread -ldl -lm -o {3}",
-      name, lib, kDriver, exe));
+      name, lib, driver, exe));
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return exe;
 }
@@ -290,8 +292,8 @@ TEST_F(AotBuild, HostLibraryFilesManifestAndNumbers) {
   const std::string header = test::read_text(lib + "/aot_a.h");
   EXPECT_THAT(header, HasSubstr("static inline int aot_a_run(const ropegen_call *call, ropegen_message *message)"));
   EXPECT_THAT(header, HasSubstr("#define AOT_A_LAYOUT \"sbhd\""));
-  EXPECT_THAT(header, HasSubstr("{aot_a_qk_i64_argv, aot_a_qk_i64_metadata, 1, 1, 0, 0},"));
-  EXPECT_THAT(header, HasSubstr("{aot_a_pass_through_argv, aot_a_pass_through_metadata, 0, 0, 0, 1},"));
+  EXPECT_THAT(header, HasSubstr("{aot_a_qk_i64_argv, aot_a_qk_i64_metadata, 1, 1, 0, 0, 0},"));
+  EXPECT_THAT(header, HasSubstr("{aot_a_pass_through_argv, aot_a_pass_through_metadata, 0, 0, 0, 1, 0},"));
   EXPECT_THAT(header, Not(HasSubstr("HalideRuntime.h\"")));  // the generated header needs no Halide header
 
   // The header is C++ too.
@@ -512,6 +514,145 @@ TEST_F(AotBuild, BareSpecBuildsForTheHostIntoItsName) {
   EXPECT_TRUE(fs::exists(path("cwd/bare/manifest.json")));
   // Not a file, not YAML: still a usage error.
   EXPECT_EQ(run_command(kTool + " no-such-command").exit_code, 2);
+}
+
+// A kv_cache spec's library (paged_hnd, fp8_e4m3 caches, partial rotary)
+// called from C (tests/aot/kv_driver.c): q rotated in place, k's rows
+// rotated into k_cache and v's copied into v_cache as uint8 codes of
+// x / k_scale, x / v_scale; entries no token goes to untouched; the
+// entries with and without v and out_k, int32 and int64 ids; a bad scale
+// comes back as ROPEGEN_ERROR_INVALID_ARGUMENT naming it.
+TEST_F(AotBuild, KvCacheFp8LibraryAppendsFromC) {
+  const char* text = "name: aot_kv\nhead_dim: 16\nrotary_dim: 8\nlayout: thd\ndtype: f32\npositions: explicit\n"
+                     "kv_cache: {layout: paged_hnd, page_size: 4, dtype: fp8_e4m3}\n";
+  const RopeSpec spec = parse(text);
+  const std::string lib = path("lib");
+  build_library(write_spec(text), "host", lib);
+  const auto manifest = nlohmann::json::parse(test::read_text(lib + "/manifest.json"));
+  std::vector<std::string> entries;
+  for (const auto& e : manifest["entry_points"]) entries.push_back(e["name"]);
+  EXPECT_THAT(entries, ::testing::ElementsAre("aot_kv_append_i32", "aot_kv_append_i64", "aot_kv_append_out_k_i32",
+                                              "aot_kv_append_out_k_i64", "aot_kv_append_v_i32", "aot_kv_append_v_i64",
+                                              "aot_kv_append_v_out_k_i32", "aot_kv_append_v_out_k_i64",
+                                              "aot_kv_pass_through"));
+  std::vector<std::string> args;
+  for (const auto& a : manifest["entry_points"][7]["arguments"]) args.push_back(a["name"]);
+  EXPECT_THAT(args, ::testing::ElementsAre("q", "k", "v", "positions", "kv_indices", "kv_indptr", "batch_indices",
+                                           "cache_positions", "k_scale", "v_scale", "out_q", "out_k", "k_cache",
+                                           "v_cache"));
+  const std::string header = test::read_text(lib + "/aot_kv.h");
+  EXPECT_THAT(header, HasSubstr("{aot_kv_append_v_out_k_i64_argv, aot_kv_append_v_out_k_i64_metadata, 1, 1, 0, 0, 1},"));
+  EXPECT_THAT(header, HasSubstr("uint8 (fp8_e4m3 codes)"));
+  const std::string exe = compile_driver(lib, "aot_kv", path("kv_driver"), kKvDriver);
+
+  // Two requests: 5 tokens at 0..4 (pages 2, 0), 2 at 2..3 (page 1), one padding token.
+  const int64_t T = 8, Hq = 2, Hk = 2, D = 16, Dv = 8, pages = 4, ps = 4;
+  const std::vector<int32_t> kv_indices = {2, 0, 1}, kv_indptr = {0, 2, 3}, batch = {0, 0, 0, 0, 0, 1, 1, -1};
+  const std::vector<int64_t> positions = {0, 1, 2, 3, 4, 2, 3, 0};
+  std::vector<float> q(T * Hq * D), k(T * Hk * D), v(T * Hk * Dv);
+  for (size_t i = 0; i < q.size(); ++i) q[i] = static_cast<float>(std::sin(0.37 * i));
+  for (size_t i = 0; i < k.size(); ++i) k[i] = static_cast<float>(3 * std::cos(0.53 * i));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(2 * std::sin(0.71 * i + 1));
+  k[5] = 1e6f, v[3] = -1e6f, v[4] = NAN;  // saturated; NaN kept
+  auto raw = [](const auto& values) {
+    return std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(values[0]));
+  };
+  constexpr uint8_t kSentinel = 0x5a;
+  const KvDType e4m3 = KvDType::Fp8E4m3;
+  // The reference: q and k rotated in float64, k's and v's rows scattered.
+  ref::Call rc;
+  rc.positions = ref::Tensor{{T}, std::vector<double>(positions.begin(), positions.end())};
+  const ref::Tensor q_ref = ref::reference_apply(spec, {{T, Hq, D}, std::vector<double>(q.begin(), q.end())}, false, rc);
+  const ref::Tensor k_ref = ref::reference_apply(spec, {{T, Hk, D}, std::vector<double>(k.begin(), k.end())}, true, rc);
+  ref::KvIndices ix;
+  ix.positions = positions;
+  ix.kv_indices.assign(kv_indices.begin(), kv_indices.end());
+  ix.kv_indptr.assign(kv_indptr.begin(), kv_indptr.end());
+  ix.batch_indices.assign(batch.begin(), batch.end());
+  // Which row element (flat index + 1) each cache entry holds; 0: none.
+  auto sources = [&](int64_t dim) {
+    std::vector<double> flat(T * Hk * dim);
+    for (size_t i = 0; i < flat.size(); ++i) flat[i] = static_cast<double>(i + 1);
+    ref::Tensor cache{{pages, Hk, ps, dim}, std::vector<double>(pages * Hk * ps * dim, 0.0)};
+    ref::reference_kv_append(spec, {{T, Hk, dim}, flat}, ix, cache);
+    return cache.data;
+  };
+  const std::vector<double> k_source = sources(D), v_source = sources(Dv);
+
+  for (bool with_v : {true, false}) {
+    const bool out_k = !with_v, int64_ids = !with_v;
+    const float k_scale = with_v ? 0.37f : 2.0f, v_scale = 2.5f;
+    SCOPED_TRACE(with_v ? "with v, int32 ids" : "without v, out_k, int64 ids");
+    const std::string dir = path(with_v ? "call_v" : "call_out_k");
+    fs::create_directories(dir);
+    test::write_text(dir + "/call.txt", fmt::format("{} {} {} {} {} {} {} {} {} {} {} {} {} {}\n", T, Hq, Hk, D, Dv,
+                                                    pages, ps, kv_indices.size(), kv_indptr.size() - 1, with_v ? 1 : 0,
+                                                    out_k ? 1 : 0, int64_ids ? 1 : 0, k_scale,
+                                                    with_v ? v_scale : 0.0f));
+    test::write_text(dir + "/q.bin", raw(q));
+    test::write_text(dir + "/k.bin", raw(k));
+    test::write_text(dir + "/v.bin", raw(v));
+    test::write_text(dir + "/positions.bin",
+                     int64_ids ? raw(positions) : raw(std::vector<int32_t>(positions.begin(), positions.end())));
+    test::write_text(dir + "/kv_indices.bin", raw(kv_indices));
+    test::write_text(dir + "/kv_indptr.bin", raw(kv_indptr));
+    test::write_text(dir + "/batch_indices.bin", raw(batch));
+    test::write_text(dir + "/k_cache.bin", std::string(pages * Hk * ps * D, static_cast<char>(kSentinel)));
+    test::write_text(dir + "/v_cache.bin", std::string(pages * Hk * ps * Dv, static_cast<char>(kSentinel)));
+    const std::string out = run_command(exe + " " + dir).out;
+    ASSERT_EQ(out, "rc=0\n");
+
+    const std::string got_q = test::read_text(dir + "/result_q.bin"), got_kc = test::read_text(dir + "/result_k_cache.bin");
+    for (int64_t i = 0; i < T * Hq * D; ++i) {
+      float x;
+      std::memcpy(&x, got_q.data() + 4 * i, 4);
+      ASSERT_NEAR(x, q_ref.data[i], 1e-5) << "q[" << i << "]";
+    }
+    std::vector<float> out_k_values;
+    if (out_k) {
+      const std::string bytes = test::read_text(dir + "/result_out_k.bin");
+      out_k_values.resize(T * Hk * D);
+      std::memcpy(out_k_values.data(), bytes.data(), bytes.size());
+    }
+    for (size_t i = 0; i < k_source.size(); ++i) {
+      const uint8_t code = static_cast<uint8_t>(got_kc[i]);
+      if (k_source[i] == 0) {
+        ASSERT_EQ(code, kSentinel) << "k_cache[" << i << "] was written but no token goes there";
+        continue;
+      }
+      const size_t from = static_cast<size_t>(k_source[i]) - 1;
+      if (out_k) {  // the very floats the codes are made from
+        ASSERT_EQ(code, ref::fp8_code(e4m3, out_k_values[from], k_scale)) << "k_cache[" << i << "]";
+        ASSERT_NEAR(out_k_values[from], k_ref.data[from], 1e-5 * (1 + std::abs(k_ref.data[from])));
+        continue;
+      }
+      // Between the codes of the float64 value -+ float32 rounding.
+      const double w = k_ref.data[from], eps = 1e-5 * (1 + std::abs(w));
+      const double lo = ref::fp8_value(e4m3, ref::fp8_code(e4m3, static_cast<float>(w - eps), k_scale));
+      const double hi = ref::fp8_value(e4m3, ref::fp8_code(e4m3, static_cast<float>(w + eps), k_scale));
+      const double got = ref::fp8_value(e4m3, code);
+      ASSERT_TRUE(lo <= got && got <= hi) << "k_cache[" << i << "] = " << got << " for " << w << " / " << k_scale;
+    }
+    if (with_v) {
+      const std::string got_vc = test::read_text(dir + "/result_v_cache.bin");
+      for (size_t i = 0; i < v_source.size(); ++i) {
+        const uint8_t code = static_cast<uint8_t>(got_vc[i]);
+        const uint8_t want = v_source[i] == 0 ? kSentinel : ref::fp8_code(e4m3, v[static_cast<size_t>(v_source[i]) - 1], v_scale);
+        ASSERT_EQ(code, want) << "v_cache[" << i << "]";
+      }
+    }
+  }
+  // The saturated and NaN values went where they should.
+  EXPECT_EQ(ref::fp8_code(e4m3, -1e6f, 2.5f), 0xfe);
+  EXPECT_EQ(ref::fp8_code(e4m3, NAN, 2.5f), 0x7f);
+
+  // A bad scale: refused before anything runs, naming it.
+  const std::string dir = path("call_v");
+  test::write_text(dir + "/call.txt", fmt::format("{} {} {} {} {} {} {} {} {} 1 0 0 -1 2.5\n", T, Hq, Hk, D, Dv, pages,
+                                                  ps, kv_indices.size(), kv_indptr.size() - 1));
+  EXPECT_EQ(run_command(exe + " " + dir).out,
+            "rc=1\ninvalid argument: k_scale: k_scale (-1) must be finite and > 0: the k cache holds the fp8_e4m3 codes "
+            "of x / k_scale\n\n");
 }
 
 }  // namespace

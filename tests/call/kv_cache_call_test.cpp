@@ -3,6 +3,7 @@
 // reaches a kernel.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 #include "call/prepare_call.h"
@@ -152,6 +153,96 @@ TEST_F(KvCacheCall, SlotsInRangeAndDistinct) {
   slot_mapping_ = {3, -1, 0, 0};
   EXPECT_EQ(messages(kSlots, slots()), 
             "slot_mapping: error: tokens 2 and 3 both go to slot 0: each cache entry takes at most one token of a call\n");
+}
+
+// fp8 caches: uint8 codes, scales finite and > 0 (absent: 1); scales are
+// refused for other caches and without a kv_cache section; v_scale needs v.
+TEST_F(KvCacheCall, Fp8CachesAndTheirScales) {
+  const RopeSpec fp8 = spec_from(kDims + "kv_cache: {layout: paged_nhd, page_size: 4, dtype: fp8_e4m3}\n");
+  std::vector<uint8_t> k_codes(96), v_codes(72);
+  auto fp8_call = [&] {
+    Call c = paged();
+    c.k_cache = Tensor::dense(k_codes.data(), ElementType::UInt8, {3, 4, 1, 8});
+    c.v_cache = Tensor::dense(v_codes.data(), ElementType::UInt8, {3, 4, 1, 6});
+    return c;
+  };
+  EXPECT_EQ(messages(fp8, fp8_call()), "");
+  Call c = fp8_call();
+  c.k_scale = 0.5f, c.v_scale = 2.0f;
+  const Result<call::PreparedCall> p = call::prepare_call(fp8, c);
+  ASSERT_TRUE(p) << format(p.errors());
+  EXPECT_EQ(p->k_scale, 0.5f);
+  EXPECT_EQ(p->v_scale, 2.0f);
+  EXPECT_EQ(call::prepare_call(fp8, fp8_call())->k_scale, 1.0f);
+
+  c = fp8_call();
+  c.k_scale = 0.0f, c.v_scale = NAN;
+  EXPECT_EQ(messages(fp8, c),
+            "k_scale: error: k_scale (0) must be finite and > 0: the k cache holds the fp8_e4m3 codes of x / k_scale\n"
+            "v_scale: error: v_scale (nan) must be finite and > 0: the v cache holds the fp8_e4m3 codes of x / v_scale\n");
+  c = fp8_call();
+  c.k_scale = -1.0f, c.v_scale = INFINITY;
+  EXPECT_EQ(messages(fp8, c),
+            "k_scale: error: k_scale (-1) must be finite and > 0: the k cache holds the fp8_e4m3 codes of x / k_scale\n"
+            "v_scale: error: v_scale (inf) must be finite and > 0: the v cache holds the fp8_e4m3 codes of x / v_scale\n");
+  c = fp8_call();
+  c.v.reset(), c.v_cache.reset();
+  c.v_scale = 1.0f;
+  EXPECT_EQ(messages(fp8, c), "v_scale: error: v_scale is given without v: it scales v's rows in v_cache (pass v and "
+                              "v_cache, or leave v_scale out)\n");
+  c = paged();  // float32 caches
+  EXPECT_EQ(messages(fp8, c),
+            "k_cache: error: k_cache has dtype float32 but uint8 (the spec's kv_cache dtype is fp8_e4m3, whose codes "
+            "are stored as uint8)\n"
+            "v_cache: error: v_cache has dtype float32 but uint8 (the spec's kv_cache dtype is fp8_e4m3, whose codes "
+            "are stored as uint8)\n");
+
+  c = paged();
+  c.k_scale = 1.0f;
+  EXPECT_EQ(messages(kPaged, c), "k_scale: error: k_scale is for fp8 KV caches; the spec's kv_cache dtype float32 "
+                                 "stores values as they are: leave k_scale out\n");
+  Call plain;
+  plain.q = c.q, plain.k = c.k, plain.positions = c.positions;
+  plain.v_scale = 1.0f;
+  EXPECT_EQ(messages(spec_from(kDims), plain),
+            "v_scale: error: v_scale is for fp8 KV caches; this spec has no kv_cache section\n");
+}
+
+// cache_positions (paged): where tokens go when they rotate elsewhere; the
+// kernels read the placement as int32, from cache_positions or positions.
+TEST_F(KvCacheCall, CachePositionsPlaceTokens) {
+  std::vector<int32_t> placed = {0, 1, 2, 3};
+  Call c = paged();
+  positions_ = {100, 101, 102, 7};  // rotation only: request 1 has one page, but token 3 goes to its entry 3
+  c.cache_positions = Tensor::dense(placed.data(), ElementType::Int32, {4});
+  const Result<call::PreparedCall> p = call::prepare_call(kPaged, c);
+  ASSERT_TRUE(p) << format(p.errors());
+  EXPECT_EQ(p->owned_cache_positions, (std::vector<int32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(p->cache_positions.extent[0], 4);
+  positions_ = {4, 5, 6, 0};  // without cache_positions, positions place the tokens
+  const Result<call::PreparedCall> q = call::prepare_call(kPaged, paged());
+  ASSERT_TRUE(q) << format(q.errors());
+  EXPECT_EQ(q->owned_cache_positions, (std::vector<int32_t>{4, 5, 6, 0}));
+
+  positions_ = {100, 101, 102, 7};
+  placed = {0, 1, 2, 4};
+  EXPECT_EQ(messages(kPaged, c), "cache_positions: error: token 3 (request 1) is at cache position 4, in page 1 of its "
+                                 "request, but the request has 1 pages (kv_indptr[1..2] = 2..3, page_size 4)\n");
+  placed = {0, -1, 2, 3};
+  EXPECT_EQ(messages(kPaged, c), "cache_positions: error: cache_positions[1] is -1: a token's place in its request's "
+                                 "cache is >= 0\n");
+  placed = {0, 1, 2, 3};
+  c.cache_positions = Tensor::dense(placed.data(), ElementType::Int32, {3});
+  EXPECT_EQ(messages(kPaged, c), "cache_positions: error: cache_positions has shape (3,) but must be (4,) (where each "
+                                 "token goes in its request's cache)\n");
+  std::vector<int64_t> wide = {0, 1, 2, 3};
+  c.cache_positions = Tensor::dense(wide.data(), ElementType::Int64, {4});
+  EXPECT_EQ(messages(kPaged, c), "cache_positions: error: cache_positions has dtype int64 but int32 (cache indices are "
+                                 "int32)\n");
+  Call s = slots();
+  s.cache_positions = Tensor::dense(placed.data(), ElementType::Int32, {4});
+  EXPECT_EQ(messages(kSlots, s), "cache_positions: error: cache_positions is for paged caches; the spec's kv_cache layout "
+                                 "is contiguous (slot_mapping places the tokens)\n");
 }
 
 }  // namespace

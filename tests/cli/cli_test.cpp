@@ -233,6 +233,101 @@ TEST_F(Cli, ApplyAppendsToAPagedKvCache) {
   EXPECT_NE(out_k, k);  // positions 1, 2 rotate
 }
 
+// --cache-positions: tokens rotated at positions 10..12 go to entries 0..2
+// of their request's pages (out_k's rows), as FlashInfer's fused op places
+// them by `positions` and rotates them by `pos_ids`.
+TEST_F(Cli, ApplyPlacesTokensByCachePositions) {
+  const std::string spec = spec_file("name: kv\nhead_dim: 8\nlayout: thd\npositions: explicit\n"
+                                     "kv_cache: {layout: paged_nhd, page_size: 2}\n");
+  std::vector<float> k(3 * 8);
+  for (size_t i = 0; i < k.size(); ++i) k[i] = static_cast<float>((i * 37 % 101) / 50.0 - 1.0);
+  cli::write_file_atomically(path("q.npy"), cli::npy_bytes(std::vector<float>(3 * 2 * 8, 1.0f), {3, 2, 8}));
+  cli::write_file_atomically(path("k.npy"), cli::npy_bytes(k, {3, 1, 8}));
+  cli::write_file_atomically(path("kc.npy"), cli::npy_bytes(std::vector<float>(3 * 2 * 8, 9.0f), {3, 2, 1, 8}));
+  cli::write_file_atomically(path("p.npy"), cli::npy_bytes(std::vector<int64_t>{10, 11, 12}, {3}));
+  cli::write_file_atomically(path("cp.npy"), cli::npy_bytes(std::vector<int64_t>{0, 1, 2}, {3}));
+  cli::write_file_atomically(path("i.npy"), cli::npy_bytes(std::vector<int64_t>{2, 0}, {2}));
+  cli::write_file_atomically(path("ip.npy"), cli::npy_bytes(std::vector<int64_t>{0, 2}, {2}));
+  cli::write_file_atomically(path("b.npy"), cli::npy_bytes(std::vector<int64_t>{0, 0, 0}, {3}));
+  const std::string args = " apply " + spec + " --q " + path("q.npy") + " --k " + path("k.npy") + " --positions " +
+                           path("p.npy") + " --kv-indices " + path("i.npy") + " --kv-indptr " + path("ip.npy") +
+                           " --batch-indices " + path("b.npy") + " --k-cache " + path("kc.npy") + " --out-q " +
+                           path("oq.npy") + " --out-k " + path("ok.npy") + " --out-k-cache " + path("okc.npy");
+  const auto r = run_command(kTool + args + " --cache-positions " + path("cp.npy"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto floats = [](const std::string& file) {
+    const cli::NpyArray a = cli::read_npy(file);
+    std::vector<float> out(a.data.size() / 4);
+    std::memcpy(out.data(), a.data.data(), a.data.size());
+    return out;
+  };
+  const std::vector<float> out_k = floats(path("ok.npy")), kc = floats(path("okc.npy"));
+  const int page_of[3] = {2, 2, 0};
+  std::vector<float> want(kc.size(), 9.0f);
+  for (int t = 0; t < 3; ++t)
+    for (int d = 0; d < 8; ++d) want[(page_of[t] * 2 + t % 2) * 8 + d] = out_k[t * 8 + d];
+  EXPECT_EQ(kc, want);
+  EXPECT_NE(out_k, k);
+  // Without them, positions 10..12 are past the request's two pages.
+  const auto placed_by_positions = run_command(kTool + args);
+  EXPECT_EQ(placed_by_positions.exit_code, 2);
+  EXPECT_THAT(placed_by_positions.err, HasSubstr("--positions: error: token 0 (request 0) is at position 10, in page 5"));
+}
+
+// fp8 caches: uint8 .npy in and out, the codes of x / scale (literal e4m3
+// codes of v / 2), entries no token goes to untouched; a float32 cache and
+// a scale for another cache are refused naming the flag.
+TEST_F(Cli, ApplyAppendsToAnFp8Cache) {
+  const std::string spec = spec_file("name: kv\nhead_dim: 8\nlayout: thd\npositions: explicit\n"
+                                     "kv_cache: {layout: contiguous, dtype: fp8_e4m3}\n");
+  std::vector<float> v(3 * 1 * 4);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i);
+  cli::write_file_atomically(path("q.npy"), cli::npy_bytes(std::vector<float>(3 * 2 * 8, 1.0f), {3, 2, 8}));
+  cli::write_file_atomically(path("k.npy"), cli::npy_bytes(std::vector<float>(3 * 8, 1000.0f), {3, 1, 8}));
+  cli::write_file_atomically(path("v.npy"), cli::npy_bytes(v, {3, 1, 4}));
+  cli::write_file_atomically(path("kc.npy"), cli::npy_bytes(std::vector<uint8_t>(4 * 8, 0x5a), {4, 1, 8}));
+  cli::write_file_atomically(path("vc.npy"), cli::npy_bytes(std::vector<uint8_t>(4 * 4, 0x5a), {4, 1, 4}));
+  cli::write_file_atomically(path("p.npy"), cli::npy_bytes(std::vector<int64_t>{0, 0, 0}, {3}));
+  cli::write_file_atomically(path("s.npy"), cli::npy_bytes(std::vector<int64_t>{3, -1, 0}, {3}));
+  const std::string args = " apply " + spec + " --q " + path("q.npy") + " --k " + path("k.npy") + " --v " +
+                           path("v.npy") + " --positions " + path("p.npy") + " --slot-mapping " + path("s.npy") +
+                           " --out-q " + path("oq.npy") + " --out-k-cache " + path("okc.npy") + " --out-v-cache " +
+                           path("ovc.npy") + " --v-cache " + path("vc.npy");
+  const auto r = run_command(kTool + args + " --k-cache " + path("kc.npy") + " --k-scale 0.5 --v-scale 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const cli::NpyArray kc = cli::read_npy(path("okc.npy")), vc = cli::read_npy(path("ovc.npy"));
+  EXPECT_EQ(kc.dtype, "|u1");
+  EXPECT_EQ(kc.shape, (std::vector<int64_t>{4, 1, 8}));
+  // Slot 3 <- token 0, slot 0 <- token 2; token 1 is padding. k / 0.5 =
+  // 2000 saturates to 448 (0x7e) at position 0 (no rotation).
+  const std::vector<uint8_t> k_want = {0x7e, 0x7e, 0x7e, 0x7e, 0x7e, 0x7e, 0x7e, 0x7e,  // slot 0
+                                       0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a,
+                                       0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a,
+                                       0x7e, 0x7e, 0x7e, 0x7e, 0x7e, 0x7e, 0x7e, 0x7e};  // slot 3
+  EXPECT_EQ(kc.data, k_want);
+  // v / 2: token 2's 4, 4.5, 5, 5.5 in slot 0; token 0's 0, 0.5, 1, 1.5 in slot 3.
+  const std::vector<uint8_t> v_want = {0x48, 0x49, 0x4a, 0x4b, 0x5a, 0x5a, 0x5a, 0x5a,
+                                       0x5a, 0x5a, 0x5a, 0x5a, 0x00, 0x30, 0x38, 0x3c};
+  EXPECT_EQ(vc.data, v_want);
+
+  cli::write_file_atomically(path("fkc.npy"), cli::npy_bytes(std::vector<float>(4 * 8, 0.0f), {4, 1, 8}));
+  const auto floats = run_command(kTool + args + " --k-cache " + path("fkc.npy"));
+  EXPECT_EQ(floats.exit_code, 2);
+  EXPECT_THAT(floats.err, HasSubstr("--k-cache (" + path("fkc.npy") + ") has dtype <f4; the spec's kv_cache dtype is "
+                                    "fp8_e4m3: the cache holds its codes as uint8"));
+  const auto bad_scale = run_command(kTool + args + " --k-cache " + path("kc.npy") + " --k-scale -1");
+  EXPECT_EQ(bad_scale.exit_code, 2);
+  EXPECT_THAT(bad_scale.err, HasSubstr("--k-scale: error: k_scale (-1) must be finite and > 0"));
+  const std::string f32_spec = spec_file("name: kv\nhead_dim: 8\nlayout: thd\npositions: explicit\n"
+                                         "kv_cache: {layout: contiguous}\n");
+  const auto unwanted = run_command(kTool + " apply " + f32_spec + " --q " + path("q.npy") + " --k " + path("k.npy") +
+                                    " --positions " + path("p.npy") + " --slot-mapping " + path("s.npy") + " --out-q " +
+                                    path("oq.npy") + " --k-cache " + path("fkc.npy") + " --out-k-cache " +
+                                    path("okc.npy") + " --k-scale 2");
+  EXPECT_EQ(unwanted.exit_code, 2);
+  EXPECT_THAT(unwanted.err, HasSubstr("--k-scale: error: k_scale is for fp8 KV caches"));
+}
+
 TEST_F(Cli, UsageErrorsExitTwo) {
   EXPECT_EQ(run_command(kTool).exit_code, 2);
   EXPECT_EQ(run_command(kTool + " frobnicate").exit_code, 2);

@@ -189,10 +189,9 @@ const ErrorCase kCases[] = {
      "name: a\nhead_dim: 8\nlayout: thd\npositions: explicit\nkv_cache: {layout: contiguous, page_size: 16}\n", 
      "s.yaml:5:32: error: `page_size` does not belong to kv_cache layout `contiguous`; it is used by "
      "layout paged_nhd, paged_hnd\n"},
-    {"kv_cache_fp8_not_yet",
-     "name: a\nhead_dim: 8\nlayout: thd\npositions: explicit\nkv_cache: {dtype: fp8_e4m3, scale: per_tensor}\n", 
-     "s.yaml:5:19: error: kv_cache dtype `fp8_e4m3` is not supported yet by this version of rope-gen (fp8 "
-     "caches are planned); use f32, f16 or bf16\n"},
+    {"kv_cache_fp8_scale_unknown",
+     "name: a\nhead_dim: 8\nlayout: thd\npositions: explicit\nkv_cache: {dtype: fp8_e4m3, scale: per_token}\n", 
+     "s.yaml:5:36: error: unknown scale `per_token`; allowed: per_tensor\n"},
     {"kv_cache_scale_without_fp8",
      "name: a\nhead_dim: 8\nlayout: thd\npositions: explicit\nkv_cache: {dtype: bf16, scale: per_tensor}\n", 
      "s.yaml:5:32: error: kv_cache scale is for fp8 caches; dtype `bf16` stores values as they are (leave "

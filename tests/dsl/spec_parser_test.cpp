@@ -1,6 +1,8 @@
 // Valid specs: defaults, every field read, the normalised form a fixed point.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <filesystem>
 #include <set>
 
@@ -186,6 +188,26 @@ TEST(SpecParser, KvCacheDefaultsAndRoundTrip) {
   const RopeSpec plain = parse_ok("name: t\nhead_dim: 8\nlayout: thd\npositions: explicit\n");
   EXPECT_EQ(to_yaml(plain).find("kv_cache"), std::string::npos);
   EXPECT_NE(spec_hash(plain), spec_hash(c));
+}
+
+// fp8 caches: scale defaults to per_tensor and the normalised text writes it.
+TEST(SpecParser, KvCacheFp8) {
+  for (const char* dtype : {"fp8_e4m3", "fp8_e5m2"}) {
+    const RopeSpec s = parse_ok(fmt::format("name: t\nhead_dim: 8\nlayout: thd\ndtype: bf16\npositions: explicit\n"
+                                            "kv_cache: {{layout: paged_hnd, page_size: 4, dtype: {}}}\n",
+                                            dtype));
+    EXPECT_TRUE(s.kv_cache.is_fp8());
+    EXPECT_EQ(s.kv_cache.dtype, std::string(dtype) == "fp8_e4m3" ? KvDType::Fp8E4m3 : KvDType::Fp8E5m2);
+    const std::string text = to_yaml(s);
+    EXPECT_NE(text.find(fmt::format("kv_cache:\n  layout: paged_hnd\n  page_size: 4\n  dtype: {}\n  scale: per_tensor\n",
+                                    dtype)),
+              std::string::npos)
+        << text;
+    EXPECT_EQ(to_yaml(parse_ok(text)), text);
+  }
+  const RopeSpec explicit_scale = parse_ok("name: t\nhead_dim: 8\nlayout: thd\npositions: explicit\n"
+                                           "kv_cache: {dtype: fp8_e5m2, scale: per_tensor}\n");
+  EXPECT_EQ(explicit_scale.kv_cache.dtype, KvDType::Fp8E5m2);
 }
 
 TEST(SpecParser, SinusoidalDefaults) {

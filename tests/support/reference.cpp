@@ -491,4 +491,39 @@ void reference_kv_append(const RopeSpec& spec, const Tensor& rows, const KvIndic
   }
 }
 
+double fp8_value(KvDType format, uint8_t code) {
+  const bool e4m3 = format == KvDType::Fp8E4m3;
+  require(e4m3 || format == KvDType::Fp8E5m2, "fp8_value: not an fp8 format");
+  const int mantissa_bits = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15;
+  const int exponent_max = (1 << (7 - mantissa_bits)) - 1;
+  const double sign = (code & 0x80) ? -1.0 : 1.0;
+  const int exponent = (code & 0x7f) >> mantissa_bits, mantissa = code & ((1 << mantissa_bits) - 1);
+  if (e4m3 && exponent == exponent_max && mantissa == (1 << mantissa_bits) - 1) return std::nan("");
+  if (!e4m3 && exponent == exponent_max) return mantissa == 0 ? sign * INFINITY : std::nan("");
+  if (exponent == 0) return sign * std::ldexp(mantissa, 1 - bias - mantissa_bits);
+  return sign * std::ldexp(1.0 + std::ldexp(mantissa, -mantissa_bits), exponent - bias);
+}
+
+double fp8_max(KvDType format) { return format == KvDType::Fp8E4m3 ? 448.0 : 57344.0; }
+
+uint8_t fp8_code(KvDType format, float x, float scale) {
+  const uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
+  if (std::isnan(x)) return 0x7f | sign;
+  const float q = x / scale;  // float32 division, as vLLM
+  const double max = fp8_max(format);
+  const double clamped = std::isnan(q) ? q : std::min(std::max(static_cast<double>(q), -max), max);
+  int best = -1;
+  double best_distance = INFINITY;
+  for (int code = 0; code < 256; ++code) {
+    const double v = fp8_value(format, static_cast<uint8_t>(code));
+    if (!std::isfinite(v)) continue;
+    // Zeros: the one with x's sign.
+    if (v == 0 && (code & 0x80) != sign) continue;
+    const double distance = std::fabs(v - clamped);
+    // Ties: the even mantissa (the code's last bit clear).
+    if (distance < best_distance || (distance == best_distance && (code & 1) == 0)) best = code, best_distance = distance;
+  }
+  return static_cast<uint8_t>(best);
+}
+
 }  // namespace ropegen::ref

@@ -105,4 +105,20 @@ struct KvIndices {
 // std::invalid_argument for an index outside the cache.
 void reference_kv_append(const RopeSpec& spec, const Tensor& rows, const KvIndices& indices, Tensor& cache);
 
+// fp8 caches (kv_cache dtype fp8_e4m3: OCP's e4m3fn, bias 7, no
+// infinities, S.1111.111 NaN; fp8_e5m2: bias 15, IEEE-like with infinities).
+// The value of a code, from its sign, exponent and mantissa fields (NaN for
+// NaN codes, +-inf for e5m2's infinities).
+double fp8_value(KvDType format, uint8_t code);
+// The largest finite value: 448 (e4m3), 57344 (e5m2).
+double fp8_max(KvDType format);
+// The code an fp8 cache stores for x with per-tensor `scale`, as vLLM's
+// fp8 KV cache does (csrc/quantization/fp8/nvidia/quant_utils.cuh:
+// float(x) / scale in float32, then __nv_cvt_float_to_fp8 with
+// __NV_SATFINITE): q = x / scale rounded to float32, clamped to +-max
+// (infinities too), then the code among all 256 whose value is nearest q,
+// a tie to the code with an even mantissa; a NaN is 0x7f with x's sign.
+// Found by search over the codes, not by bit manipulation.
+uint8_t fp8_code(KvDType format, float x, float scale);
+
 }  // namespace ropegen::ref

@@ -3,9 +3,13 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <map>
 #include <stdexcept>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "ropegen/spec_io.h"
 #include "support/golden.h"
@@ -179,6 +183,66 @@ TEST(ReferenceGolden, EncodingsToleranceCatchesWrongSemantics) {
     ++checked;
   }
   EXPECT_EQ(checked, static_cast<int>(wrong.size()));
+}
+
+// fp8 codes: literal values of both formats (OCP e4m3fn and e5m2).
+TEST(ReferenceFp8, LiteralCodes) {
+  const KvDType e4 = KvDType::Fp8E4m3, e5 = KvDType::Fp8E5m2;
+  EXPECT_EQ(ref::fp8_value(e4, 0x7e), 448.0);
+  EXPECT_TRUE(std::isnan(ref::fp8_value(e4, 0x7f)));
+  EXPECT_EQ(ref::fp8_value(e4, 0x01), std::ldexp(1.0, -9));  // smallest subnormal
+  EXPECT_EQ(ref::fp8_value(e4, 0x08), std::ldexp(1.0, -6));  // smallest normal
+  EXPECT_EQ(ref::fp8_value(e4, 0xb8), -1.0);
+  EXPECT_EQ(ref::fp8_value(e5, 0x7b), 57344.0);
+  EXPECT_EQ(ref::fp8_value(e5, 0x7c), INFINITY);
+  EXPECT_TRUE(std::isnan(ref::fp8_value(e5, 0x7d)));
+  EXPECT_EQ(ref::fp8_value(e5, 0x01), std::ldexp(1.0, -16));
+  EXPECT_EQ(ref::fp8_value(e5, 0x3c), 1.0);
+
+  EXPECT_EQ(ref::fp8_code(e4, 1.0f, 1.0f), 0x38);
+  EXPECT_EQ(ref::fp8_code(e4, 448.0f, 1.0f), 0x7e);
+  EXPECT_EQ(ref::fp8_code(e4, 1e9f, 1.0f), 0x7e);       // saturated
+  EXPECT_EQ(ref::fp8_code(e4, -INFINITY, 1.0f), 0xfe);  // saturated
+  EXPECT_EQ(ref::fp8_code(e4, NAN, 1.0f), 0x7f);
+  EXPECT_EQ(ref::fp8_code(e4, -NAN, 1.0f), 0xff);
+  EXPECT_EQ(ref::fp8_code(e4, -0.0f, 1.0f), 0x80);
+  EXPECT_EQ(ref::fp8_code(e4, std::ldexp(1.0f, -10), 1.0f), 0x00);       // half the smallest subnormal: tie to 0
+  EXPECT_EQ(ref::fp8_code(e4, 3 * std::ldexp(1.0f, -10), 1.0f), 0x02);   // 1.5 subnormal steps: tie to 2
+  EXPECT_EQ(ref::fp8_code(e4, 15 * std::ldexp(1.0f, -10), 1.0f), 0x08);  // 7.5 steps: the smallest normal
+  EXPECT_EQ(ref::fp8_code(e4, 1.0625f, 1.0f), 0x38);                     // between 1 and 1.125: tie to even
+  EXPECT_EQ(ref::fp8_code(e4, 1.1875f, 1.0f), 0x3a);                     // between 1.125 and 1.25: tie to even
+  EXPECT_EQ(ref::fp8_code(e4, 2.0f, 0.5f), 0x48);                        // 4 = x / scale
+  EXPECT_EQ(ref::fp8_code(e4, 100.0f, 0.01f), 0x7e);                     // 10000 saturates
+  EXPECT_EQ(ref::fp8_code(e5, 1e9f, 1.0f), 0x7b);
+  EXPECT_EQ(ref::fp8_code(e5, -INFINITY, 1.0f), 0xfb);
+  EXPECT_EQ(ref::fp8_code(e5, NAN, 1.0f), 0x7f);
+  EXPECT_EQ(ref::fp8_code(e5, 1.125f, 1.0f), 0x3c);                      // between 1 and 1.25: tie to even
+  EXPECT_EQ(ref::fp8_code(e5, std::ldexp(1.0f, -17), 1.0f), 0x00);
+  EXPECT_EQ(ref::fp8_code(e5, -3 * std::ldexp(1.0f, -17), 1.0f), 0x82);
+}
+
+// torch's float8_e4m3fn / float8_e5m2 conversions of clamp(x / scale)
+// (tests/golden/make_fp8_golden.py) give the reference's codes.
+TEST(ReferenceFp8, MatchesTorchGolden) {
+  std::ifstream in(test::golden_dir() + "/fp8/fp8_codes.json");
+  ASSERT_TRUE(in) << "tests/golden/data/fp8/fp8_codes.json";
+  const nlohmann::json j = nlohmann::json::parse(in);
+  const std::vector<uint32_t> bits = j["x_bits"].get<std::vector<uint32_t>>();
+  const std::vector<float> scales = j["scales"].get<std::vector<float>>();
+  int64_t checked = 0;
+  for (auto [name, format] : {std::pair{"fp8_e4m3", KvDType::Fp8E4m3}, std::pair{"fp8_e5m2", KvDType::Fp8E5m2}})
+    for (size_t s = 0; s < scales.size(); ++s) {
+      const std::vector<int> codes = j["codes"][name][s].get<std::vector<int>>();
+      ASSERT_EQ(codes.size(), bits.size());
+      for (size_t i = 0; i < bits.size(); ++i) {
+        float x;
+        std::memcpy(&x, &bits[i], sizeof x);
+        ASSERT_EQ(ref::fp8_code(format, x, scales[s]), codes[i])
+            << name << " x " << x << " (bits " << std::hex << bits[i] << std::dec << ") scale " << scales[s];
+        ++checked;
+      }
+    }
+  EXPECT_GT(checked, 20000);
 }
 
 }  // namespace

@@ -6,8 +6,9 @@
 // rope-gen apply SPEC --x X.npy [--positions P.npy | --offset N] [--table T.npy] --out Y.npy
 //   (sinusoidal, learned; alibi: X = attention scores [B, H, Sq, Sk])
 // rope-gen apply SPEC --q Q --k K [--v V] --positions P (--kv-indices I --kv-indptr IP
-//   --batch-indices BI | --slot-mapping SM) --k-cache KC [--v-cache VC] --out-q OQ [--out-k OK]
-//   --out-k-cache OKC [--out-v-cache OVC]   (specs with kv_cache: the fused append)
+//   --batch-indices BI [--cache-positions CP] | --slot-mapping SM) --k-cache KC [--v-cache VC] --out-q OQ [--out-k OK]
+//   --out-k-cache OKC [--out-v-cache OVC] [--k-scale F --v-scale F]   (specs with kv_cache: the fused
+//   append; fp8 caches are uint8 .npy of codes, scaled by --k-scale, --v-scale)
 #include <cstring>
 #include <iostream>
 #include <tuple>
@@ -30,8 +31,10 @@ struct ApplyOptions {
   std::string out_q, out_k, out, out_freqs, target = "host";
   // Fused KV-cache append.
   std::string v, k_cache, v_cache, kv_indices, kv_indptr, batch_indices, slot_mapping, out_k_cache, out_v_cache;
+  std::string cache_positions;
   int64_t offset = 0;
   std::optional<int64_t> seq_len;
+  std::optional<float> k_scale, v_scale;  // fp8 caches
   bool backward = false;
 };
 
@@ -60,6 +63,17 @@ std::optional<runtime::HostTensor> cos_sin_cache(const std::string& path) {
   return t;
 }
 
+// An fp8 cache: its uint8 codes as they are.
+std::optional<runtime::HostCodes> optional_codes(const std::string& path, const char* flag, const RopeSpec& spec) {
+  if (path.empty()) return std::nullopt;
+  const NpyArray a = read_npy(path);
+  if (a.dtype != "|u1")
+    fail(fmt::format("{} ({}) has dtype {}; the spec's kv_cache dtype is {}: the cache holds its codes as uint8 "
+                     "(np.uint8; torch: cache.view(torch.uint8))",
+                     flag, path, a.dtype, to_string(spec.kv_cache.dtype)));
+  return runtime::HostCodes{a.shape, a.data};
+}
+
 std::optional<runtime::HostTensor> optional_tensor(const std::string& path, const char* role) {
   if (path.empty()) return std::nullopt;
   return read_float_tensor(path, role);
@@ -81,6 +95,7 @@ void check_flags(const RopeSpec& spec, const ApplyOptions& o) {
       for (auto [flag, value] : {std::pair{"--v", &o.v}, std::pair{"--k-cache", &o.k_cache}, std::pair{"--v-cache", &o.v_cache},
                                  std::pair{"--kv-indices", &o.kv_indices}, std::pair{"--kv-indptr", &o.kv_indptr},
                                  std::pair{"--batch-indices", &o.batch_indices}, std::pair{"--slot-mapping", &o.slot_mapping},
+                                 std::pair{"--cache-positions", &o.cache_positions},
                                  std::pair{"--out-k-cache", &o.out_k_cache}, std::pair{"--out-v-cache", &o.out_v_cache}})
         if (!value->empty())
           fail(fmt::format("{} is for specs with a kv_cache section (the fused KV-cache append); `{}` has none", flag,
@@ -110,7 +125,8 @@ std::vector<Diagnostic> with_flags(std::vector<Diagnostic> errors) {
       {"saved_q", "--saved-q"}, {"saved_k", "--saved-k"},
       {"d_freqs", "--out-freqs"}, {"offset", "--offset"}, {"seq_len", "--seq-len"}, {"backward", "--backward"},
       {"v", "--v"}, {"k_cache", "--k-cache"}, {"v_cache", "--v-cache"}, {"kv_indices", "--kv-indices"},
-      {"kv_indptr", "--kv-indptr"}, {"batch_indices", "--batch-indices"}, {"slot_mapping", "--slot-mapping"}};
+      {"kv_indptr", "--kv-indptr"}, {"batch_indices", "--batch-indices"}, {"slot_mapping", "--slot-mapping"},
+      {"k_scale", "--k-scale"}, {"v_scale", "--v-scale"}, {"cache_positions", "--cache-positions"}};
   for (Diagnostic& d : errors)
     for (auto [name, flag] : flags)
       if (d.where.file == name) d.where.file = flag;
@@ -142,12 +158,19 @@ void run_apply(const ApplyOptions& o) {
   r.target = o.target;
   r.out_k = !o.out_k.empty();
   r.v = optional_tensor(o.v, "v");
-  r.k_cache = optional_tensor(o.k_cache, "k_cache");
-  r.v_cache = optional_tensor(o.v_cache, "v_cache");
+  if (spec.kv_cache.is_fp8()) {
+    r.k_cache_codes = optional_codes(o.k_cache, "--k-cache", spec);
+    r.v_cache_codes = optional_codes(o.v_cache, "--v-cache", spec);
+  } else {
+    r.k_cache = optional_tensor(o.k_cache, "k_cache");
+    r.v_cache = optional_tensor(o.v_cache, "v_cache");
+  }
+  r.k_scale = o.k_scale, r.v_scale = o.v_scale;
   for (auto [path, role, into] : {std::tuple{&o.kv_indices, "kv_indices", &r.kv_indices},
                                   std::tuple{&o.kv_indptr, "kv_indptr", &r.kv_indptr},
                                   std::tuple{&o.batch_indices, "batch_indices", &r.batch_indices},
-                                  std::tuple{&o.slot_mapping, "slot_mapping", &r.slot_mapping}})
+                                  std::tuple{&o.slot_mapping, "slot_mapping", &r.slot_mapping},
+                                  std::tuple{&o.cache_positions, "cache_positions", &r.cache_positions}})
     if (!path->empty()) *into = read_npy_ints(*path, role).values;
 
   Result<runtime::ApplyResult> applied = runtime::apply_on_host(spec, r);
@@ -158,6 +181,8 @@ void run_apply(const ApplyOptions& o) {
   if (result.d_freqs) write_file_atomically(o.out_freqs, npy_bytes(*result.d_freqs, r.freqs->shape));
   if (result.k_cache) write_file_atomically(o.out_k_cache, npy_bytes(*result.k_cache, r.k_cache->shape));
   if (result.v_cache) write_file_atomically(o.out_v_cache, npy_bytes(*result.v_cache, r.v_cache->shape));
+  if (result.k_cache_codes) write_file_atomically(o.out_k_cache, npy_bytes(*result.k_cache_codes, r.k_cache_codes->shape));
+  if (result.v_cache_codes) write_file_atomically(o.out_v_cache, npy_bytes(*result.v_cache_codes, r.v_cache_codes->shape));
 }
 
 }  // namespace
@@ -188,14 +213,20 @@ void add_apply_command(CLI::App& app) {
   cmd->add_option("--out", o->out, "sinusoidal, learned, alibi: the result (.npy, float32)");
   cmd->add_option("--out-freqs", o->out_freqs, "--backward with run-time frequencies: dL/d(inv_freq) (.npy, float32)");
   cmd->add_option("--v", o->v, "kv_cache specs: values [T, Hk, Dv], float32, appended to --v-cache");
-  cmd->add_option("--k-cache", o->k_cache, "kv_cache specs: the k cache, float32 .npy in the kv_cache layout (read, updated, written to --out-k-cache)");
+  cmd->add_option("--k-cache", o->k_cache, "kv_cache specs: the k cache, float32 .npy in the kv_cache layout (fp8 caches: "
+                  "uint8 codes), read, updated, written to --out-k-cache");
   cmd->add_option("--v-cache", o->v_cache, "kv_cache specs: the v cache (read, updated, written to --out-v-cache)");
   cmd->add_option("--kv-indices", o->kv_indices, "paged kv_cache: the pages of every request, int32/int64 .npy");
   cmd->add_option("--kv-indptr", o->kv_indptr, "paged kv_cache: [B + 1], request b's pages start at kv_indptr[b]");
   cmd->add_option("--batch-indices", o->batch_indices, "paged kv_cache: [T], each token's request (< 0: not appended)");
   cmd->add_option("--slot-mapping", o->slot_mapping, "contiguous kv_cache: [T], each token's slot (< 0: not appended)");
-  cmd->add_option("--out-k-cache", o->out_k_cache, "kv_cache specs: the updated k cache (.npy, float32)");
-  cmd->add_option("--out-v-cache", o->out_v_cache, "kv_cache specs: the updated v cache (.npy, float32)");
+  cmd->add_option("--cache-positions", o->cache_positions,
+                  "paged kv_cache: [T], where each token goes in its request's pages when that is not the position it "
+                  "rotates by (default: --positions)");
+  cmd->add_option("--out-k-cache", o->out_k_cache, "kv_cache specs: the updated k cache (.npy, float32; fp8: uint8 codes)");
+  cmd->add_option("--out-v-cache", o->out_v_cache, "kv_cache specs: the updated v cache (.npy, float32; fp8: uint8 codes)");
+  cmd->add_option("--k-scale", o->k_scale, "fp8 kv_cache: k_cache holds the codes of k / k_scale (default 1)");
+  cmd->add_option("--v-scale", o->v_scale, "fp8 kv_cache: v_cache holds the codes of v / v_scale (default 1)");
   cmd->callback([o] { run_apply(*o); });
 }
 

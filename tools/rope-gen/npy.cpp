@@ -89,6 +89,10 @@ std::string npy_bytes(const std::vector<int64_t>& values, const std::vector<int6
   return npy_bytes_raw("<i8", values.data(), values.size() * sizeof(int64_t), shape);
 }
 
+std::string npy_bytes(const std::vector<uint8_t>& values, const std::vector<int64_t>& shape) {
+  return npy_bytes_raw("|u1", values.data(), values.size(), shape);
+}
+
 NpyArray parse_npy(std::string_view bytes, const std::string& name) {
   const NpyHeader h = parse_npy_header(bytes, name);
   if (bytes.size() - h.data_offset != h.data_bytes) wrong_data_size(h, bytes.size() - h.data_offset, name);

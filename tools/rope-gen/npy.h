@@ -12,7 +12,7 @@
 namespace ropegen::cli {
 
 struct NpyArray {
-  std::string dtype;              // numpy descr: "<f4", "<f8", "<i4", "<i8"
+  std::string dtype;              // numpy descr: "<f4", "<f8", "<i4", "<i8", "|u1"
   std::vector<int64_t> shape;
   std::vector<unsigned char> data;
 
@@ -21,6 +21,7 @@ struct NpyArray {
 
 std::string npy_bytes(const std::vector<float>& values, const std::vector<int64_t>& shape);
 std::string npy_bytes(const std::vector<int64_t>& values, const std::vector<int64_t>& shape);
+std::string npy_bytes(const std::vector<uint8_t>& values, const std::vector<int64_t>& shape);  // uint8 (fp8 codes)
 // Throws CliError naming the file for anything it cannot read.
 NpyArray read_npy(const std::string& path);
 // The same for a whole file already in memory; `name` is used in errors.

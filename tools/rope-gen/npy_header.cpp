@@ -13,6 +13,7 @@ constexpr std::string_view kMagic("\x93NUMPY", 6);
 int dtype_size(const std::string& descr) {
   if (descr == "<f4" || descr == "<i4") return 4;
   if (descr == "<f8" || descr == "<i8") return 8;
+  if (descr == "|u1") return 1;  // fp8 KV caches' codes
   return 0;
 }
 
@@ -172,7 +173,7 @@ NpyHeader parse_npy_header(std::string_view prefix, const std::string& name) {
     fail(fmt::format("{}: dtype {} is big-endian; rope-gen reads little-endian .npy (numpy: a.astype('<{}'))", name,
                      h.dtype, h.dtype.substr(1)));
   if (item_size == 0)
-    fail(fmt::format("{}: dtype {} is not supported; use float32, float64, int32 or int64 (little-endian)", name, h.dtype));
+    fail(fmt::format("{}: dtype {} is not supported; use float32, float64, int32 or int64 (little-endian), or uint8", name, h.dtype));
   if (f.fortran_order)
     fail(fmt::format("{}: Fortran-ordered arrays are not supported; save with np.ascontiguousarray", name));
   h.shape = std::move(f.shape);

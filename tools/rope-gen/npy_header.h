@@ -18,7 +18,7 @@ constexpr size_t kNpyPreambleBytes = 12;
 constexpr size_t kMaxNpyDims = 32;
 
 struct NpyHeader {
-  std::string dtype;             // "<f4", "<f8", "<i4" or "<i8"
+  std::string dtype;             // "<f4", "<f8", "<i4", "<i8" or "|u1"
   std::vector<int64_t> shape;
   int64_t elements = 0;          // the product of shape, overflow-checked
   uint64_t data_offset = 0;      // where the data starts in the file
