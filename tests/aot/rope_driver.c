@@ -20,30 +20,7 @@
 
 #include ROPE_HEADER
 
-static char dir[4096];
-
-static void *read_file(const char *name, size_t bytes) {
-  char path[8192];
-  FILE *f;
-  void *data = calloc(bytes ? bytes : 1, 1);
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  f = fopen(path, "rb");
-  if (!f || fread(data, 1, bytes, f) != bytes) {
-    fprintf(stderr, "cannot read %lu bytes from %s\n", (unsigned long)bytes, path);
-    exit(100);
-  }
-  fclose(f);
-  return data;
-}
-
-static void write_file(const char *name, const void *data, size_t bytes) {
-  char path[8192];
-  FILE *f;
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  f = fopen(path, "wb");
-  if (!f || fwrite(data, 1, bytes, f) != bytes) exit(101);
-  fclose(f);
-}
+#include "driver_io.h"
 
 static int64_t next(FILE *f) {
   long v;

@@ -34,6 +34,14 @@ class Cli : public ::testing::Test {
   std::string dir_;
 };
 
+// The float32 elements of an .npy file the tool wrote.
+std::vector<float> floats(const std::string& file) {
+  const cli::NpyArray a = cli::read_npy(file);
+  std::vector<float> out(a.data.size() / 4);
+  std::memcpy(out.data(), a.data.data(), a.data.size());
+  return out;
+}
+
 TEST_F(Cli, CheckPrintsTheNormalisedSpec) {
   const auto r = run_command(kTool + " check " + kExamples + "/llama3_8b.yaml");
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -213,12 +221,6 @@ TEST_F(Cli, ApplyAppendsToAPagedKvCache) {
                              " --out-k " + path("ok.npy") + " --out-k-cache " + path("okc.npy") + " --out-v-cache " +
                              path("ovc.npy"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  auto floats = [](const std::string& file) {
-    const cli::NpyArray a = cli::read_npy(file);
-    std::vector<float> out(a.data.size() / 4);
-    std::memcpy(out.data(), a.data.data(), a.data.size());
-    return out;
-  };
   const std::vector<float> out_k = floats(path("ok.npy")), kc = floats(path("okc.npy")), vc = floats(path("ovc.npy"));
   EXPECT_EQ(cli::read_npy(path("okc.npy")).shape, (std::vector<int64_t>{3, 2, 1, 8}));
   // Token t at position t: page kv_indices[t / 2], entry t % 2.
@@ -255,12 +257,6 @@ TEST_F(Cli, ApplyPlacesTokensByCachePositions) {
                            path("oq.npy") + " --out-k " + path("ok.npy") + " --out-k-cache " + path("okc.npy");
   const auto r = run_command(kTool + args + " --cache-positions " + path("cp.npy"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  auto floats = [](const std::string& file) {
-    const cli::NpyArray a = cli::read_npy(file);
-    std::vector<float> out(a.data.size() / 4);
-    std::memcpy(out.data(), a.data.data(), a.data.size());
-    return out;
-  };
   const std::vector<float> out_k = floats(path("ok.npy")), kc = floats(path("okc.npy"));
   const int page_of[3] = {2, 2, 0};
   std::vector<float> want(kc.size(), 9.0f);
