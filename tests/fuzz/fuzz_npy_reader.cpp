@@ -14,7 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);
   try {
     const ropegen::cli::NpyArray a = ropegen::cli::parse_npy(bytes, "fuzz.npy");
-    const size_t item = a.dtype == "<f4" || a.dtype == "<i4" ? 4 : 8;
+    const size_t item = a.dtype == "|u1" ? 1 : a.dtype == "<f4" || a.dtype == "<i4" ? 4 : 8;
     if (a.data.size() != static_cast<size_t>(a.elements()) * item) std::abort();
     if (a.dtype == "<i4" || a.dtype == "<i8") {
       const ropegen::cli::NpyInts ids = ropegen::cli::npy_ints(a, "fuzz.npy", "ids");
