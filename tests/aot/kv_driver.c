@@ -17,21 +17,8 @@
 
 #include ROPE_HEADER
 
-#include "driver_io.h"
+#include "driver_common.h"
 
-/* A dense CPU tensor over `data` (strides NULL: row-major). */
-static ropegen_tensor tensor(void *data, int ndim, int64_t *shape, int code, int bits) {
-  ropegen_tensor t;
-  memset(&t, 0, sizeof t);
-  t.data = data;
-  t.device.device_type = ROPEGEN_DEVICE_CPU;
-  t.ndim = ndim;
-  t.dtype.code = (uint8_t)code;
-  t.dtype.bits = (uint8_t)bits;
-  t.dtype.lanes = 1;
-  t.shape = shape;
-  return t;
-}
 
 int main(int argc, char **argv) {
   long T, Hq, Hk, D, Dv, pages, page_size, num_indices, num_requests, has_v, has_out_k, positions_int64;
@@ -71,13 +58,13 @@ int main(int argc, char **argv) {
   kv_indptr = read_file("kv_indptr.bin", (size_t)(num_requests + 1) * 4);
   batch_indices = read_file("batch_indices.bin", (size_t)T * 4);
   k_cache = read_file("k_cache.bin", k_cache_bytes);
-  tq = tensor(q, 3, q_shape, ROPEGEN_DTYPE_FLOAT, 32);
-  tk = tensor(k, 3, k_shape, ROPEGEN_DTYPE_FLOAT, 32);
-  tpositions = tensor(positions, 1, t_shape, ROPEGEN_DTYPE_INT, positions_int64 ? 64 : 32);
-  tindices = tensor(kv_indices, 1, indices_shape, ROPEGEN_DTYPE_INT, 32);
-  tindptr = tensor(kv_indptr, 1, indptr_shape, ROPEGEN_DTYPE_INT, 32);
-  tbatch = tensor(batch_indices, 1, t_shape, ROPEGEN_DTYPE_INT, 32);
-  tkc = tensor(k_cache, 4, kc_shape, ROPEGEN_DTYPE_UINT, 8);
+  tq = tensor(q, 3, q_shape, NULL, ROPEGEN_DTYPE_FLOAT, 32);
+  tk = tensor(k, 3, k_shape, NULL, ROPEGEN_DTYPE_FLOAT, 32);
+  tpositions = tensor(positions, 1, t_shape, NULL, ROPEGEN_DTYPE_INT, positions_int64 ? 64 : 32);
+  tindices = tensor(kv_indices, 1, indices_shape, NULL, ROPEGEN_DTYPE_INT, 32);
+  tindptr = tensor(kv_indptr, 1, indptr_shape, NULL, ROPEGEN_DTYPE_INT, 32);
+  tbatch = tensor(batch_indices, 1, t_shape, NULL, ROPEGEN_DTYPE_INT, 32);
+  tkc = tensor(k_cache, 4, kc_shape, NULL, ROPEGEN_DTYPE_UINT, 8);
   call.q = &tq; /* out_q NULL: in place */
   call.k = &tk;
   call.positions = &tpositions;
@@ -88,14 +75,14 @@ int main(int argc, char **argv) {
   if (has_v) {
     v = read_file("v.bin", (size_t)(T * Hk * Dv) * 4);
     v_cache = read_file("v_cache.bin", v_cache_bytes);
-    tv = tensor(v, 3, v_shape, ROPEGEN_DTYPE_FLOAT, 32);
-    tvc = tensor(v_cache, 4, vc_shape, ROPEGEN_DTYPE_UINT, 8);
+    tv = tensor(v, 3, v_shape, NULL, ROPEGEN_DTYPE_FLOAT, 32);
+    tvc = tensor(v_cache, 4, vc_shape, NULL, ROPEGEN_DTYPE_UINT, 8);
     call.v = &tv;
     call.v_cache = &tvc;
   }
   if (has_out_k) {
     out_k = calloc((size_t)(T * Hk * D), 4);
-    tout_k = tensor(out_k, 3, k_shape, ROPEGEN_DTYPE_FLOAT, 32);
+    tout_k = tensor(out_k, 3, k_shape, NULL, ROPEGEN_DTYPE_FLOAT, 32);
     call.out_k = &tout_k;
   }
   call.k_scale = (float)k_scale;

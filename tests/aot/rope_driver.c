@@ -20,7 +20,7 @@
 
 #include ROPE_HEADER
 
-#include "driver_io.h"
+#include "driver_common.h"
 
 static int64_t next(FILE *f) {
   long v;
@@ -28,20 +28,6 @@ static int64_t next(FILE *f) {
   return (int64_t)v;
 }
 
-/* A CPU tensor over `data`. */
-static ropegen_tensor tensor(void *data, int ndim, int64_t *shape, int64_t *strides, int code, int bits) {
-  ropegen_tensor t;
-  memset(&t, 0, sizeof t);
-  t.data = data;
-  t.device.device_type = ROPEGEN_DEVICE_CPU;
-  t.ndim = ndim;
-  t.dtype.code = (uint8_t)code;
-  t.dtype.bits = (uint8_t)bits;
-  t.dtype.lanes = 1;
-  t.shape = shape;
-  t.strides = strides;
-  return t;
-}
 
 int main(int argc, char **argv) {
   int64_t q_shape[4], q_strides[4], k_shape[4], k_strides[4], positions_shape[3], cu_shape[1], cache_shape[2];
