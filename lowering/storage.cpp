@@ -47,10 +47,11 @@ Expr bf16_bits_native(const Expr& value) {
 Expr store_from_float(const Expr& value, DType dtype, Bf16Rounding rounding) {
   if (dtype != DType::BF16) return cast(storage_type(dtype), value);
   if (rounding == Bf16Rounding::IntegerOps) return bf16_bits_like_vcvtneps2bf16(value);
-  // Resolved when the pipeline is compiled: AVX512-BF16 CPUs (Halide's
-  // avx512_zen4 feature, which sapphirerapids implies) run the instruction,
-  // every other target the same rounding in integer ops. A GPU target
-  // carries its host's CPU features too, hence the second test.
+  // Resolved when the pipeline is compiled: CPU targets with Halide's
+  // avx512_zen4 feature (AVX512-BF16; the host target and the AOT library's
+  // best x86 target have it where the CPU does) run the instruction, every
+  // other target the same rounding in integer ops. A GPU target carries its
+  // host's CPU features too, hence the second test.
   const Expr on_gpu = target_has_feature(Target::Vulkan) || target_has_feature(Target::CUDA);
   const Expr native = target_has_feature(Target::AVX512_Zen4) && !on_gpu;
   return select(native, bf16_bits_native(value), bf16_bits_like_vcvtneps2bf16(value));
