@@ -14,13 +14,15 @@ ropegen_dtype dlpack_dtype(ElementType type) {
   return {};
 }
 
+ElementType element_type_of(DType dtype) {
+  return dtype == DType::F32 ? ElementType::Float32 : dtype == DType::F16 ? ElementType::Float16 : ElementType::BFloat16;
+}
+
 ropegen_contract call_contract(const RopeSpec& spec) {
   ropegen_contract c{};
   c.encoding = static_cast<int32_t>(spec.encoding);
   c.layout = static_cast<int32_t>(spec.layout);
-  c.dtype = dlpack_dtype(spec.dtype == DType::F32   ? ElementType::Float32
-                         : spec.dtype == DType::F16 ? ElementType::Float16
-                                                    : ElementType::BFloat16);
+  c.dtype = dlpack_dtype(element_type_of(spec.dtype));
   const bool rope = spec.encoding == Encoding::Rope;
   c.row_dim = rope ? spec.head_dim : spec.encoding == Encoding::Alibi ? 0 : spec.dim;
   c.num_heads = spec.encoding == Encoding::Alibi ? spec.num_heads : 0;
@@ -35,12 +37,9 @@ ropegen_contract call_contract(const RopeSpec& spec) {
   if (rope && spec.kv_cache.enabled) {
     c.kv_layout = 1 + static_cast<int32_t>(spec.kv_cache.layout);
     c.kv_page_size = spec.kv_cache.page_size;
-    const KvDType t = spec.kv_cache.dtype;
-    c.kv_dtype = dlpack_dtype(t == KvDType::F32   ? ElementType::Float32
-                              : t == KvDType::F16 ? ElementType::Float16
-                              : t == KvDType::BF16 ? ElementType::BFloat16
-                                                   : ElementType::UInt8);
-    c.kv_fp8 = t == KvDType::Fp8E4m3 ? 1 : t == KvDType::Fp8E5m2 ? 2 : 0;
+    const KvCache& kv = spec.kv_cache;
+    c.kv_dtype = dlpack_dtype(kv.is_fp8() ? ElementType::UInt8 : element_type_of(kv.float_dtype()));
+    c.kv_fp8 = kv.dtype == KvDType::Fp8E4m3 ? 1 : kv.dtype == KvDType::Fp8E5m2 ? 2 : 0;
   }
   return c;
 }

@@ -34,5 +34,7 @@ inline bool is_rope(const ropegen_contract& c) { return encoding(c) == Encoding:
 
 // ElementType <-> DLPack codes.
 ropegen_dtype dlpack_dtype(ElementType type);
+// The tensor element type of a spec dtype.
+ElementType element_type_of(DType dtype);
 
 }  // namespace ropegen::call

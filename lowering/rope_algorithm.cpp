@@ -234,17 +234,16 @@ void define_frequency_gradient(const RopeSpec& spec, RopeAlgorithm& a, const Rop
 
 // The cache's element for a float32 value: the cache dtype's rounding, or
 // for fp8 caches the code of value / scale.
-DType float_dtype(KvDType t) { return t == KvDType::F16 ? DType::F16 : t == KvDType::BF16 ? DType::BF16 : DType::F32; }
-Type cache_type(const KvCache& kv) { return kv.is_fp8() ? UInt(8) : storage_type(float_dtype(kv.dtype)); }
+Type cache_type(const KvCache& kv) { return kv.is_fp8() ? UInt(8) : storage_type(kv.float_dtype()); }
 Expr cache_value_from_float(const KvCache& kv, const Expr& value, const Expr& scale,
                             Bf16Rounding rounding = Bf16Rounding::IntegerOps) {
-  return kv.is_fp8() ? fp8_from_float(value, scale, kv.dtype) : store_from_float(value, float_dtype(kv.dtype), rounding);
+  return kv.is_fp8() ? fp8_from_float(value, scale, kv.dtype) : store_from_float(value, kv.float_dtype(), rounding);
 }
 
 // A row element of `in` (spec dtype) as the cache stores it: the same bits
 // when the dtypes agree, else through float32 (round to nearest even).
 Expr as_cache_value(const Expr& value, DType from, const KvCache& kv, const Expr& scale) {
-  if (!kv.is_fp8() && float_dtype(kv.dtype) == from) return value;
+  if (!kv.is_fp8() && kv.float_dtype() == from) return value;
   return cache_value_from_float(kv, load_as_float(value, from), scale);
 }
 

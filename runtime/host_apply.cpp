@@ -35,9 +35,7 @@ Result<ApplyResult> apply_on_host(const RopeSpec& spec, const ApplyRequest& r) {
   }
   // KV-cache append: caches in the cache dtype, indices as int32 (an id
   // outside int32 is refused here, naming its tensor).
-  const DType cache_dtype = spec.kv_cache.dtype == KvDType::F16    ? DType::F16
-                            : spec.kv_cache.dtype == KvDType::BF16 ? DType::BF16
-                                                                   : DType::F32;
+  const DType cache_dtype = spec.kv_cache.float_dtype();
   std::optional<std::vector<uint8_t>> k_codes, v_codes;  // fp8 caches, as they came
   if (r.k_cache_codes)
     k_codes = r.k_cache_codes->codes, call.k_cache = dense(k_codes->data(), ElementType::UInt8, r.k_cache_codes->shape);

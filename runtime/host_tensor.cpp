@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "call/contract.h"
 #include "lowering/rope_algorithm.h"
 
 namespace ropegen::runtime {
@@ -9,9 +10,7 @@ namespace ropegen::runtime {
 HostStorage::HostStorage(DType dtype, size_t elements)
     : dtype_(dtype), elements_(elements), bytes_(elements * (dtype == DType::F32 ? 4 : 2)) {}
 
-ElementType HostStorage::element_type() const {
-  return dtype_ == DType::F32 ? ElementType::Float32 : dtype_ == DType::F16 ? ElementType::Float16 : ElementType::BFloat16;
-}
+ElementType HostStorage::element_type() const { return call::element_type_of(dtype_); }
 
 HostStorage to_storage(const std::vector<float>& values, DType dtype) {
   HostStorage s(dtype, values.size());

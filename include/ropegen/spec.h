@@ -97,6 +97,8 @@ struct KvCache {
   // fp8 caches hold codes of x / scale, the per-tensor k_scale and v_scale
   // of each call (`scale: per_tensor`, the one scaling there is).
   bool is_fp8() const { return dtype == KvDType::Fp8E4m3 || dtype == KvDType::Fp8E5m2; }
+  // A float cache's dtype as a tensor dtype (fp8 caches: float32, the math's).
+  DType float_dtype() const { return dtype == KvDType::F16 ? DType::F16 : dtype == KvDType::BF16 ? DType::BF16 : DType::F32; }
 };
 
 struct RopeSpec {
