@@ -1,5 +1,7 @@
 #include "fp8.h"
 
+#include "storage.h"
+
 namespace ropegen::lowering {
 
 using namespace Halide;
@@ -54,14 +56,13 @@ Expr fp8_from_float(const Expr& value, const Expr& scale, KvDType format) {
   // NaN bits from a division differ between targets.
   const Expr sign = (reinterpret<uint32_t>(value) >> 24) & 0x80;
   // CPUs divide exactly (IEEE divps/divss, fdiv; strict_float keeps the
-  // division a division), GPUs are corrected (target_has_feature is
-  // resolved when the pipeline is compiled): the same quotient everywhere.
+  // division a division), GPUs are corrected (compiled_for_gpu): the same
+  // quotient everywhere.
   // The correction on CPUs too cost 3x (bench/kv_append_bench, 2-core VM,
   // one thread, prefill 1 x 512 into fp8_e4m3: 1002 us with it, 338 us
   // without; bf16 caches 148 us: the division is most of the rest).
-  const Expr gpu = target_has_feature(Target::CUDA) || target_has_feature(Target::Vulkan);
   const Expr q0 = strict_float(value / scale);
-  const Expr quotient = select(gpu, detail::correctly_rounded_quotient(value, scale, q0), q0);
+  const Expr quotient = select(compiled_for_gpu(), detail::correctly_rounded_quotient(value, scale, q0), q0);
   const Expr magnitude = reinterpret<uint32_t>(quotient) & 0x7fffffffu;
   const Expr exponent = magnitude >> 23;
   // Normal codes: drop 23 - mantissa bits, rounding to nearest even, and
@@ -81,6 +82,5 @@ Expr fp8_from_float(const Expr& value, const Expr& scale, KvDType format) {
                            exponent >= min_normal_exponent, normal, subnormal);
   return cast<uint8_t>(sign | code);
 }
-
 
 }  // namespace ropegen::lowering

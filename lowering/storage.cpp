@@ -13,6 +13,8 @@ Type storage_type(DType dtype) {
   return Float(32);
 }
 
+Expr compiled_for_gpu() { return target_has_feature(Target::Vulkan) || target_has_feature(Target::CUDA); }
+
 Expr load_as_float(const Expr& stored, DType dtype) {
   if (dtype == DType::BF16) return reinterpret<float>(cast<uint32_t>(stored) << 16);
   return cast<float>(stored);
@@ -50,10 +52,8 @@ Expr store_from_float(const Expr& value, DType dtype, Bf16Rounding rounding) {
   // Resolved when the pipeline is compiled: CPU targets with Halide's
   // avx512_zen4 feature (AVX512-BF16; the host target and the AOT library's
   // best x86 target have it where the CPU does) run the instruction, every
-  // other target the same rounding in integer ops. A GPU target carries its
-  // host's CPU features too, hence the second test.
-  const Expr on_gpu = target_has_feature(Target::Vulkan) || target_has_feature(Target::CUDA);
-  const Expr native = target_has_feature(Target::AVX512_Zen4) && !on_gpu;
+  // other target the same rounding in integer ops.
+  const Expr native = target_has_feature(Target::AVX512_Zen4) && !compiled_for_gpu();
   return select(native, bf16_bits_native(value), bf16_bits_like_vcvtneps2bf16(value));
 }
 

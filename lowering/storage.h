@@ -12,6 +12,9 @@
 namespace ropegen::lowering {
 
 Halide::Type storage_type(DType dtype);
+// True where the pipeline is compiled for a GPU (Vulkan, CUDA), resolved
+// when it is compiled; a GPU target carries its host's CPU features too.
+Halide::Expr compiled_for_gpu();
 Halide::Expr load_as_float(const Halide::Expr& stored, DType dtype);
 // How a bf16 store rounds: always the same bits, but vcvtne2ps2bf16 exists
 // in Halide only as a vector function (its runtime's vcvtne2ps2bf16x32), so
