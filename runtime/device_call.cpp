@@ -296,20 +296,6 @@ Halide::Buffer<> staged_cu_seqlens(const Halide::Buffer<>& cu, int64_t multiple)
 
 }  // namespace
 
-DevicePart wrap(const call::PartViews& v) {
-  DevicePart p;
-  p.q = wrap(v.q), p.out_q = wrap(v.out_q), p.k = wrap(v.k), p.out_k = wrap(v.out_k);
-  p.saved_q = wrap(v.saved_q), p.saved_k = wrap(v.saved_k), p.positions = wrap(v.positions);
-  p.cu_seqlens = wrap(v.cu_seqlens), p.table = wrap(v.table), p.freqs = wrap(v.freqs), p.d_freqs = wrap(v.d_freqs);
-  p.cos_sin_cache = wrap(v.cos_sin_cache);
-  p.v = wrap(v.v), p.k_cache = wrap(v.k_cache), p.v_cache = wrap(v.v_cache);
-  p.kv_indices = wrap(v.kv_indices), p.kv_indptr = wrap(v.kv_indptr), p.batch_indices = wrap(v.batch_indices);
-  p.slot_mapping = wrap(v.slot_mapping), p.cache_positions = wrap(v.cache_positions);
-  p.offset = v.offset, p.seq_len = v.seq_len;
-  p.k_scale = v.k_scale, p.v_scale = v.v_scale;
-  return p;
-}
-
 void prepare_device_runtime(const Halide::Target& target) {
   if (!target.has_feature(Halide::Target::Vulkan)) return;
   // pool : min block (MiB) : max block : max blocks : size multiple; 0 = no limit.

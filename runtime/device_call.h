@@ -35,17 +35,11 @@ class DeviceError : public KernelFailure {
   using KernelFailure::KernelFailure;
 };
 
-// One part of a call (call::PartViews) as Halide buffers: tensors (d, h, s,
-// b) with the part's mins, positions cropped to it, the rest whole.
-struct DevicePart {
-  Halide::Buffer<> q, out_q, k, out_k, saved_q, saved_k;
-  Halide::Buffer<> positions, cu_seqlens, table, freqs, cos_sin_cache, d_freqs;
-  // KV-cache append: v split like k; caches and indices whole.
-  Halide::Buffer<> v, k_cache, v_cache, kv_indices, kv_indptr, batch_indices, slot_mapping, cache_positions;
-  int64_t offset = 0, seq_len = 1;
-  float k_scale = 1.0f, v_scale = 1.0f;  // fp8 caches
-};
-DevicePart wrap(const call::PartViews& part);
+// One part of a call (call::PartViews, wrapped by pipeline_arguments.h's
+// wrap) as Halide buffers: tensors (d, h, s, b) with the part's mins,
+// positions cropped to it, the rest whole; out_q and out_k whole tensors
+// (the staging below writes their rotary part).
+using DevicePart = PipelineArguments;
 
 struct DevicePipelines {
   std::function<void(const PipelineArguments&)> rope;          // realizes out_q (, out_k)

@@ -17,7 +17,7 @@ call::RawBuffer unwrap(const Halide::Buffer<>& b) {
   return b.defined() ? call::RawBuffer::of(*b.raw_buffer()) : call::RawBuffer();
 }
 
-PipelineArguments wrap(const call::RopeArguments& a) {
+PipelineArguments wrap(const call::PartViews& a) {
   PipelineArguments p;
   p.q = wrap(a.q), p.k = wrap(a.k), p.positions = wrap(a.positions), p.cu_seqlens = wrap(a.cu_seqlens);
   p.table = wrap(a.table), p.freqs = wrap(a.freqs), p.saved_q = wrap(a.saved_q), p.saved_k = wrap(a.saved_k);

@@ -33,7 +33,8 @@ Halide::Buffer<> wrap(const call::RawBuffer& b);
 // The host side of a Halide::Buffer as a raw view.
 call::RawBuffer unwrap(const Halide::Buffer<>& b);
 
-PipelineArguments wrap(const call::RopeArguments& a);
+// A part's views or a pipeline's arguments (call::RopeArguments is PartViews).
+PipelineArguments wrap(const call::PartViews& a);
 PipelineCopy wrap(const call::PassThroughArguments& c);
 
 }  // namespace ropegen::runtime
