@@ -267,11 +267,11 @@ _FP8_DTYPES = {getattr(torch, name): spec_name for name, spec_name in
                (("float8_e4m3fn", "fp8_e4m3"), ("float8_e5m2", "fp8_e5m2")) if hasattr(torch, name)}
 
 
-def _fp8_codes(cache, name, spec_text):
+def _fp8_codes(cache, name, kv_cache_dtype):
     if cache is None or cache.dtype not in _FP8_DTYPES:
         return cache
     wanted = _FP8_DTYPES[cache.dtype]
-    if f"  dtype: {wanted}\n" not in spec_text:
+    if kv_cache_dtype != wanted:
         raise ValueError(f"{name}: error: {name} is {cache.dtype} but the spec's kv_cache dtype is not {wanted}: "
                          f"pass a cache of the spec's format (or its uint8 view)")
     return cache.view(torch.uint8)
@@ -280,9 +280,9 @@ def _fp8_codes(cache, name, spec_text):
 @_impl("rope_append_kv_cache")
 def _rope_append_kv_cache(spec, q, k, v, batch_indices, positions, k_cache, v_cache, kv_indices, kv_indptr,
                           slot_mapping, k_scale=None, v_scale=None, cache_positions=None):
-    spec_text = kernel(spec, q.dtype, "thd", True).spec
+    kv_dtype = kernel(spec, q.dtype, "thd", True).kv_cache_dtype
     _run(spec, q, k, positions, "thd", 0, None, None, q, None, k_scale=k_scale, v_scale=v_scale, v=v,
-         k_cache=_fp8_codes(k_cache, "k_cache", spec_text), v_cache=_fp8_codes(v_cache, "v_cache", spec_text),
+         k_cache=_fp8_codes(k_cache, "k_cache", kv_dtype), v_cache=_fp8_codes(v_cache, "v_cache", kv_dtype),
          kv_indices=_int32(kv_indices), kv_indptr=_int32(kv_indptr), batch_indices=_int32(batch_indices),
          slot_mapping=_int32(slot_mapping), cache_positions=_int32(cache_positions))
 

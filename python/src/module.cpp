@@ -138,6 +138,11 @@ class SpecKernel {
 
   std::string spec_yaml() const { return to_yaml(spec_); }
   std::string encoding() const { return to_string(spec_.encoding); }
+  // The kv_cache section's dtype ("bf16", "fp8_e4m3", ...); None without one.
+  std::optional<std::string> kv_cache_dtype() const {
+    if (!spec_.kv_cache.enabled) return std::nullopt;
+    return to_string(spec_.kv_cache.dtype);
+  }
 
  private:
   // The Runtime's kernel for a variant, kept here so that a call costs no
@@ -187,7 +192,8 @@ NB_MODULE(_ropegen, m) {
            nb::arg("k_scale").none() = nb::none(), nb::arg("v_scale").none() = nb::none(),
            nb::arg("cache_positions").none() = nb::none())
       .def_prop_ro("spec", &SpecKernel::spec_yaml)
-      .def_prop_ro("encoding", &SpecKernel::encoding);
+      .def_prop_ro("encoding", &SpecKernel::encoding)
+      .def_prop_ro("kv_cache_dtype", &SpecKernel::kv_cache_dtype);
   m.def(
       "compile",
       [](const std::string& text, const std::string& source, const std::string& target,
