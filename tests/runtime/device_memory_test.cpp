@@ -195,5 +195,55 @@ TEST_F(VulkanCall, RefusedWithTheTensorsName) {
   EXPECT_EQ(run("name: v\nhead_dim: 16\npositions: explicit\nscaling: {type: dynamic, factor: 2, original_max_position: 2}\n", c), "");
 }
 
+// The fused paged KV-cache append with every index on the device: the same
+// caches as the host's (the int32 positions place the tokens).
+TEST_F(VulkanCall, PagedKvAppendWithIndicesOnTheDevice) {
+  REQUIRE_VULKAN();
+  const RopeSpec spec = parse_spec("name: kv\nhead_dim: 8\nlayout: thd\npositions: explicit\n"
+                                   "kv_cache: {layout: paged_nhd, page_size: 4}\n",
+                                   "test")
+                            .value();
+  std::vector<float> q(4 * 2 * 8), k(4 * 8), v(4 * 8), k_cache(3 * 4 * 8, -1.0f), v_cache(3 * 4 * 8, -2.0f);
+  std::iota(q.begin(), q.end(), 0.5f);
+  std::iota(k.begin(), k.end(), 100.0f);
+  std::iota(v.begin(), v.end(), 200.0f);
+  std::vector<int32_t> positions = {4, 5, 6, 0}, kv_indices = {2, 0, 1}, kv_indptr = {0, 2, 3}, batch = {0, 0, 0, 1};
+  auto make = [&](std::vector<void*> data, Device device) {
+    Call c;
+    c.q = Tensor::dense(data[0], ElementType::Float32, {4, 2, 8}, device);
+    c.k = Tensor::dense(data[1], ElementType::Float32, {4, 1, 8}, device);
+    c.v = Tensor::dense(data[2], ElementType::Float32, {4, 1, 8}, device);
+    c.k_cache = Tensor::dense(data[3], ElementType::Float32, {3, 4, 1, 8}, device);
+    c.v_cache = Tensor::dense(data[4], ElementType::Float32, {3, 4, 1, 8}, device);
+    c.positions = Tensor::dense(data[5], ElementType::Int32, {4}, device);
+    c.kv_indices = Tensor::dense(data[6], ElementType::Int32, {3}, device);
+    c.kv_indptr = Tensor::dense(data[7], ElementType::Int32, {3}, device);
+    c.batch_indices = Tensor::dense(data[8], ElementType::Int32, {4}, device);
+    return c;
+  };
+  const std::vector<std::pair<void*, size_t>> host = {
+      {q.data(), q.size() * 4},           {k.data(), k.size() * 4},         {v.data(), v.size() * 4},
+      {k_cache.data(), k_cache.size() * 4}, {v_cache.data(), v_cache.size() * 4}, {positions.data(), 16},
+      {kv_indices.data(), 12},            {kv_indptr.data(), 12},           {batch.data(), 16}};
+  std::vector<DeviceMemory> device;
+  std::vector<void*> on_device, on_host;
+  for (auto [data, bytes] : host) {
+    Result<DeviceMemory> m = DeviceMemory::allocate(kVulkan, bytes);
+    ASSERT_TRUE(m) << messages(m);
+    device.push_back(std::move(m).value());
+    ASSERT_EQ(messages(device.back().copy_from_host(data, bytes)), "");
+    on_device.push_back(device.back().data());
+    on_host.push_back(data);
+  }
+  ASSERT_EQ(messages(runtime_.run(spec, make(on_device, kVulkan), "vulkan")), "");
+  ASSERT_EQ(messages(runtime_.run(spec, make(on_host, Device{}))), "");
+  for (size_t i : {0, 3, 4}) {  // q, k_cache, v_cache
+    std::vector<float> got(host[i].second / 4);
+    ASSERT_EQ(messages(device[i].copy_to_host(got.data(), host[i].second)), "");
+    EXPECT_EQ(got, std::vector<float>(static_cast<float*>(host[i].first), static_cast<float*>(host[i].first) + got.size()))
+        << "tensor " << i;
+  }
+}
+
 }  // namespace
 }  // namespace ropegen
