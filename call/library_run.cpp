@@ -47,6 +47,11 @@ int run(const ropegen_library& lib, const ropegen_call& c, ropegen_message* mess
   if (!call) return fail(message, ROPEGEN_ERROR_INVALID_ARGUMENT, lines(call.errors()));
   const Result<PreparedCall> prepared = prepare_call(lib.contract, *call);
   if (!prepared) return fail(message, ROPEGEN_ERROR_INVALID_ARGUMENT, lines(prepared.errors()));
+  // Its kernels run on the host: the library's runtime has no device interface.
+  if (prepared->on_device())
+    return fail(message, ROPEGEN_ERROR_UNSUPPORTED,
+                fmt::format("{}: {} is on {}:{} but this library runs host (cpu) tensors", lib.name,
+                            input_name(lib.contract), to_string(prepared->device.type), prepared->device.id));
   const KernelVariant& v = prepared->variant;
   const ropegen_entry* entry = find_entry(lib, v);
   const ropegen_entry* copy = has_pass_through(lib.contract) ? find_pass_through(lib) : nullptr;
@@ -65,7 +70,8 @@ int run(const ropegen_library& lib, const ropegen_call& c, ropegen_message* mess
     pass = std::move(r).value();
   }
   const ArgvEntry* failed = nullptr;
-  const int code = run_prepared(kernel_contract(lib.contract, v), *prepared, *rope, pass ? &*pass : nullptr, &failed);
+  const int code = run_prepared(kernel_contract(lib.contract, v), *prepared, nullptr, *rope, pass ? &*pass : nullptr,
+                                &failed);
   if (code != 0)
     return fail(message, ROPEGEN_ERROR_KERNEL,
                 fmt::format("{}: a kernel ({}) failed with Halide error {} (Halide's runtime printed why)", lib.name,

@@ -1,6 +1,7 @@
 #include "device_call.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -10,6 +11,7 @@
 
 #include "call/contract.h"
 #include "call/parts.h"
+#include "runtime/cuda_context.h"
 
 namespace ropegen::runtime {
 namespace {
@@ -148,10 +150,10 @@ class PartRun {
     // Device memory is freed before any other handle to a staged buffer
     // exists: Halide's buffers share device allocations by reference count.
     for (Halide::Buffer<> b : {a.q, a.k, a.v, a.positions, a.saved_q, a.saved_k})
-      if (b.defined()) b.device_free();
+      if (b.defined()) b.device_free(pipelines.context);
     for (Copy& c : copies) {
-      check(c.staged.copy_to_host(), "a result");
-      c.staged.device_free();
+      check(c.staged.copy_to_host(pipelines.context), "a result");
+      c.staged.device_free(pipelines.context);
       c.view.copy_from(c.shift ? c.staged.translated(0, c.shift) : c.staged);
     }
     if (a.d_freqs.defined()) {
@@ -294,9 +296,14 @@ Halide::Buffer<> staged_cu_seqlens(const Halide::Buffer<>& cu, int64_t multiple)
   return b;
 }
 
+std::atomic<uint64_t> staged_part_count{0};
+
 }  // namespace
 
+uint64_t staged_parts() { return staged_part_count.load(); }
+
 void prepare_device_runtime(const Halide::Target& target) {
+  if (target.has_feature(Halide::Target::CUDA)) find_libcuda_so_1();
   if (!target.has_feature(Halide::Target::Vulkan)) return;
   // pool : min block (MiB) : max block : max blocks : size multiple; 0 = no limit.
   // Only if unset (overwrite = 0): a value of the user's, empty included, is their opt-out (device_call.h).
@@ -330,20 +337,22 @@ void run_on_device(const RopeSpec& spec, const lowering::KernelVariant& variant,
   whole.v_cache = staged_whole(call.v_cache, device.buffer_size_multiple);
   if (call.d_freqs.defined()) Halide::Buffer<float>(call.d_freqs).fill(0.0f);  // the parts add to it
   try {
-    for (const Part& p : plan_parts(sizes, call.q.dim(2).extent(), call.q.dim(3).extent()))
+    for (const Part& p : plan_parts(sizes, call.q.dim(2).extent(), call.q.dim(3).extent())) {
       PartRun(spec, variant, call, p).run(pipelines, whole);
+      ++staged_part_count;
+    }
   } catch (const Halide::Error& e) {
     throw DeviceError(fmt::format("{}: {}", device.description, e.what()));
   }
   for (Halide::Buffer<> b : {whole.cu_seqlens, whole.table, whole.freqs, whole.cos_sin_cache, whole.kv_indices,
                              whole.kv_indptr, whole.batch_indices, whole.slot_mapping, whole.cache_positions})
-    if (b.defined()) b.device_free();
-  for (auto [staged, caller] : {std::pair{whole.k_cache, call.k_cache}, std::pair{whole.v_cache, call.v_cache}}) {
-    if (!staged.defined()) continue;
-    check(staged.copy_to_host(), "a KV cache");
-    staged.device_free();
+    if (b.defined()) b.device_free(pipelines.context);
+  for (auto [copy, caller] : {std::pair{whole.k_cache, call.k_cache}, std::pair{whole.v_cache, call.v_cache}}) {
+    if (!copy.defined()) continue;
+    check(copy.copy_to_host(pipelines.context), "a KV cache");
+    copy.device_free(pipelines.context);
     Halide::Buffer<> view = caller;
-    view.copy_from(staged);
+    view.copy_from(copy);
   }
 }
 
