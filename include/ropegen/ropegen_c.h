@@ -173,13 +173,31 @@ typedef struct ropegen_entry {
   int32_t with_k, int64_positions, backward;
   int32_t pass_through; /* nonzero: the partial-rotary copy, not a kernel variant */
   int32_t with_v;       /* kv_cache specs: v copied into v_cache (with_k: out_k written too) */
+  int32_t device_type;  /* ROPEGEN_DEVICE_*: the tensors it runs on (GPU entries take a
+                           user_context first: the call's device and stream) */
 } ropegen_entry;
+
+struct halide_device_interface_t;
+
+/* A GPU API an AOT library was built for, served by the library's own Halide
+ * runtime (which dlopens the driver: libcuda.so.1, libvulkan.so.1). */
+typedef struct ropegen_device_api {
+  int32_t device_type; /* ROPEGEN_DEVICE_CUDA or ROPEGEN_DEVICE_VULKAN */
+  const struct halide_device_interface_t *(*interface)(void);
+  /* ROPEGEN_OK when kernels can run on device `device_id` (driver loaded, device
+   * there, CUDA: its primary context retained); else a status and why. */
+  int (*ready)(int32_t device_id, ropegen_message *message);
+} ropegen_device_api;
+
+/* In an AOT library's archive when it has a CUDA or Vulkan target. */
+extern const ropegen_device_api ropegen_cuda_api, ropegen_vulkan_api;
 
 typedef struct ropegen_library {
   const char *name, *spec_hash;
   ropegen_contract contract;
   int32_t num_entries;
   const ropegen_entry *entries;
+  const ropegen_device_api *cuda, *vulkan; /* NULL: the library has no such target */
 } ropegen_library;
 
 /* Checks the call against the library's spec and runs it; `message` may be NULL. */

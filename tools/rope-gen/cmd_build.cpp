@@ -61,7 +61,7 @@ class Staging {
 void run_build(const BuildOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   const RopeSpec spec = unwrap(load_spec(o.spec));
-  const std::vector<targets::aot::AotTarget> targets = unwrap(targets::aot::parse_aot_targets(o.targets));
+  const targets::aot::AotTargets targets = unwrap(targets::aot::parse_aot_targets(o.targets));
   const fs::path out = o.out.empty() ? fs::path(spec.name) : fs::path(o.out);
 
   const BuildOutputDir out_dir(out);
@@ -80,7 +80,7 @@ void run_build(const BuildOptions& o) {
   j["spec_hash"] = spec_hash(spec);
   j["out"] = out.string();
   j["files"] = files;
-  for (const auto& t : targets) j["targets"].push_back(t.target.without_feature(Halide::Target::NoRuntime).to_string());
+  for (const auto& t : targets.all()) j["targets"].push_back(t.target.without_feature(Halide::Target::NoRuntime).to_string());
   j["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cout << j.dump() << "\n";
 }
