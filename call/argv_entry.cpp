@@ -70,10 +70,11 @@ Result<ArgvEntry> resolve_entry(const std::string& where, const std::string& nam
   return f;
 }
 
-int run_prepared(const ropegen_contract& kernel_contract, const PreparedCall& call, const ArgvEntry& rope,
+int run_prepared(const ropegen_contract& kernel_contract, const PreparedCall& call,
+                 const halide_device_interface_t* device_interface, const ArgvEntry& rope,
                  const ArgvEntry* pass_through, const ArgvEntry** failed, void* user_context) {
   int code = 0;
-  run_in_parts(call, [&](const PartViews& views) {
+  run_in_parts(call, device_interface, [&](const PartViews& views) {
     if (code != 0) return;
     BoundPart bound = bind_part(kernel_contract, call.variant, views);
     code = run_part(rope, pass_through, bound, user_context, failed);

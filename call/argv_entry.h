@@ -24,10 +24,12 @@ Result<ArgvEntry> resolve_entry(const std::string& where, const std::string& nam
                                 const halide_filter_metadata_t* metadata, bool pass_through);
 
 // Every part of a prepared call through its entries (kernel_contract as
-// bind_part takes it). `user_context` is what entries compiled with
-// Target::UserContext get (their metadata's __user_context argument). Returns
-// the first nonzero Halide error code.
-int run_prepared(const ropegen_contract& kernel_contract, const PreparedCall& call, const ArgvEntry& rope,
+// bind_part takes it; device_interface as run_in_parts takes it: the
+// entries' runtime's for a device call). `user_context` is what entries
+// compiled with Target::UserContext get (their metadata's __user_context
+// argument). Returns the first nonzero Halide error code.
+int run_prepared(const ropegen_contract& kernel_contract, const PreparedCall& call,
+                 const halide_device_interface_t* device_interface, const ArgvEntry& rope,
                  const ArgvEntry* pass_through, const ArgvEntry** failed, void* user_context = nullptr);
 
 }  // namespace ropegen::call

@@ -49,6 +49,13 @@ const ropegen_entry* find_pass_through(const ropegen_library& lib, DeviceType de
   return nullptr;
 }
 
+// Whether a kernel takes seq_len (dynamic NTK, LongRoPE per call, xPos).
+bool reads_seq_len(const ArgvEntry& f) {
+  for (const ArgumentSource& s : f.sources)
+    if (s.rope_scalar == &RopeArguments::seq_len) return true;
+  return false;
+}
+
 // The library's support for a GPU API: nullptr when it was built without.
 const ropegen_device_api* device_api(const ropegen_library& lib, DeviceType device) {
   if (device == DeviceType::CUDA) return lib.cuda;
@@ -65,12 +72,16 @@ int run(const ropegen_library& lib, const ropegen_call& c, ropegen_message* mess
   // own Halide runtime, once the device is ready (ropegen_device_api).
   const Device device = prepared->device;
   const ropegen_device_api* api = device_api(lib, device.type);
-  if (device.type != DeviceType::CPU) {
+  if (prepared->on_device()) {
     if (!api)
       return fail(message, ROPEGEN_ERROR_UNSUPPORTED,
                   fmt::format("{0}: {1} is on {2}:{3} but lib{0}.a has no {2} target; rebuild it with rope-gen build "
                               "--targets host,{2}",
                               lib.name, input_name(lib.contract), to_string(device.type), device.id));
+    if (device.type == DeviceType::Vulkan)
+      return fail(message, ROPEGEN_ERROR_UNSUPPORTED,
+                  fmt::format("{}: {} is on vulkan:{}: Vulkan device tensors are not supported by AOT libraries yet",
+                              lib.name, input_name(lib.contract), device.id));
     if (const int status = api->ready(device.id, message); status != ROPEGEN_OK) return status;
   }
   const KernelVariant& v = prepared->variant;
@@ -84,6 +95,11 @@ int run(const ropegen_library& lib, const ropegen_call& c, ropegen_message* mess
   const std::string where = fmt::format("lib{}.a", lib.name);
   Result<ArgvEntry> rope = resolve_entry(where, "rope", entry->argv, entry->metadata ? entry->metadata() : nullptr, false);
   if (!rope) return fail(message, ROPEGEN_ERROR_UNSUPPORTED, lines(rope.errors()));
+  if (!prepared->seq_len_known && reads_seq_len(*rope))
+    return fail(message, ROPEGEN_ERROR_INVALID_ARGUMENT,
+                fmt::format("seq_len: {}'s frequencies depend on the sequence length, which a call cannot derive from "
+                            "positions on {}:{}: pass seq_len (as Hugging Face: the largest position + 1)",
+                            lib.name, to_string(device.type), device.id));
   std::optional<ArgvEntry> pass;
   if (copy) {
     Result<ArgvEntry> r = resolve_entry(where, "pass_through", copy->argv, copy->metadata ? copy->metadata() : nullptr, true);
@@ -95,8 +111,8 @@ int run(const ropegen_library& lib, const ropegen_call& c, ropegen_message* mess
   context.device_type = static_cast<int32_t>(device.type), context.device_id = device.id;
   context.stream = prepared->stream;
   const ArgvEntry* failed = nullptr;
-  const int code = run_prepared(kernel_contract(lib.contract, v), *prepared, *rope, pass ? &*pass : nullptr, &failed,
-                                api ? &context : nullptr);
+  const int code = run_prepared(kernel_contract(lib.contract, v), *prepared, api ? api->interface() : nullptr, *rope,
+                                pass ? &*pass : nullptr, &failed, api ? &context : nullptr);
   if (code != 0)
     return fail(message, ROPEGEN_ERROR_KERNEL,
                 fmt::format("{}: a kernel ({}) failed with Halide error {} (Halide's runtime printed why)", lib.name,

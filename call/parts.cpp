@@ -17,27 +17,40 @@ halide_dimension_t dim(int64_t min, int64_t extent, int64_t stride) {
 
 // The views are written into the part's (undefined) buffers in place: a
 // buffer returned and then assigned was two more copies of it per view.
-void start(RawBuffer& b, void* host, ElementType type, int dims) {
-  b.buf.host = static_cast<uint8_t*>(host);
+// `device`: the runner's device interface for a device call's views
+// (device-only: the address in `device`), null for host views.
+void start(RawBuffer& b, void* data, ElementType type, int dims, const halide_device_interface_t* device) {
+  if (device) {
+    b.buf.device = reinterpret_cast<uintptr_t>(data);
+    b.buf.device_interface = device;
+  } else {
+    b.buf.host = static_cast<uint8_t*>(data);
+  }
   b.buf.type = halide_type(type);
   b.buf.dimensions = dims;
 }
 
+// Moves a view's first element by `bytes` (host or device address).
+void advance(RawBuffer& b, int64_t bytes) {
+  if (b.buf.device_interface) b.buf.device += static_cast<uint64_t>(bytes);
+  else b.buf.host += bytes;
+}
+
 // A whole small buffer (cu_seqlens, table, frequencies, cos/sin cache): extents and
 // strides fit 32 bits (prepare_call).
-void put_whole(const View& v, RawBuffer& b) {
+void put_whole(const View& v, RawBuffer& b, const halide_device_interface_t* device) {
   if (!v.defined()) return;
-  start(b, v.data, v.type, v.dims);
+  start(b, v.data, v.type, v.dims, device);
   for (int i = 0; i < v.dims; ++i) b.dim[i] = dim(0, v.extent[i], v.extent[i] > 1 ? v.stride[i] : i == 0 ? 1 : 0);
 }
 
 // Tokens and batches of a (d, h, s, b) tensor or (axis, s, b) ids, the
 // part's mins kept; the data pointer moves in 64 bits.
-void put_part(const View& t, const CallPart& p, RawBuffer& b) {
+void put_part(const View& t, const CallPart& p, RawBuffer& b, const halide_device_interface_t* device) {
   if (!t.defined()) return;
   const int s = t.dims - 2;  // the token dim; batch follows it
   int64_t offset = 0;
-  start(b, t.data, t.type, t.dims);
+  start(b, t.data, t.type, t.dims, device);
   for (int i = 0; i < t.dims; ++i) {
     const int64_t min = i == s ? p.s0 : i == s + 1 ? p.b0 : 0;
     const int64_t extent = i == s ? p.ns : i == s + 1 ? p.nb : t.extent[i];
@@ -46,7 +59,7 @@ void put_part(const View& t, const CallPart& p, RawBuffer& b) {
     // kernels want 1 on the first dim); the others fit (plan_parts).
     b.dim[i] = dim(min, extent, extent > 1 && !t.empty() ? t.stride[i] : i == 0 ? 1 : 0);
   }
-  b.buf.host += offset * element_bytes(t.type);
+  advance(b, offset * element_bytes(t.type));
 }
 
 // The largest n in [1, most] with fits(n), given fits(1).
@@ -128,18 +141,19 @@ std::vector<CallPart> plan_parts(const PreparedCall& call) {
   return parts;
 }
 
-PartViews part_views(const PreparedCall& c, const CallPart& p) {
+PartViews part_views(const PreparedCall& c, const CallPart& p, const halide_device_interface_t* device) {
   PartViews v;
-  put_part(c.q, p, v.q), put_part(c.out_q, p, v.out_q);
-  put_part(c.k, p, v.k), put_part(c.out_k, p, v.out_k);
-  put_part(c.saved_q, p, v.saved_q), put_part(c.saved_k, p, v.saved_k);
-  put_part(c.positions, p, v.positions);
-  put_whole(c.cu_seqlens, v.cu_seqlens), put_whole(c.table, v.table), put_whole(c.freqs, v.freqs);
-  put_whole(c.d_freqs, v.d_freqs);
-  put_whole(c.cos_sin_cache, v.cos_sin_cache);
-  put_part(c.v, p, v.v), put_whole(c.k_cache, v.k_cache), put_whole(c.v_cache, v.v_cache);
-  put_whole(c.kv_indices, v.kv_indices), put_whole(c.kv_indptr, v.kv_indptr), put_whole(c.batch_indices, v.batch_indices);
-  put_whole(c.slot_mapping, v.slot_mapping), put_whole(c.cache_positions, v.cache_positions);
+  put_part(c.q, p, v.q, device), put_part(c.out_q, p, v.out_q, device);
+  put_part(c.k, p, v.k, device), put_part(c.out_k, p, v.out_k, device);
+  put_part(c.saved_q, p, v.saved_q, device), put_part(c.saved_k, p, v.saved_k, device);
+  put_part(c.positions, p, v.positions, device);
+  put_whole(c.cu_seqlens, v.cu_seqlens, device), put_whole(c.table, v.table, device);
+  put_whole(c.freqs, v.freqs, device), put_whole(c.d_freqs, v.d_freqs, device);
+  put_whole(c.cos_sin_cache, v.cos_sin_cache, device);
+  put_part(c.v, p, v.v, device), put_whole(c.k_cache, v.k_cache, device), put_whole(c.v_cache, v.v_cache, device);
+  put_whole(c.kv_indices, v.kv_indices, device), put_whole(c.kv_indptr, v.kv_indptr, device);
+  put_whole(c.batch_indices, v.batch_indices, device), put_whole(c.slot_mapping, v.slot_mapping, device);
+  put_whole(c.cache_positions, v.cache_positions, device);
   v.offset = c.offset, v.seq_len = c.seq_len;
   v.k_scale = c.k_scale, v.v_scale = c.v_scale;
   return v;
@@ -154,14 +168,14 @@ RawBuffer rotary_view(const RawBuffer& t, const ropegen_contract& contract) {
   else
     v.dim[0] = dim(0, half, d_stride), v.dim[1] = dim(0, 2, int64_t{half} * d_stride);
   for (int i = 1; i < 4; ++i) v.dim[i + 1] = t.dim[i];
-  v.buf.host += int64_t{contract.rotary_offset} * d_stride * t.buf.type.bytes();
+  advance(v, int64_t{contract.rotary_offset} * d_stride * t.buf.type.bytes());
   return v;
 }
 
 RawBuffer dim_range_view(const RawBuffer& t, int first, int count) {
   RawBuffer v = t;
   v.dim[0] = dim(0, count, t.dim[0].stride);
-  v.buf.host += int64_t{first} * t.dim[0].stride * t.buf.type.bytes();
+  advance(v, int64_t{first} * t.dim[0].stride * t.buf.type.bytes());
   return v;
 }
 
@@ -183,7 +197,7 @@ BoundPart bind_part(const ropegen_contract& kc, const KernelVariant& variant, co
   // kv_cache specs read k without out_k (with_k)
   a.out_k = variant.with_k ? rotary_view(part.out_k, kc) : RawBuffer();
   auto copies = [&](const RawBuffer& in, const RawBuffer& out) {
-    if (in.buf.host == out.buf.host) return;  // in place: nothing to copy
+    if (in.address() == out.address()) return;  // in place: nothing to copy
     for (auto [first, count] : pass_through_ranges(kc))
       bound.pass_through.push_back({dim_range_view(in, first, count), dim_range_view(out, first, count)});
   };

@@ -29,10 +29,12 @@
 
 namespace ropegen::call {
 
-// A halide_buffer_t with room for its dims (up to 5), no device, not owning
-// its data. Copied several times per call (views, then a pipeline's
-// arguments): the copy is inline, a fixed-size block the compiler moves in
-// a few vector stores.
+// A halide_buffer_t with room for its dims (up to 5), not owning its data:
+// a host view (`host`), or for a device call a device-only view (`host`
+// null, `device` the address of its first element, `device_interface` the
+// runner's; see part_views). Copied several times per call (views, then a
+// pipeline's arguments): the copy is inline, a fixed-size block the
+// compiler moves in a few vector stores.
 class RawBuffer {
  public:
   RawBuffer() { buf.dim = dim; }
@@ -47,6 +49,8 @@ class RawBuffer {
   static RawBuffer of(const halide_buffer_t& b);
 
   bool defined() const { return buf.dimensions > 0; }
+  // Where the first element is, host or device.
+  uint64_t address() const { return buf.device_interface ? buf.device : reinterpret_cast<uintptr_t>(buf.host); }
   halide_buffer_t* get() { return &buf; }
   const halide_buffer_t* get() const { return &buf; }
 
@@ -72,6 +76,16 @@ std::optional<CallPart> single_part(const PreparedCall& call);
 // One part's logical buffers: tensors (d, h, s, b) with the part's mins;
 // positions cropped to it; cu_seqlens, table, frequencies and the cos/sin
 // cache whole.
+//
+// A device call's buffers are device-only views of the caller's memory,
+// never copied: `device` = the address of the view's first element (the
+// tensor's data moved by the part's and the view's byte offsets), strides
+// as given, `device_interface` = `device_interface`: the Halide runtime's
+// that runs the kernels (the JIT's and an AOT library's differ), for the
+// call's device API; null for host calls. CUDA kernels address memory from
+// `device` like host ones from `host`; Vulkan device handles are not
+// addresses, so a Vulkan runner replaces each `device` by a handle of its
+// own before the launch (runtime/vulkan_memory.h).
 struct PartViews {
   RawBuffer q, out_q, k, out_k, saved_q, saved_k;
   RawBuffer positions, cu_seqlens, table, freqs, cos_sin_cache, d_freqs;
@@ -80,7 +94,7 @@ struct PartViews {
   int64_t offset = 0, seq_len = 1;
   float k_scale = 1.0f, v_scale = 1.0f;  // fp8 caches
 };
-PartViews part_views(const PreparedCall& call, const CallPart& part);
+PartViews part_views(const PreparedCall& call, const CallPart& part, const halide_device_interface_t* device_interface);
 
 // The views a kernel writes and copies (contract: the kernel's,
 // kernel_contract()).
@@ -118,9 +132,12 @@ std::optional<ArgumentSource> rope_argument(std::string_view name);
 std::optional<ArgumentSource> pass_through_argument(std::string_view name);
 
 // Runs every part of `call` (none when it is empty), summing each part's
-// dL/d(inv_freq) into call.d_freqs (zeroed first). A template, not a
-// std::function: the argv path's captures would be a heap allocation per
-// call.
+// dL/d(inv_freq) into call.d_freqs (zeroed first; a device call has one
+// part, whose kernel writes all of it: prepare_call). `device_interface`
+// as part_views takes it: the runner's for the call's device API (a device
+// call's runner checks that it has one), null for host calls. A template,
+// not a std::function: the argv path's captures would be a heap allocation
+// per call.
 //
 // Per-call cost (issue 16; llama3-8B bf16 decode, q 32 + k 8 heads, `rope-gen
 // bench --threads 1 --positions random`, disk-cached kernel, medians of 3 on
@@ -129,13 +146,14 @@ std::optional<ArgumentSource> pass_through_argument(std::string_view name);
 // and binding 326 -> 139 ns. Most of what remains of a 1-token call is the
 // Halide kernel's own (its parallel loop) and copies of the ~20 views.
 template <typename RunPart>
-void run_in_parts(const PreparedCall& call, RunPart&& run_part) {
-  float* d_freqs = static_cast<float*>(call.d_freqs.data);
-  const int64_t pairs = call.d_freqs.defined() ? call.d_freqs.extent[0] : 0;
+void run_in_parts(const PreparedCall& call, const halide_device_interface_t* device_interface, RunPart&& run_part) {
+  const halide_device_interface_t* device = call.on_device() ? device_interface : nullptr;
+  float* d_freqs = call.on_device() ? nullptr : static_cast<float*>(call.d_freqs.data);
+  const int64_t pairs = d_freqs && call.d_freqs.defined() ? call.d_freqs.extent[0] : 0;
   std::fill(d_freqs, d_freqs + pairs, 0.0f);
-  if (const std::optional<CallPart> whole = single_part(call)) return run_part(part_views(call, *whole));
+  if (const std::optional<CallPart> whole = single_part(call)) return run_part(part_views(call, *whole, device));
   for (const CallPart& p : plan_parts(call)) {
-    PartViews part = part_views(call, p);
+    PartViews part = part_views(call, p, device);
     std::vector<float> sum(static_cast<size_t>(pairs));
     if (pairs > 0) part.d_freqs.buf.host = reinterpret_cast<uint8_t*>(sum.data());
     run_part(part);

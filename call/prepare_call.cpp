@@ -10,6 +10,7 @@
 #include "call/contract.h"
 #include "call/layout_traits.h"
 #include "call/memory.h"
+#include "call/parts.h"
 #include "ropegen/position_limits.h"
 
 namespace ropegen::call {
@@ -98,10 +99,7 @@ class Preparer {
                                                   name, to_string(t.device.type), t.device.id, input_name(c_),
                                                   to_string(q_.device.type), q_.device.id)));
     });
-    if (errors_.empty() && q_.device.type != DeviceType::CPU)
-      errors_.push_back(error(input_name(c_), fmt::format("{} is on {}:{}: this version of rope-gen runs calls on host "
-                                                          "(cpu) tensors; GPU targets copy them to the device",
-                                                          input_name(c_), to_string(q_.device.type), q_.device.id)));
+    on_device_ = q_.device.type != DeviceType::CPU;
   }
 
   template <typename F>
@@ -273,8 +271,21 @@ class Preparer {
     }
   }
 
+  // Whether the kernels read cu_seqlens: packed layouts with implicit
+  // positions (each sequence restarts at offset).
+  bool kernel_reads_cu_seqlens() const { return traits_.packed() && !c_.explicit_positions; }
+
   void check_cu_seqlens() {
-    if (!call_.cu_seqlens) return;
+    // A device call's kernels read the caller's starts as they are.
+    const bool from_device = on_device_ && kernel_reads_cu_seqlens();
+    if (!call_.cu_seqlens) {
+      if (from_device)
+        errors_.push_back(error("cu_seqlens", fmt::format("a device call in layout {} with implicit positions needs "
+                                                          "cu_seqlens (int32 [num_sequences + 1], on the device; [0, T] "
+                                                          "for one sequence): the kernels read the sequence starts there",
+                                                          traits_.name)));
+      return;
+    }
     const Tensor& cu = *call_.cu_seqlens;
     if (!traits_.packed()) {
       errors_.push_back(error("cu_seqlens", "cu_seqlens only applies to packed layouts (thd, td)"));
@@ -282,7 +293,7 @@ class Preparer {
     }
     const int64_t T = q_.shape[traits_.s];
     bool valid = cu.rank == 1 && cu.shape[0] >= 2 && cu.shape[0] <= INT32_MAX;
-    for (int64_t i = 0; valid && i < cu.shape[0]; ++i) {
+    for (int64_t i = 0; valid && !on_device_ && i < cu.shape[0]; ++i) {
       const int64_t start = id_at(cu, i);
       valid = (i > 0 || start == 0) && (i == 0 || start >= id_at(cu, i - 1)) && (i + 1 < cu.shape[0] || start == T);
     }
@@ -290,6 +301,11 @@ class Preparer {
       errors_.push_back(error("cu_seqlens", fmt::format("cu_seqlens (shape {}) must be num_sequences + 1 starts from 0, "
                                                         "never decreasing, ending at T = {} (the tokens in {})",
                                                         shape_str(cu), T, input_name(c_))));
+    else if (from_device && cu.type != ElementType::Int32)
+      errors_.push_back(error("cu_seqlens", fmt::format("cu_seqlens has dtype {}: a device call passes int32 cu_seqlens "
+                                                        "(the kernels read int32 starts; converting these would read "
+                                                        "device memory)",
+                                                        to_string(cu.type))));
   }
 
   // Explicit ids, or offset + index along the longest sequence (packed:
@@ -319,8 +335,13 @@ class Preparer {
   }
 
   // One check for every encoding: ids, offset + index, ALiBi query rows.
+  // A device call's ids and sequence lengths (cu_seqlens) are on the
+  // device: only what the host knows is checked then (implicit positions
+  // start at offset), and the range stays unknown.
   void check_position_range() {
-    const Result<PositionRange> range = position_range();
+    range_known_ = !on_device_ || (!call_.positions && !(traits_.packed() && call_.cu_seqlens));
+    if (on_device_ && call_.positions) return;
+    const Result<PositionRange> range = range_known_ ? position_range() : PositionRange{call_.offset, call_.offset};
     if (!range) {
       errors_.insert(errors_.end(), range.errors().begin(), range.errors().end());
       return;
@@ -363,7 +384,7 @@ class Preparer {
                                                    dim, t.strides[0], t.strides[1])));
       return;
     }
-    if (range_.last >= t.shape[0])
+    if (range_known_ && range_.last >= t.shape[0])
       errors_.push_back(error("table", fmt::format("position {} is outside the table: it has {} rows (positions 0..{}); "
                                                    "pass a longer table or smaller positions",
                                                    range_.last, t.shape[0], t.shape[0] - 1)));
@@ -403,7 +424,7 @@ class Preparer {
                                                            t.strides[1])));
       return;
     }
-    if (range_.last >= t.shape[0]) {
+    if (range_known_ && range_.last >= t.shape[0]) {
       const bool ids = call_.positions.has_value();
       errors_.push_back(error("cos_sin_cache", fmt::format("{} {} is outside cos_sin_cache: it has {} rows (positions "
                                                            "0..{}){}; pass a longer cache or smaller positions",
@@ -615,6 +636,16 @@ class Preparer {
       errors_.push_back(error("kv_indptr", fmt::format("kv_indptr has shape {}: it needs B + 1 >= 2 entries", shape_str(indptr))));
       return;
     }
+    // A device call's page table is the caller's to keep valid; the kernels
+    // read int32 places (cache_positions, else positions).
+    if (on_device_) {
+      if (!call_.cache_positions && call_.positions->type != ElementType::Int32)
+        errors_.push_back(error("cache_positions", "a device call with int64 positions passes cache_positions (int32 "
+                                                   "[T], each token's place in its request's cache): the kernels read "
+                                                   "int32 places, and converting the positions would read device "
+                                                   "memory"));
+      return;
+    }
     for (int64_t b = 0; b <= B; ++b) {
       const int64_t at = id_at(indptr, b);
       if (at < 0 || at > n || (b > 0 && at < id_at(indptr, b - 1))) {
@@ -676,7 +707,7 @@ class Preparer {
 
   void check_slot_mapping(int64_t T, int64_t slots) {
     const Tensor& m = *call_.slot_mapping;
-    if (!check_index_vector(m, "slot_mapping", T, "a slot per token")) return;
+    if (!check_index_vector(m, "slot_mapping", T, "a slot per token") || on_device_) return;  // device: the caller's
     std::vector<std::pair<int64_t, int64_t>> entries;
     for (int64_t t = 0; t < T; ++t) {
       const int64_t s = id_at(m, t);
@@ -746,7 +777,7 @@ class Preparer {
                                                    c_.rotary_dim / 2)));
       return;
     }
-    if (!check_vector(*call_.freqs, "freqs")) return;
+    if (!check_vector(*call_.freqs, "freqs") || on_device_) return;  // device: the caller's to keep finite
     // The bound every spec's frequencies obey (kMaxInvFreq: the kernels
     // count quarter turns of position * inv_freq in an int64); NaN or inf
     // would turn every output into NaN without a word.
@@ -852,7 +883,10 @@ class Preparer {
                           std::pair{&call_.batch_indices, &p_.batch_indices},
                           std::pair{&call_.slot_mapping, &p_.slot_mapping}})
         if (*t) *v = index_view(**t);
-      if (kv_layout(c_) != KvLayout::Contiguous) {
+      if (kv_layout(c_) != KvLayout::Contiguous && on_device_) {
+        // Paged, on the device: the caller's int32 places (check_page_table).
+        p_.cache_positions = index_view(call_.cache_positions ? *call_.cache_positions : *call_.positions);
+      } else if (kv_layout(c_) != KvLayout::Contiguous) {
         // Paged: where each token goes, checked (check_page_table), int32.
         p_.owned_cache_positions = std::move(placement_);
         View& v = p_.cache_positions;
@@ -870,15 +904,18 @@ class Preparer {
     }
     if (call_.freqs) p_.freqs = vector_view(*call_.freqs);
     if (call_.cos_sin_cache) {
-      // (c, position), only the rows up to the largest position read (GPU
-      // targets stage what the kernel is given).
+      // (c, position), only the rows up to the largest position read when
+      // that is known (GPU targets stage what the kernel is given).
       const Tensor& t = *call_.cos_sin_cache;
       View& v = p_.cos_sin_cache;
       v.data = t.data, v.type = t.type, v.dims = 2;
-      v.extent = {t.shape[1], std::min(t.shape[0], range_.last + 1), 0, 0}, v.stride = {1, t.strides[0], 0, 0};
+      v.extent = {t.shape[1], range_known_ ? std::min(t.shape[0], range_.last + 1) : t.shape[0], 0, 0};
+      v.stride = {1, t.strides[0], 0, 0};
     }
     if (call_.d_freqs) p_.d_freqs = vector_view(*call_.d_freqs);
-    if (traits_.packed()) {
+    if (on_device_ && kernel_reads_cu_seqlens()) {
+      p_.cu_seqlens = index_view(*call_.cu_seqlens);  // int32 (check_cu_seqlens)
+    } else if (traits_.packed() && !on_device_) {
       // The kernels read int32 starts; every start is <= T < 2^31.
       if (call_.cu_seqlens)
         for (int64_t i = 0; i < call_.cu_seqlens->shape[0]; ++i)
@@ -889,7 +926,8 @@ class Preparer {
       p_.cu_seqlens.extent[0] = static_cast<int64_t>(p_.owned_cu_seqlens.size()), p_.cu_seqlens.stride[0] = 1;
     }
     p_.offset = call_.offset;
-    p_.seq_len = call_.seq_len.value_or(range_.last + 1);
+    p_.seq_len_known = call_.seq_len || range_known_;
+    p_.seq_len = call_.seq_len.value_or(range_known_ ? range_.last + 1 : 1);
     p_.k_scale = call_.k_scale.value_or(1.0f), p_.v_scale = call_.v_scale.value_or(1.0f);
   }
 
@@ -918,6 +956,7 @@ class Preparer {
     add("kv_indptr", p_.kv_indptr, false, false);
     add("batch_indices", p_.batch_indices, false, false);
     add("slot_mapping", p_.slot_mapping, false, false);
+    if (on_device_) add("cache_positions", p_.cache_positions, false, false);  // the caller's (host: owned)
     std::vector<Diagnostic> memory = check_memory(args);
     errors_.insert(errors_.end(), memory.begin(), memory.end());
     // The append runs as one kernel call (call/parts cuts tensors, not caches).
@@ -927,6 +966,12 @@ class Preparer {
           errors_.push_back(error(a.name, fmt::format("{} spans more than the 2^31-1 elements one kernel call can "
                                                       "address; a KV-cache append runs as one call: pass fewer tokens",
                                                       a.name)));
+    // Parts' dL/d(inv_freq) are summed on the host (call/parts.h), which a
+    // device call cannot do without reading device memory.
+    if (errors_.empty() && on_device_ && p_.d_freqs.defined() && plan_parts(p_).size() > 1)
+      errors_.push_back(error("d_freqs", "this device call is cut into several kernel calls (a tensor spans more than "
+                                         "the 2^31-1 elements one kernel argument addresses), whose dL/d(inv_freq) "
+                                         "would be summed on the host: pass fewer tokens per call"));
     // Writing a pair elsewhere than it was read would overwrite other pairs' inputs.
     const ropegen_contract kc = kernel_contract(c_, p_.variant);
     if (errors_.empty() && rope && kc.output_pairing != kc.pairing && !p_.q.empty() &&
@@ -943,6 +988,8 @@ class Preparer {
   std::optional<Tensor> k_, out_k_;
   Shape tokens_;
   PositionRange range_;
+  bool on_device_ = false;    // every tensor on one CUDA or Vulkan device (check_devices)
+  bool range_known_ = false;  // range_ holds the positions the call reads (check_position_range)
   std::vector<Diagnostic> errors_;
   PreparedCall p_;
 };

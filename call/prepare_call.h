@@ -20,6 +20,23 @@
 // side by side in one tensor, fused qkv, are fine); and what one kernel
 // argument can address (2^31-1 elements: larger calls are cut into parts,
 // only a single token too spread out is refused).
+//
+// Device calls (every tensor on one CUDA or Vulkan device; a tensor on
+// another device, the CPU included, is refused naming it): shapes, dtypes,
+// strides and the memory checks above are the same (they read no tensor),
+// but values in device memory cannot be read without synchronising with the
+// device, which a call never does. So position ids, cu_seqlens, run-time
+// frequencies, kv_indices, kv_indptr, batch_indices, cache_positions and
+// slot_mapping of a device call are the caller's to keep valid, as with
+// FlashInfer's and vLLM's kernels: an id out of range gives wrong values
+// but the kernels touch nothing outside the call's tensors (ids are
+// clamped to them). What needs a value is asked of the caller instead:
+// packed layouts with implicit positions need int32 cu_seqlens; a paged
+// KV-cache append needs int32 positions or cache_positions; seq_len is not
+// derived from positions (a kernel whose frequencies depend on it refuses a
+// call that does not give it: PreparedCall::seq_len_known). A device call
+// that needs several kernel calls (call/parts.h) cannot sum dL/d(inv_freq)
+// across them on the host and is refused.
 #pragma once
 
 #include <array>
@@ -38,7 +55,7 @@ namespace ropegen::call {
 // table (d, position); a cos/sin cache (c, position); cu_seqlens and
 // frequencies (r).
 struct View {
-  void* data = nullptr;
+  void* data = nullptr;  // device calls: the device address (never read on the host)
   ElementType type = ElementType::Float32;
   int dims = 0;  // 0: not given
   std::array<int64_t, 4> extent{}, stride{};
@@ -50,7 +67,7 @@ struct View {
 struct PreparedCall {
   ropegen_contract contract{};  // the spec's
   KernelVariant variant;
-  Device device;
+  Device device;        // every tensor's
   void* stream = nullptr;
   View q, out_q, k, out_k, saved_q, saved_k;  // q is x (and out_q out) for the single-tensor encodings
   View positions, cu_seqlens, table, freqs, cos_sin_cache, d_freqs;
@@ -61,6 +78,9 @@ struct PreparedCall {
   // the call's cache_positions, else its positions), into owned_cache_positions.
   View cache_positions;
   int64_t offset = 0, seq_len = 1;
+  // false: a device call without seq_len whose positions are on the device
+  // (seq_len is then 1): a kernel that reads seq_len refuses it.
+  bool seq_len_known = true;
   float k_scale = 1.0f, v_scale = 1.0f;  // fp8 caches: codes of x / scale (1 unless the call gives them)
 
   PreparedCall() = default;
@@ -68,8 +88,11 @@ struct PreparedCall {
   PreparedCall& operator=(PreparedCall&&) = default;
   PreparedCall(const PreparedCall&) = delete;  // cu_seqlens, cache_positions point into owned_*
 
+  // Host calls only (device calls use the caller's int32 tensors):
   std::vector<int32_t> owned_cu_seqlens;  // int32 starts when the caller gave int64 ones or none
   std::vector<int32_t> owned_cache_positions;
+
+  bool on_device() const { return device.type != DeviceType::CPU; }
 };
 
 Result<PreparedCall> prepare_call(const ropegen_contract& contract, const Call& call);

@@ -31,8 +31,9 @@ JitKernel::JitKernel(const RopeSpec& spec, const lowering::KernelVariant& varian
 }
 
 void JitKernel::run(const call::PreparedCall& call) {
+  if (call.on_device()) throw KernelFailure(device_mismatch(call, target_.to_string() + " from host memory"));
   try {
-    call::run_in_parts(call, [this](const call::PartViews& part) { run_part(part); });
+    call::run_in_parts(call, nullptr, [this](const call::PartViews& part) { run_part(part); });
   } catch (const Halide::RuntimeError& e) {
     throw KernelFailure(e.what());
   }

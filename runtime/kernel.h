@@ -5,6 +5,7 @@
 #pragma once
 
 #include <stdexcept>
+#include <string>
 
 #include "call/prepare_call.h"
 
@@ -16,6 +17,10 @@ class KernelFailure : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+// Why a kernel that runs on `runs_on` ("the host (cpu)", a target) cannot
+// take `call`'s tensors, for a KernelFailure.
+std::string device_mismatch(const call::PreparedCall& call, const std::string& runs_on);
 
 class CompiledKernel {
  public:

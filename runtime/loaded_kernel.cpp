@@ -49,8 +49,11 @@ class LoadedKernel : public CompiledKernel {
         pass_through_(std::move(pass_through)) {}
 
   void run(const call::PreparedCall& call) override {
+    // The disk cache holds CPU kernels only (GPU targets run as JIT kernels).
+    if (call.on_device()) throw KernelFailure(device_mismatch(call, "the host (cpu)"));
     const call::ArgvEntry* failed = nullptr;
-    if (const int code = call::run_prepared(contract_, call, rope_, pass_through_ ? &*pass_through_ : nullptr, &failed)) {
+    if (const int code = call::run_prepared(contract_, call, nullptr, rope_, pass_through_ ? &*pass_through_ : nullptr,
+                                            &failed)) {
       std::lock_guard<std::mutex> lock(last_error_mutex);
       throw KernelFailure(fmt::format("{} failed with Halide error {}: {}", failed ? failed->name : "a kernel", code, last_error));
     }

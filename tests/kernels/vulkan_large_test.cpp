@@ -41,7 +41,7 @@ void check_large(const char* layout, int64_t H) {
   call.seq_len = S;
   const call::PreparedCall prepared = std::move(call::prepare_call(spec, call)).value();
   const runtime::DeviceInfo device = *runtime::probe_device(*v.target);
-  const int parts = runtime::device_parts(spec, {}, runtime::wrap(call::part_views(prepared, {0, S, 0, 1})), device);
+  const int parts = runtime::device_parts(spec, {}, runtime::wrap(call::part_views(prepared, {0, S, 0, 1}, nullptr)), device);
   EXPECT_GT(parts, 1) << "a 300 MiB q must be split under a " << device.max_buffer_bytes << "-byte binding limit";
 
   runtime::JitKernel kernel(spec, {}, *v.target);

@@ -174,7 +174,7 @@ TEST(TensorMemory, CallsPast2To31ElementsAreCutIntoParts) {
     EXPECT_EQ(p.nb, 1);
     EXPECT_LE(p.ns * 16 * D, INT32_MAX);
     tokens += p.ns;
-    const call::PartViews b = call::part_views(whole, p);
+    const call::PartViews b = call::part_views(whole, p, nullptr);
     EXPECT_EQ(b.q.dim[2].min, p.s0);  // the caller's coordinates
     EXPECT_EQ(b.q.dim[3].min, p.b0);
     EXPECT_EQ(b.q.buf.host - static_cast<uint8_t*>(fake), (p.b0 * (int64_t{1} << 20) + p.s0) * 16 * D * 2);
@@ -261,7 +261,7 @@ TEST(TensorMemory, EmptyCallsRunNothing) {
   call.d_freqs = Tensor::dense(d.data(), ElementType::Float32, {64});
   call.backward = true;
   int parts = 0;
-  call::run_in_parts(prepared(spec_from("name: e\nhead_dim: 128\nfrequency: {scheme: runtime}\n"), call),
+  call::run_in_parts(prepared(spec_from("name: e\nhead_dim: 128\nfrequency: {scheme: runtime}\n"), call), nullptr,
                      [&](const call::PartViews&) { ++parts; });
   EXPECT_EQ(parts, 0);
   EXPECT_EQ(d, std::vector<float>(64, 0.0f)) << "dL/d(inv_freq) of no tokens";
