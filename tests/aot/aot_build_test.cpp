@@ -8,9 +8,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <dlfcn.h>
+
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <iostream>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -151,6 +154,7 @@ struct Scenario {
   int64_t offset = 0, seq_len = 0;  // 0: the library derives it
   bool backward = false;
   std::optional<ref::Tensor> cos_sin_cache;  // frequency scheme table: float32 [rows, rotary_dim]
+  int device_type = 1, device_id = 0;        // where the driver puts every tensor (tests/aot/device_memory.h)
 };
 
 std::string join(const std::vector<int64_t>& v) { return fmt::format("{}", fmt::join(v, " ")); }
@@ -192,6 +196,7 @@ std::string run_driver(const std::string& exe, const std::string& dir, DType dty
   } else {
     call += "0 0\n";
   }
+  if (s.device_type != 1) call += fmt::format("{} {}\n", s.device_type, s.device_id);
   test::write_text(dir + "/call.txt", call);
   const auto r = run_command(exe + " " + dir);
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -343,6 +348,14 @@ TEST_F(AotBuild, HostLibraryFilesManifestAndNumbers) {
     EXPECT_EQ(run_driver(exe, path("call6"), f32, t), "rc=0\n");
     check_output(spec, path("call6/result_q.bin"), t.q, false, t, "dq", true);
     check_output(spec, path("call6/result_k.bin"), *t.k, true, t, "dk", true);
+  }
+  {
+    SCOPED_TRACE("CUDA tensors, a CPU library: ROPEGEN_ERROR_UNSUPPORTED (2), nothing touched");
+    Scenario t = s;
+    t.device_type = 2;
+    EXPECT_EQ(run_driver(exe, path("call8"), f32, t),
+              "rc=2\nunsupported: aot_a: q is on cuda:0 but libaot_a.a has no cuda target; rebuild it with rope-gen "
+              "build --targets host,cuda\n");
   }
   {
     SCOPED_TRACE("invalid calls: ROPEGEN_ERROR_INVALID_ARGUMENT (1), prepare_call's message, nothing written");
@@ -634,12 +647,48 @@ TEST_F(AotBuild, HostCudaVulkanLibrary) {
   check_output(spec, path("so_call/result_k.bin"), *s.k, true, s, "k (shared object)");
 }
 
-// The PTX a CUDA library carries, one module per entry point, assembled by
-// the CUDA toolkit's ptxas for sm_90 (H100/H200, which run it through the
-// driver's JIT) and sm_80: what a driver would load, checked without a GPU.
-TEST_F(AotBuild, CudaLibraryPtxAssemblesForSm80AndSm90) {
+// Whether this process can load the CUDA driver.
+bool has_cuda_driver() {
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (lib) dlclose(lib);
+  return lib != nullptr;
+}
+
+// A CUDA library (the smallest CPU part: baseline x86-64 alone) called on
+// CUDA tensors from C: on a machine with a CUDA driver the kernels run (in
+// the device's primary context, on the legacy default stream) and match the
+// reference; without one the call is refused before any tensor is touched,
+// naming the driver. Then the PTX it carries, one module per entry point,
+// assembled by the CUDA toolkit's ptxas for sm_90 (H100/H200, which run it
+// through the driver's JIT) and sm_80: what a driver would load, checked
+// without a GPU.
+TEST_F(AotBuild, CudaLibraryCallsAndPtx) {
+  const RopeSpec spec = parse(kSpecB);
   const std::string lib = path("lib");
   build_library(write_spec(kSpecB), "x86-64-linux,cuda", lib);
+  const std::string exe = compile_driver(lib, "aot_b", path("driver"));
+  Scenario s;
+  s.q = make_tensor(DType::BF16, {7, 3, 16}, {48, 16, 1}, 0.2);
+  s.k = make_tensor(DType::BF16, {7, 1, 16}, {16, 16, 1}, 0.9);
+  s.cu_seqlens = {0, 3, 7};  // device calls of thd specs with implicit positions pass int32 cu_seqlens
+  s.offset = 2;
+  s.device_type = 2;
+  if (has_cuda_driver()) {
+    std::cout << "[ CUDA     ] a CUDA driver is here: the library's kernels run on cuda:0\n";
+    EXPECT_EQ(run_driver(exe, path("cuda"), DType::BF16, s), "rc=0\n");
+    check_output(spec, path("cuda/result_q.bin"), s.q, false, s, "q (cuda)");
+    check_output(spec, path("cuda/result_k.bin"), *s.k, true, s, "k (cuda)");
+  } else {
+    std::cout << "[ SKIPPED  ] no CUDA driver (libcuda.so.1) here: no CUDA kernel ran; checking the refusal\n";
+    EXPECT_EQ(run_driver(exe, path("cuda"), DType::BF16, s),
+              "rc=2\nunsupported: cuda:0: the CUDA driver library libcuda.so.1 cannot be loaded (no NVIDIA driver on "
+              "this machine)\n");
+  }
+  s.device_type = 7;
+  EXPECT_EQ(run_driver(exe, path("vulkan"), DType::BF16, s),
+            "rc=2\nunsupported: aot_b: q is on vulkan:0 but libaot_b.a has no vulkan target; rebuild it with rope-gen "
+            "build --targets host,vulkan\n");
+
   std::vector<std::string> modules;
   for (const auto& [name, data] : archive_members(lib + "/libaot_b.a"))
     for (const std::string& ptx : embedded_ptx(data)) {
