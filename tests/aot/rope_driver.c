@@ -62,7 +62,7 @@ int main(int argc, char **argv) {
   int64_t q_shape[4], q_strides[4], k_shape[4], k_strides[4], positions_shape[3], cu_shape[1], cache_shape[2];
   int64_t q_elements, k_elements = 0, cu[64];
   int code, bits, bytes, rank, has_k, in_place, positions_rank, positions_are_int64 = 0, num_sequences, i, rc;
-  int cu_int64 = 0, device_type, device_id = 0;
+  int cu_int64 = 0, device_type, device_id = 0, repeat;
   void *q, *k = NULL, *out_q, *out_k = NULL, *positions = NULL, *cu_data = NULL, *cache = NULL;
   ropegen_tensor tq, tk, tout_q, tout_k, tpositions, tcu, tcache;
   ropegen_call call;
@@ -152,7 +152,27 @@ int main(int argc, char **argv) {
     tensors[i].tensor->device = call_device;
     tensors[i].tensor->data = to_device(tensors[i].host, tensors[i].bytes);
   }
-  rc = RUN_FN(&call, &message);
+  /* ROPE_DRIVER_STREAM: the call's stream (a number); ROPE_DRIVER_REPEAT: the
+   * same call n times, each announced by a line "call i" appended to the file
+   * ROPE_DRIVER_MARKS, and "end" after the last (tests with a stub CUDA
+   * driver: stub_libcuda.c). */
+  if (getenv("ROPE_DRIVER_STREAM")) call.stream = (void *)(uintptr_t)strtoull(getenv("ROPE_DRIVER_STREAM"), NULL, 0);
+  repeat = getenv("ROPE_DRIVER_REPEAT") ? atoi(getenv("ROPE_DRIVER_REPEAT")) : 1;
+  for (i = 0, rc = ROPEGEN_OK; i < repeat && rc == ROPEGEN_OK; ++i) {
+    if (getenv("ROPE_DRIVER_MARKS")) {
+      FILE *marks = fopen(getenv("ROPE_DRIVER_MARKS"), "a");
+      if (!marks) return 108;
+      fprintf(marks, "call %d\n", i);
+      fclose(marks);
+    }
+    rc = RUN_FN(&call, &message);
+  }
+  if (getenv("ROPE_DRIVER_MARKS")) {
+    FILE *marks = fopen(getenv("ROPE_DRIVER_MARKS"), "a");
+    if (!marks) return 108;
+    fprintf(marks, "end\n");
+    fclose(marks);
+  }
   if (rc == ROPEGEN_OK) {
     fetch(out_q);
     if (has_k) fetch(out_k);
