@@ -72,12 +72,19 @@ Result<ArgvEntry> resolve_entry(const std::string& where, const std::string& nam
 
 int run_prepared(const ropegen_contract& kernel_contract, const PreparedCall& call,
                  const halide_device_interface_t* device_interface, const ArgvEntry& rope,
-                 const ArgvEntry* pass_through, const ArgvEntry** failed, void* user_context) {
+                 const ArgvEntry* pass_through, const ArgvEntry** failed, DeviceLaunch* launch) {
   int code = 0;
+  void* user_context = launch ? launch->user_context() : nullptr;
   run_in_parts(call, device_interface, [&](const PartViews& views) {
     if (code != 0) return;
     BoundPart bound = bind_part(kernel_contract, call.variant, views);
+    if (launch && !launch->prepare(bound)) {
+      launch->release();
+      code = -1, *failed = nullptr;
+      return;
+    }
     code = run_part(rope, pass_through, bound, user_context, failed);
+    if (launch) launch->release();
   });
   return code;
 }

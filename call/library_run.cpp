@@ -4,10 +4,13 @@
 #include <cstdio>
 #include <cstring>
 #include <new>
+#include <optional>
+#include <string_view>
 
 #include <fmt/format.h>
 
 #include "call/argv_entry.h"
+#include "call/fixed_vector.h"
 #include "call/contract.h"
 #include "call/device_context.h"
 #include "call/prepare_call.h"
@@ -63,6 +66,88 @@ const ropegen_device_api* device_api(const ropegen_library& lib, DeviceType devi
   return nullptr;
 }
 
+// Every buffer of a bound device part with the name a diagnostic gives it
+// (the call's argument names; rope outputs are their rotary dims).
+template <typename F>
+void for_each_view(BoundPart& part, const ropegen_contract& contract, F f) {
+  static const char* const kArguments[] = {"q",          "k",         "v",             "positions",    "cu_seqlens",
+                                           "table",      "freqs",     "cos_sin_cache", "saved_q",      "saved_k",
+                                           "out_q",      "out_k",     "k_cache",       "v_cache",      "d_freqs",
+                                           "kv_indices", "kv_indptr", "batch_indices", "slot_mapping", "cache_positions"};
+  const bool rope = is_rope(contract);
+  for (const char* argument : kArguments) {
+    RawBuffer& view = part.rope.*(rope_argument(argument)->rope_buffer);
+    if (!view.defined()) continue;
+    const std::string_view a = argument;
+    if (a == "q") f(view, input_name(contract));
+    else if (a == "out_q") f(view, rope ? "out_q (its rotary dims)" : output_name(contract));
+    else if (a == "out_k") f(view, "out_k (its rotary dims)");
+    else f(view, argument);
+  }
+  for (PassThroughArguments& copy : part.pass_through) {
+    f(copy.in, input_name(contract));
+    f(copy.out, output_name(contract));
+  }
+}
+
+// A device call's launches through the library's GPU entries: the call's
+// device and stream as their user_context (call/device_context.h), and per
+// part: CUDA, the 16-byte alignment the schedule's vectors need; Vulkan,
+// each view's address turned into a handle of the library's runtime
+// (ropegen_device_api.bind_view), released after the launch.
+class LibraryLaunch : public DeviceLaunch {
+ public:
+  LibraryLaunch(const ropegen_device_api& api, const ropegen_contract& contract, const PreparedCall& call,
+                ropegen_message* message)
+      : api_(api), contract_(contract), message_(message) {
+    context_.device_type = static_cast<int32_t>(call.device.type), context_.device_id = call.device.id;
+    context_.stream = call.stream;
+  }
+  void* user_context() override { return &context_; }
+  bool prepare(BoundPart& part) override {
+    if (api_.device_type == ROPEGEN_DEVICE_CUDA) return check_cuda_alignment(part);
+    for_each_view(part, contract_, [&](RawBuffer& view, const char* name) {
+      if (status != ROPEGEN_OK) return;
+      status = api_.bind_view(view.get(), name, message_);
+      if (status == ROPEGEN_OK) bound_.push_back(view.get());
+    });
+    return status == ROPEGEN_OK;
+  }
+  void release() override {
+    for (halide_buffer_t* view : bound_) api_.release_view(view);
+    bound_ = {};
+  }
+
+  int status = ROPEGEN_OK;  // why a part was refused
+
+ private:
+  // The schedule moves q, k and the rotary parts of out_q and out_k in
+  // 16-byte vectors (targets/gpu_schedule.cpp) from their first elements: a
+  // misaligned address would be a fault that ruins the caller's context.
+  bool check_cuda_alignment(const BoundPart& part) {
+    if (!is_rope(contract_)) return true;  // the other encodings' kernels are scalar
+    const std::pair<const RawBuffer*, const char*> vectors[] = {{&part.rope.q, "q"},
+                                                                {&part.rope.k, "k"},
+                                                                {&part.rope.out_q, "out_q (its rotary dims)"},
+                                                                {&part.rope.out_k, "out_k (its rotary dims)"}};
+    for (auto [view, name] : vectors)
+      if (view->defined() && view->address() % 16 != 0) {
+        status = fail(message_, ROPEGEN_ERROR_INVALID_ARGUMENT,
+                      fmt::format("{} starts at {:#x}: CUDA kernels move q, k and the rotary dims of out_q and out_k "
+                                  "in 16-byte vectors, so each must start at a 16-byte aligned address",
+                                  name, view->address()));
+        return false;
+      }
+    return true;
+  }
+
+  const ropegen_device_api& api_;
+  ropegen_contract contract_;
+  ropegen_message* message_;
+  DeviceContext context_;
+  FixedVector<halide_buffer_t*, 32> bound_;
+};
+
 int run(const ropegen_library& lib, const ropegen_call& c, ropegen_message* message) {
   const Result<Call> call = Call::from_c(c);
   if (!call) return fail(message, ROPEGEN_ERROR_INVALID_ARGUMENT, lines(call.errors()));
@@ -78,10 +163,6 @@ int run(const ropegen_library& lib, const ropegen_call& c, ropegen_message* mess
                   fmt::format("{0}: {1} is on {2}:{3} but lib{0}.a has no {2} target; rebuild it with rope-gen build "
                               "--targets host,{2}",
                               lib.name, input_name(lib.contract), to_string(device.type), device.id));
-    if (device.type == DeviceType::Vulkan)
-      return fail(message, ROPEGEN_ERROR_UNSUPPORTED,
-                  fmt::format("{}: {} is on vulkan:{}: Vulkan device tensors are not supported by AOT libraries yet",
-                              lib.name, input_name(lib.contract), device.id));
     if (const int status = api->ready(device.id, message); status != ROPEGEN_OK) return status;
   }
   const KernelVariant& v = prepared->variant;
@@ -106,13 +187,13 @@ int run(const ropegen_library& lib, const ropegen_call& c, ropegen_message* mess
     if (!r) return fail(message, ROPEGEN_ERROR_UNSUPPORTED, lines(r.errors()));
     pass = std::move(r).value();
   }
-  // What the GPU entries' __user_context carries to the runtime's hooks.
-  DeviceContext context;
-  context.device_type = static_cast<int32_t>(device.type), context.device_id = device.id;
-  context.stream = prepared->stream;
+  const ropegen_contract kc = kernel_contract(lib.contract, v);
+  std::optional<LibraryLaunch> launch;
+  if (api) launch.emplace(*api, kc, *prepared, message);
   const ArgvEntry* failed = nullptr;
-  const int code = run_prepared(kernel_contract(lib.contract, v), *prepared, api ? api->interface() : nullptr, *rope,
-                                pass ? &*pass : nullptr, &failed, api ? &context : nullptr);
+  const int code = run_prepared(kc, *prepared, api ? api->interface() : nullptr, *rope, pass ? &*pass : nullptr, &failed,
+                                launch ? &*launch : nullptr);
+  if (launch && launch->status != ROPEGEN_OK) return launch->status;  // refused before a launch, message written
   if (code != 0)
     return fail(message, ROPEGEN_ERROR_KERNEL,
                 fmt::format("{}: a kernel ({}) failed with Halide error {} (Halide's runtime printed why)", lib.name,
@@ -123,6 +204,75 @@ int run(const ropegen_library& lib, const ropegen_call& c, ropegen_message* mess
 
 }  // namespace
 }  // namespace ropegen::call
+
+namespace ropegen::call {
+namespace {
+
+// The library's Vulkan memory functions for `device`, or why not.
+const ropegen_device_api* memory_api(const ropegen_library* lib, ropegen_device device, ropegen_message* message,
+                                     int* status) {
+  *status = ROPEGEN_OK;
+  if (!lib) return *status = fail(message, ROPEGEN_ERROR_INVALID_ARGUMENT, "library must not be NULL"), nullptr;
+  if (device.device_type == ROPEGEN_DEVICE_VULKAN && lib->vulkan && lib->vulkan->alloc) return lib->vulkan;
+  *status = fail(message, ROPEGEN_ERROR_UNSUPPORTED,
+                 device.device_type == ROPEGEN_DEVICE_VULKAN
+                     ? fmt::format("lib{0}.a has no vulkan target; rebuild it with rope-gen build --targets host,vulkan",
+                                   lib->name)
+                     : fmt::format("lib{}.a allocates Vulkan memory only: CUDA tensors are your own device memory "
+                                   "(cudaMalloc, PyTorch), host tensors your host memory",
+                                   lib->name));
+  return nullptr;
+}
+
+template <typename F>
+int guarded(ropegen_message* message, F f) {
+  try {
+    return f();
+  } catch (const std::bad_alloc&) {
+    return fail(message, ROPEGEN_ERROR_OUT_OF_MEMORY, "out of memory");
+  }
+}
+
+}  // namespace
+}  // namespace ropegen::call
+
+extern "C" int ropegen_library_device_alloc(const ropegen_library* library, ropegen_device device, size_t bytes,
+                                            void** data, ropegen_message* message) {
+  using namespace ropegen::call;
+  if (!data) return fail(message, ROPEGEN_ERROR_INVALID_ARGUMENT, "data must not be NULL");
+  *data = nullptr;
+  int status;
+  const ropegen_device_api* api = memory_api(library, device, message, &status);
+  if (!api) return status;
+  if ((status = api->ready(device.device_id, message)) != ROPEGEN_OK) return status;
+  return guarded(message, [&] { return api->alloc(bytes, data, message); });
+}
+
+extern "C" int ropegen_library_device_free(const ropegen_library* library, void* data, ropegen_message* message) {
+  using namespace ropegen::call;
+  int status;
+  const ropegen_device_api* api = memory_api(library, {ROPEGEN_DEVICE_VULKAN, 0}, message, &status);
+  if (!api) return status;
+  return data ? guarded(message, [&] { return api->free(data, message); }) : ROPEGEN_OK;
+}
+
+extern "C" int ropegen_library_copy_to_device(const ropegen_library* library, void* data, const void* host,
+                                              size_t bytes, ropegen_message* message) {
+  using namespace ropegen::call;
+  int status;
+  const ropegen_device_api* api = memory_api(library, {ROPEGEN_DEVICE_VULKAN, 0}, message, &status);
+  if (!api) return status;
+  return guarded(message, [&] { return api->copy(data, const_cast<void*>(host), bytes, 1, message); });
+}
+
+extern "C" int ropegen_library_copy_to_host(const ropegen_library* library, void* host, const void* data, size_t bytes,
+                                            ropegen_message* message) {
+  using namespace ropegen::call;
+  int status;
+  const ropegen_device_api* api = memory_api(library, {ROPEGEN_DEVICE_VULKAN, 0}, message, &status);
+  if (!api) return status;
+  return guarded(message, [&] { return api->copy(const_cast<void*>(data), host, bytes, 0, message); });
+}
 
 extern "C" int ropegen_library_run(const ropegen_library* library, const ropegen_call* call, ropegen_message* message) {
   if (!library || !call)

@@ -206,16 +206,50 @@ std::string device_doc(const LibraryDescription& lib) {
         cuda->target.get_cuda_capability_lower_bound(), cuda->target.get_cuda_capability_lower_bound() / 10,
         cuda->target.get_cuda_capability_lower_bound() % 10);
   if (lib.targets.for_device(DeviceType::Vulkan))
-    out +=
-        " *   vulkan  buffers of vulkan:0 that this library's own Vulkan runtime allocated\n"
-        " *           (Halide 21 cannot use an application's VkBuffer, halide/Halide#8943,\n"
-        " *           nor its VkDevice, #8715). The loader is libvulkan.so.1, loaded at the\n"
-        " *           first Vulkan call, which also creates the runtime's device and\n"
-        " *           compiles the kernels' SPIR-V for it (once per process). Kernels\n"
-        " *           have finished when the call returns.\n";
+    out += fmt::format(
+        " *   vulkan  memory of vulkan:0 that this library's own Vulkan runtime allocated\n"
+        " *           ({0}_device_alloc, at the end of this file; Halide 21 cannot use an\n"
+        " *           application's VkBuffer, halide/Halide#8943, nor its VkDevice, #8715).\n"
+        " *           The loader is libvulkan.so.1, loaded at the first Vulkan use, which\n"
+        " *           also creates the runtime's device; the first call of each kernel\n"
+        " *           compiles its SPIR-V for it (once per process). Kernels have\n"
+        " *           finished when the call returns.\n",
+        lib.spec.name);
   if (lib.targets.gpu.empty())
     out += " *   (no GPU: rebuild with --targets host,cuda,vulkan for device tensors)\n";
   return out;
+}
+
+// With a Vulkan target: the device memory its Vulkan tensors must live in.
+std::string vulkan_memory_functions(const LibraryDescription& lib) {
+  if (!lib.targets.for_device(DeviceType::Vulkan)) return "";
+  return fmt::format(
+      "/* Vulkan tensors: memory this library's Vulkan runtime allocates on vulkan:0\n"
+      " * (Halide 21 runs kernels on no other Vulkan memory: halide/Halide#8943).\n"
+      " * {0}_device_alloc gives in *data the address that stands for byte 0: a\n"
+      " * ropegen_tensor's data with device {{ROPEGEN_DEVICE_VULKAN, 0}}; *data + n is\n"
+      " * byte n (views of it: fused qkv slices, packed batches); never dereference\n"
+      " * it. Every view a kernel binds (a tensor's first element; rope outputs:\n"
+      " * their first rotary dim) must start at a multiple of the device's\n"
+      " * minStorageBufferOffsetAlignment bytes into its allocation (16 on lavapipe,\n"
+      " * 4 to 256 on GPUs), else the call is refused saying so. Copies take any\n"
+      " * address inside an allocation and wait for the copy; calls are synchronous\n"
+      " * (Halide's Vulkan runtime waits for every dispatch). Free what you allocate\n"
+      " * once no call uses it. */\n"
+      "static inline int {0}_device_alloc(size_t bytes, void **data, ropegen_message *message) {{\n"
+      "  const ropegen_device vulkan = {{ROPEGEN_DEVICE_VULKAN, 0}};\n"
+      "  return ropegen_library_device_alloc(&{1}_library_, vulkan, bytes, data, message);\n"
+      "}}\n"
+      "static inline int {0}_device_free(void *data, ropegen_message *message) {{\n"
+      "  return ropegen_library_device_free(&{1}_library_, data, message);\n"
+      "}}\n"
+      "static inline int {0}_copy_to_device(void *data, const void *host, size_t bytes, ropegen_message *message) {{\n"
+      "  return ropegen_library_copy_to_device(&{1}_library_, data, host, bytes, message);\n"
+      "}}\n"
+      "static inline int {0}_copy_to_host(void *host, const void *data, size_t bytes, ropegen_message *message) {{\n"
+      "  return ropegen_library_copy_to_host(&{1}_library_, host, data, bytes, message);\n"
+      "}}\n\n",
+      lib.spec.name, lib.spec.name);
 }
 
 std::string device_api(const LibraryDescription& lib, DeviceType d, const char* symbol) {
@@ -302,8 +336,9 @@ std::string generated_header(const LibraryDescription& lib) {
       "#endif\n"
       "  return ropegen_library_run(&{1}_library_, call, message);\n"
       "}}\n\n"
+      "{4}"
       "#endif /* ROPEGEN_{2}_H */\n",
-      run_function(spec), n, N, link_libraries());
+      run_function(spec), n, N, link_libraries(), vulkan_memory_functions(lib));
   return h;
 }
 

@@ -248,12 +248,14 @@ std::string build_library(const std::string& spec, const std::string& targets, c
 
 // The driver, compiled and linked as a C99 user would: only the library's
 // directory, and the link line its header documents.
+// vulkan_memory: the library has a Vulkan target, and the driver puts
+// Vulkan tensors in its memory (tests/aot/device_memory.h).
 std::string compile_driver(const std::string& lib, const std::string& name, const std::string& exe,
-                           const std::string& driver = kDriver) {
+                           const std::string& driver = kDriver, bool vulkan_memory = false) {
   const auto r = run_command(fmt::format(
-      "cc -std=c99 -Wall -Wextra -pedantic -Werror -DROPE_HEADER='\"{0}.h\"' -DRUN_FN={0}_run "
+      "cc -std=c99 -Wall -Wextra -pedantic -Werror -DROPE_HEADER='\"{0}.h\"' -DRUN_FN={0}_run -DROPE_NAME={0} {4} "
       "-I {1} {2} {1}/lib{0}.a -lstdc++ -lpthread -ldl -lm -o {3}",
-      name, lib, driver, exe));
+      name, lib, driver, exe, vulkan_memory ? "-DROPE_VULKAN_MEMORY" : ""));
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return exe;
 }
@@ -612,7 +614,7 @@ TEST_F(AotBuild, HostCudaVulkanLibrary) {
   EXPECT_THAT(members["aot_a_qk_i64_vulkan.o"], HasSubstr(std::string("\x03\x02\x23\x07", 4)));
 
   // Host tensors from C99, the reference's numbers: the CPU kernels.
-  const std::string exe = compile_driver(lib, "aot_a", path("driver"));
+  const std::string exe = compile_driver(lib, "aot_a", path("driver"), kDriver, /*vulkan_memory=*/true);
   Scenario s;
   s.q = make_tensor(DType::F32, {5, 2, 3, 24}, {2 * 3 * 32, 3 * 32, 32, 1}, 0.1);
   s.k = make_tensor(DType::F32, {5, 2, 2, 24}, {2 * 2 * 24, 2 * 24, 24, 1}, 0.7);
@@ -621,6 +623,37 @@ TEST_F(AotBuild, HostCudaVulkanLibrary) {
   EXPECT_EQ(run_driver(exe, path("host"), DType::F32, s), "rc=0\n");
   check_output(spec, path("host/result_q.bin"), s.q, false, s, "q");
   check_output(spec, path("host/result_k.bin"), *s.k, true, s, "k");
+
+  // Vulkan tensors (lavapipe here): memory the library allocated, the
+  // library's Vulkan kernels on it in place, no staging; the same bits as
+  // the host kernels (strict_float: targets/README.md). Positions on the
+  // device cannot be read, so this dynamic-NTK spec needs seq_len.
+  s.device_type = 7;
+  EXPECT_EQ(run_driver(exe, path("vulkan_no_seq_len"), DType::F32, s),
+            "rc=1\ninvalid argument: seq_len: aot_a's frequencies depend on the sequence length, which a call cannot "
+            "derive from positions on vulkan:0: pass seq_len (as Hugging Face: the largest position + 1)\n");
+  s.seq_len = 21;
+  for (bool in_place : {false, true}) {
+    SCOPED_TRACE(in_place ? "vulkan, in place" : "vulkan, out of place");
+    s.in_place = in_place;
+    const std::string dir = path(in_place ? "vulkan_in_place" : "vulkan");
+    EXPECT_EQ(run_driver(exe, dir, DType::F32, s), "rc=0\n");
+    check_output(spec, dir + "/result_q.bin", s.q, false, s, "q (vulkan)");
+    check_output(spec, dir + "/result_k.bin", *s.k, true, s, "k (vulkan)");
+    Scenario host = s;
+    host.device_type = 1;
+    EXPECT_EQ(run_driver(exe, dir + "_host", DType::F32, host), "rc=0\n");
+    EXPECT_EQ(test::read_text(dir + "/result_q.bin"), test::read_text(dir + "_host/result_q.bin"));
+    EXPECT_EQ(test::read_text(dir + "/result_k.bin"), test::read_text(dir + "_host/result_k.bin"));
+  }
+  // Vulkan tensors in memory the library did not allocate (here host
+  // memory labelled vulkan): refused before any launch, naming the tensor.
+  const std::string plain = compile_driver(lib, "aot_a", path("plain_driver"));
+  EXPECT_THAT(run_driver(plain, path("vulkan_foreign"), DType::F32, s),
+              ::testing::MatchesRegex("rc=1\ninvalid argument: q \\(0x[0-9a-f]+\\) is not Vulkan memory this library "
+                                      "allocated \\(<name>_device_alloc\\): Halide 21 cannot run kernels on other "
+                                      "Vulkan memory \\(halide/Halide#8943\\)\n"));
+  s.in_place = false, s.seq_len = 0, s.device_type = 1;
 
   // The archive in a shared object exporting only aot_a_run (position
   // independent objects; nothing else visible: its Halide runtime stays

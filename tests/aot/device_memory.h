@@ -7,6 +7,9 @@
  *         one the host pointers go labelled cuda: the library must refuse the
  *         call before touching them (what a test checks on a machine without
  *         a GPU).
+ *   vulkan  memory the library allocates (ROPE_VULKAN_MEMORY defined, with
+ *         ROPE_NAME the library's name: <name>_device_alloc and its copies),
+ *         one allocation per tensor.
  * to_device() gives the tensor's data for a host buffer; from_device()
  * copies a result back after synchronising the device. */
 #ifndef ROPEGEN_TESTS_AOT_DEVICE_MEMORY_H
@@ -61,8 +64,36 @@ static void use_device(int device_type, int device_id) {
   if (device_type == ROPEGEN_DEVICE_CUDA) cu.present = cuda_open();
 }
 
+#ifdef ROPE_VULKAN_MEMORY
+#define ROPE_PASTE2(a, b) a##b
+#define ROPE_PASTE(a, b) ROPE_PASTE2(a, b)
+
+static void vulkan_check(int status, const ropegen_message *message, const char *what) {
+  if (status != ROPEGEN_OK) {
+    fprintf(stderr, "%s failed (%d): %s\n", what, status, message->text);
+    exit(111);
+  }
+}
+
+static void *vulkan_to_device(void *host, size_t bytes) {
+  void *data;
+  ropegen_message message;
+  vulkan_check(ROPE_PASTE(ROPE_NAME, _device_alloc)(bytes ? bytes : 1, &data, &message), &message, "device_alloc");
+  vulkan_check(ROPE_PASTE(ROPE_NAME, _copy_to_device)(data, host, bytes, &message), &message, "copy_to_device");
+  return data;
+}
+
+static void vulkan_from_device(void *host, void *data, size_t bytes) {
+  ropegen_message message;
+  vulkan_check(ROPE_PASTE(ROPE_NAME, _copy_to_host)(host, data, bytes, &message), &message, "copy_to_host");
+}
+#endif
+
 static void *to_device(void *host, size_t bytes) {
   unsigned long long data;
+#ifdef ROPE_VULKAN_MEMORY
+  if (call_device.device_type == ROPEGEN_DEVICE_VULKAN) return vulkan_to_device(host, bytes);
+#endif
   if (call_device.device_type != ROPEGEN_DEVICE_CUDA || !cu.present) return host;
   cuda_check(cu.mem_alloc(&data, bytes ? bytes : 1), "cuMemAlloc");
   cuda_check(cu.memcpy_htod(data, host, bytes), "cuMemcpyHtoD");
@@ -70,6 +101,12 @@ static void *to_device(void *host, size_t bytes) {
 }
 
 static void from_device(void *host, void *data, size_t bytes) {
+#ifdef ROPE_VULKAN_MEMORY
+  if (call_device.device_type == ROPEGEN_DEVICE_VULKAN) {
+    vulkan_from_device(host, data, bytes);
+    return;
+  }
+#endif
   if (call_device.device_type != ROPEGEN_DEVICE_CUDA || !cu.present) return;
   cuda_check(cu.ctx_synchronize(), "cuCtxSynchronize");
   cuda_check(cu.memcpy_dtoh(host, (unsigned long long)(uintptr_t)data, bytes), "cuMemcpyDtoH");

@@ -171,6 +171,8 @@ int halide_cuda_get_stream(void* user_context, CUcontext ctx, void** stream) {
 }
 
 extern const ropegen_device_api ropegen_cuda_api;
-const ropegen_device_api ropegen_cuda_api = {ROPEGEN_DEVICE_CUDA, halide_cuda_device_interface, ready};
+// CUDA tensors are the caller's own memory: no allocation or view binding.
+const ropegen_device_api ropegen_cuda_api = {ROPEGEN_DEVICE_CUDA, halide_cuda_device_interface, ready, nullptr, nullptr,
+                                             nullptr, nullptr, nullptr};
 
 }  // extern "C"
