@@ -35,6 +35,22 @@ std::optional<Diagnostic> write_text(const fs::path& path, const std::string& te
   return std::nullopt;
 }
 
+// Whether a GPU pipeline allocates device buffers of its own (stages it
+// computes on the host and copies over at every call), read from its
+// lowered code: its calls of the runtime's device allocators.
+bool has_device_buffers_of_its_own(const Halide::Module& module) {
+  struct Finder : Halide::Internal::IRVisitor {
+    using IRVisitor::visit;
+    void visit(const Halide::Internal::Call* call) override {
+      found = found || call->name == "halide_device_malloc" || call->name == "halide_device_and_host_malloc";
+      IRVisitor::visit(call);
+    }
+    bool found = false;
+  } finder;
+  for (const Halide::Internal::LoweredFunc& f : module.functions()) f.body.accept(&finder);
+  return finder.found;
+}
+
 // Compiles one entry point for every CPU target into objects/ (the
 // dispatcher and one object per target) and its Halide header into dir,
 // then for each GPU target into objects/<name>_<suffix>.o (its PTX or
@@ -58,7 +74,9 @@ CompiledEntry compile_entry_for_targets(const RopeSpec& spec, const EntryPoint& 
                               halide_targets, suffixes, factory);
   for (const AotTarget& gpu : targets.gpu) {
     const std::string fn = entry_function(entry, gpu);
-    compile_entry(spec, entry, fn, gpu.target).compile({{Halide::OutputFileType::object, (objects / (fn + ".o")).string()}});
+    Halide::Module module = compile_entry(spec, entry, fn, gpu.target);
+    if (gpu.device == DeviceType::CUDA) compiled.cuda_copies_per_call = has_device_buffers_of_its_own(module);
+    module.compile({{Halide::OutputFileType::object, (objects / (fn + ".o")).string()}});
   }
   return compiled;
 }

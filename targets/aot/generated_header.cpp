@@ -178,6 +178,23 @@ std::string entry_table(const LibraryDescription& lib) {
   return out;
 }
 
+// What a CUDA call after the first does besides launching kernels.
+std::string cuda_later_calls(const LibraryDescription& lib) {
+  std::vector<std::string> copying;
+  for (const CompiledEntry& e : lib.entries)
+    if (e.cuda_copies_per_call) copying.push_back(e.entry.name);
+  if (copying.empty())
+    return "Later calls launch kernels and nothing\n"
+           " *           else (no allocation, copy or synchronisation): they can be captured.";
+  return fmt::format("Later calls allocate and synchronise nothing,\n"
+                     " *           but {} of this spec's kernels ({}{})\n"
+                     " *           compute a frequency table on the host and copy it to the device\n"
+                     " *           at every call (on the call's stream): those calls cannot be\n"
+                     " *           captured in a CUDA graph (manifest.json: cuda_graph_capturable).",
+                     copying.size() == lib.entries.size() ? "all" : std::to_string(copying.size()), copying.front(),
+                     copying.size() > 1 ? ", ..." : "");
+}
+
 // Which memory, which stream, what the first call costs: per device the
 // library was built for.
 std::string device_doc(const LibraryDescription& lib) {
@@ -200,11 +217,11 @@ std::string device_doc(const LibraryDescription& lib) {
         " *           GPUs of capability {1}.{2} and newer), which the driver JIT-compiles\n"
         " *           for the GPU (once per process and device; the driver's JIT cache\n"
         " *           keeps the result across processes): make it outside any CUDA graph\n"
-        " *           capture. Later calls allocate, copy and synchronise nothing, so they\n"
-        " *           can be captured. Ids, cu_seqlens and page tables on the device are\n"
-        " *           the caller's to keep in range (a call cannot read them).\n",
+        " *           capture. {3}\n"
+        " *           Ids, cu_seqlens and page tables on the device are the caller's to\n"
+        " *           keep in range (a call cannot read them).\n",
         cuda->target.get_cuda_capability_lower_bound(), cuda->target.get_cuda_capability_lower_bound() / 10,
-        cuda->target.get_cuda_capability_lower_bound() % 10);
+        cuda->target.get_cuda_capability_lower_bound() % 10, cuda_later_calls(lib));
   if (lib.targets.for_device(DeviceType::Vulkan))
     out += fmt::format(
         " *   vulkan  memory of vulkan:0 that this library's own Vulkan runtime allocated\n"

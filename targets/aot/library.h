@@ -19,6 +19,10 @@ struct CompiledEntry {
   EntryPoint entry;
   std::vector<Halide::Argument> arguments;  // call order: inputs, then output buffers (of the CPU function;
                                             // a GPU one takes __user_context first, then the same)
+  // Its CUDA function computes something on the host (a frequency table)
+  // and copies it to a device buffer of its own at every call: not
+  // capturable in a CUDA graph.
+  bool cuda_copies_per_call = false;
 };
 
 // The C symbol of an entry's function for a device: <name> (CPU: the

@@ -112,6 +112,9 @@ ordered_json describe_entry(const LibraryDescription& lib, const CompiledEntry& 
   functions["cpu"] = e.entry.name;
   for (const AotTarget& g : lib.targets.gpu) functions[to_string(g.device)] = entry_function(e.entry, g);
   j["functions"] = functions;
+  // After the first call: whether the CUDA function only launches kernels
+  // (else it copies a host-computed table to the device at every call).
+  if (lib.targets.for_device(DeviceType::CUDA)) j["cuda_graph_capturable"] = !e.cuda_copies_per_call;
   if (e.entry.kind == EntryPoint::Kind::PassThrough) {
     j["role"] = "copy the dims outside the rotary part (out-of-place calls on a partial-rotary spec)";
   } else {

@@ -682,6 +682,70 @@ TEST_F(AotBuild, HostCudaVulkanLibrary) {
   check_output(spec, path("so_call/result_k.bin"), *s.k, true, s, "k (shared object)");
 }
 
+// A C driver's call run three times on cuda:1 with a stream of the
+// caller's, against a stub CUDA driver (tests/aot/stub_libcuda.c, found as
+// libcuda.so.1 through LD_LIBRARY_PATH; it runs no kernel): the driver API
+// calls each call made.
+std::vector<std::vector<std::string>> stub_cuda_calls(const std::string& exe, const std::string& dir, DType dtype,
+                                                      Scenario s) {
+  fs::create_directories(dir);
+  const auto r = run_command(fmt::format("cc -std=c99 -Wall -Wextra -Wno-unused-parameter -Werror -shared -fPIC "
+                                         "-Wl,-soname,libcuda.so.1 {}/tests/aot/stub_libcuda.c -o {}/libcuda.so.1",
+                                         ROPEGEN_SOURCE_DIR, dir));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const std::string log = dir + "/calls.log";
+  s.device_type = 2, s.device_id = 1;
+  EXPECT_EQ(run_driver(fmt::format("env LD_LIBRARY_PATH={0} ROPEGEN_STUB_CUDA_LOG={1} ROPE_DRIVER_MARKS={1} "
+                                   "ROPE_DRIVER_REPEAT=3 ROPE_DRIVER_STREAM=0x5eed {2}",
+                                   dir, log, exe),
+                       dir + "/call", dtype, s),
+            "rc=0\n");
+  // "call i" marks where each starts; before the first, the test driver's own
+  // allocations, after "end" its copies back.
+  std::vector<std::vector<std::string>> calls;
+  std::istringstream lines(test::read_text(log));
+  for (std::string line; std::getline(lines, line) && line != "end";) {
+    if (line.rfind("call ", 0) == 0) calls.emplace_back();
+    else if (!calls.empty()) calls.back().push_back(line);
+  }
+  return calls;
+}
+
+// What the library's CUDA hooks promise, seen in the driver calls.
+// capturable: what manifest.json says of the call's entry (after the first
+// call, kernels are launched and nothing else is done).
+void check_stub_cuda_calls(const std::vector<std::vector<std::string>>& calls, bool capturable) {
+  ASSERT_EQ(calls.size(), 3u);
+  auto count = [](const std::vector<std::string>& call, const std::string& prefix) {
+    return std::count_if(call.begin(), call.end(), [&](const std::string& l) { return l.rfind(prefix, 0) == 0; });
+  };
+  for (size_t i = 0; i < calls.size(); ++i) {
+    SCOPED_TRACE(fmt::format("call {}: {}", i, fmt::join(calls[i], "; ")));
+    // The device's primary context, retained once; never a context of Halide's own.
+    EXPECT_EQ(count(calls[i], "cuDevicePrimaryCtxRetain device=1"), i == 0 ? 1 : 0);
+    EXPECT_EQ(count(calls[i], "cuCtxCreate"), 0);
+    EXPECT_EQ(count(calls[i], "cuCtxPushCurrent_v2"), count(calls[i], "cuCtxPushCurrent_v2 0xc0001"));
+    // The PTX loaded once (per process and device).
+    EXPECT_EQ(count(calls[i], "cuModuleLoadData"), i == 0 ? 1 : 0);
+    // Launched on cuda:1, on the call's stream.
+    EXPECT_GE(count(calls[i], "cuLaunchKernel"), 1);
+    EXPECT_EQ(count(calls[i], "cuLaunchKernel"), count(calls[i], "cuLaunchKernel device=1 stream=0x5eed"));
+    if (i == 0) continue;
+    // After the first call: no allocation, no synchronisation; copies (of a
+    // host-computed table, on the call's stream) only where the manifest says so.
+    EXPECT_EQ(count(calls[i], "cuMemAlloc"), 0);
+    EXPECT_EQ(count(calls[i], "cuCtxSynchronize") + count(calls[i], "cuStreamSynchronize"), 0);
+    EXPECT_EQ(count(calls[i], "cuMemcpy"),
+              std::count_if(calls[i].begin(), calls[i].end(), [](const std::string& l) {
+                return l.rfind("cuMemcpyHtoDAsync_v2", 0) == 0 && l.find(" stream=0x5eed") != std::string::npos;
+              }));
+    EXPECT_EQ(count(calls[i], "cuMemcpy") == 0, capturable);
+    if (i == 1)
+      std::cout << fmt::format("[ STUB     ] after the first call: {} cuLaunchKernel, {} host-to-device copies per call\n",
+                               count(calls[i], "cuLaunchKernel"), count(calls[i], "cuMemcpyHtoD"));
+  }
+}
+
 // Whether this process can load the CUDA driver.
 bool has_cuda_driver() {
   void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -719,59 +783,13 @@ TEST_F(AotBuild, CudaLibraryCallsAndPtx) {
               "rc=2\nunsupported: cuda:0: the CUDA driver library libcuda.so.1 cannot be loaded (no NVIDIA driver on "
               "this machine)\n");
   }
-  {
-    // The library with a stub driver (tests/aot/stub_libcuda.c, found as
-    // libcuda.so.1 through LD_LIBRARY_PATH; it runs no kernel): the same call
-    // three times on cuda:1 and a stream of the caller's.
-    SCOPED_TRACE("stub CUDA driver");
-    fs::create_directories(path("stub"));
-    auto r = run_command(fmt::format("cc -std=c99 -Wall -Wextra -Wno-unused-parameter -Werror -shared -fPIC "
-                                     "-Wl,-soname,libcuda.so.1 {}/tests/aot/stub_libcuda.c -o {}",
-                                     ROPEGEN_SOURCE_DIR, path("stub/libcuda.so.1")));
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    const std::string log = path("stub/calls.log");
-    Scenario t = s;
-    t.device_id = 1;
-    EXPECT_EQ(run_driver(fmt::format("env LD_LIBRARY_PATH={} ROPEGEN_STUB_CUDA_LOG={} ROPE_DRIVER_MARKS={} "
-                                     "ROPE_DRIVER_REPEAT=3 ROPE_DRIVER_STREAM=0x5eed {}",
-                                     path("stub"), log, log, exe),
-                         path("stub_call"), DType::BF16, t),
-              "rc=0\n");
-    // The driver's lines per call ("call i" marks where each starts; before
-    // the first, the test driver's own allocations).
-    std::vector<std::vector<std::string>> calls;
-    std::istringstream lines(test::read_text(log));
-    for (std::string line; std::getline(lines, line) && line != "end";) {
-      if (line.rfind("call ", 0) == 0) calls.emplace_back();
-      else if (!calls.empty()) calls.back().push_back(line);
-    }
-    ASSERT_EQ(calls.size(), 3u);
-    auto count = [](const std::vector<std::string>& call, const std::string& prefix) {
-      return std::count_if(call.begin(), call.end(), [&](const std::string& l) { return l.rfind(prefix, 0) == 0; });
-    };
-    for (size_t i = 0; i < calls.size(); ++i) {
-      SCOPED_TRACE(fmt::format("call {}: {}", i, fmt::join(calls[i], "; ")));
-      // The device's primary context, retained once; never a context of Halide's own.
-      EXPECT_EQ(count(calls[i], "cuDevicePrimaryCtxRetain device=1"), i == 0 ? 1 : 0);
-      EXPECT_EQ(count(calls[i], "cuCtxCreate"), 0);
-      EXPECT_EQ(count(calls[i], "cuCtxPushCurrent_v2"), count(calls[i], "cuCtxPushCurrent_v2 0xc0001"));
-      // The PTX loaded once (per process and device).
-      EXPECT_EQ(count(calls[i], "cuModuleLoadData"), i == 0 ? 1 : 0);
-      // Launched on cuda:1, on the call's stream.
-      EXPECT_GE(count(calls[i], "cuLaunchKernel"), 1);
-      EXPECT_EQ(count(calls[i], "cuLaunchKernel"), count(calls[i], "cuLaunchKernel device=1 stream=0x5eed"));
-      // After the first call: no allocation, no synchronisation. The kernels'
-      // host-computed frequency tables are still copied to the device per
-      // call (cuMemcpyHtoDAsync on the call's stream; lowering/'s to move on
-      // the device): counted, not yet required to be 0.
-      if (i == 0) continue;
-      EXPECT_EQ(count(calls[i], "cuMemAlloc"), 0);
-      EXPECT_EQ(count(calls[i], "cuCtxSynchronize") + count(calls[i], "cuStreamSynchronize"), 0);
-      EXPECT_EQ(count(calls[i], "cuMemcpyHtoDAsync_v2"), count(calls[i], "cuMemcpyHtoD"));  // all on the stream
-      std::cout << fmt::format("[ STUB     ] call {}: {} host-to-device copies (the kernels' frequency tables)\n", i,
-                               count(calls[i], "cuMemcpyHtoD"));
-    }
-  }
+  // The same call with a stub driver: this spec computes its frequency
+  // table on the host, copied to the device at every call.
+  const auto manifest = nlohmann::json::parse(test::read_text(lib + "/manifest.json"));
+  EXPECT_EQ(manifest["entry_points"][1]["name"], "aot_b_qk");
+  EXPECT_EQ(manifest["entry_points"][1]["cuda_graph_capturable"], false);
+  EXPECT_THAT(test::read_text(lib + "/aot_b.h"), HasSubstr("those calls cannot be\n *           captured in a CUDA graph"));
+  check_stub_cuda_calls(stub_cuda_calls(exe, path("stub"), DType::BF16, s), /*capturable=*/false);
   s.device_type = 7;
   EXPECT_EQ(run_driver(exe, path("vulkan"), DType::BF16, s),
             "rc=2\nunsupported: aot_b: q is on vulkan:0 but libaot_b.a has no vulkan target; rebuild it with rope-gen "
@@ -785,7 +803,6 @@ TEST_F(AotBuild, CudaLibraryCallsAndPtx) {
       modules.push_back(ptx);
     }
   ASSERT_EQ(modules.size(), 4u);  // q, qk and their backward
-  const auto manifest = nlohmann::json::parse(test::read_text(lib + "/manifest.json"));
   EXPECT_EQ(manifest["devices"], nlohmann::json::parse(R"(["cpu", "cuda"])"));
   EXPECT_THAT(test::read_text(lib + "/aot_b.h"), HasSubstr("&ropegen_cuda_api, NULL /* cuda, vulkan */"));
   if (!fs::exists(kPtxas)) GTEST_SKIP() << "ptxas not found (" << kPtxas << "): the PTX was extracted but not assembled";
@@ -796,6 +813,25 @@ TEST_F(AotBuild, CudaLibraryCallsAndPtx) {
       const auto r = run_command(fmt::format("{} -arch={} {} -o {}.cubin", kPtxas, arch, ptx, ptx));
       EXPECT_EQ(r.exit_code, 0) << arch << ": " << r.err;
     }
+}
+
+// Frequency scheme table: the kernels compute nothing on the host, so after
+// the first call a CUDA call launches kernels and nothing else (what a CUDA
+// graph can capture), as the manifest says; seen with the stub driver.
+TEST_F(AotBuild, CudaTableLibraryOnlyLaunchesAfterTheFirstCall) {
+  const char* text = "name: aot_tc\nhead_dim: 16\nlayout: thd\ndtype: bf16\npositions: explicit\nfrequency: {scheme: table}\n";
+  const std::string lib = path("lib");
+  build_library(write_spec(text), "x86-64-linux,cuda", lib);
+  const auto manifest = nlohmann::json::parse(test::read_text(lib + "/manifest.json"));
+  for (const auto& e : manifest["entry_points"]) EXPECT_EQ(e["cuda_graph_capturable"], true) << e["name"];
+  EXPECT_THAT(test::read_text(lib + "/aot_tc.h"), HasSubstr("Later calls launch kernels and nothing\n"));
+  const std::string exe = compile_driver(lib, "aot_tc", path("driver"));
+  Scenario s;
+  s.q = make_tensor(DType::BF16, {6, 2, 16}, {32, 16, 1}, 0.3);
+  s.k = make_tensor(DType::BF16, {6, 1, 16}, {16, 16, 1}, 0.8);
+  s.positions_shape = {6}, s.positions = {0, 5, 9, 1, 2, 3};
+  s.cos_sin_cache = ref::Tensor{{10, 16}, std::vector<double>(160, 0.5)};
+  check_stub_cuda_calls(stub_cuda_calls(exe, path("stub"), DType::BF16, s), /*capturable=*/true);
 }
 
 TEST_F(AotBuild, TargetErrorsExitTwoAndLeaveNothing) {
