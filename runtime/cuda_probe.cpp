@@ -1,20 +1,13 @@
 // CUDA through the driver API alone (libcuda.so.1, no toolkit needed).
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <fmt/format.h>
 
+#include "runtime/cuda_driver.h"
 #include "runtime/gpu_probes.h"
 
 namespace ropegen::runtime {
 namespace {
 
-// The few driver API entry points used, by their documented C signatures.
-using CuInit = int (*)(unsigned);
-using CuDeviceGetCount = int (*)(int*);
-using CuDeviceGet = int (*)(int*, int);
-using CuDeviceGetAttribute = int (*)(int*, int, int);
-using CuDeviceGetName = int (*)(char*, int, int);
 constexpr int kAttributeCapabilityMajor = 75, kAttributeCapabilityMinor = 76;
 
 // The highest capability Halide 21 can target that the device runs.
@@ -33,20 +26,13 @@ Halide::Target::Feature capability_feature(int version) {
 }  // namespace
 
 ProbeResult probe_cuda() {
-  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!lib) lib = dlopen("libcuda.so", RTLD_NOW | RTLD_LOCAL);
-  if (!lib) return std::string("the CUDA driver library libcuda.so.1 cannot be loaded (no NVIDIA driver installed)");
-  auto init = reinterpret_cast<CuInit>(dlsym(lib, "cuInit"));
-  auto count_fn = reinterpret_cast<CuDeviceGetCount>(dlsym(lib, "cuDeviceGetCount"));
-  auto get = reinterpret_cast<CuDeviceGet>(dlsym(lib, "cuDeviceGet"));
-  auto attribute = reinterpret_cast<CuDeviceGetAttribute>(dlsym(lib, "cuDeviceGetAttribute"));
-  auto name_fn = reinterpret_cast<CuDeviceGetName>(dlsym(lib, "cuDeviceGetName"));
-  if (!init || !count_fn || !get || !attribute || !name_fn)
-    return std::string("libcuda.so.1 lacks the CUDA driver API (cuInit etc.)");
-  if (const int e = init(0); e != 0)
+  const auto& loaded = cuda_driver();
+  if (const auto* why = std::get_if<std::string>(&loaded)) return *why;
+  const CudaDriver& cu = std::get<CudaDriver>(loaded);
+  if (const int e = cu.init(0); e != 0)
     return fmt::format("the CUDA driver failed to initialise (CUresult {}; is a GPU visible to this process?)", e);
   int count = 0;
-  if (count_fn(&count) != 0 || count == 0) return std::string("the CUDA driver reports no CUDA device");
+  if (cu.device_count(&count) != 0 || count == 0) return std::string("the CUDA driver reports no CUDA device");
   // Halide picks one of the devices at run time: the oldest capability
   // among them is safe for every pick.
   int lowest = 1000;
@@ -54,10 +40,10 @@ ProbeResult probe_cuda() {
   for (int i = 0; i < count; ++i) {
     int dev = 0, major = 0, minor = 0;
     char name[256] = {};
-    if (get(&dev, i) != 0 || attribute(&major, kAttributeCapabilityMajor, dev) != 0 ||
-        attribute(&minor, kAttributeCapabilityMinor, dev) != 0)
+    if (cu.device_get(&dev, i) != 0 || cu.attribute(&major, kAttributeCapabilityMajor, dev) != 0 ||
+        cu.attribute(&minor, kAttributeCapabilityMinor, dev) != 0)
       continue;
-    name_fn(name, sizeof(name) - 1, dev);
+    cu.name(name, sizeof(name) - 1, dev);
     lowest = std::min(lowest, major * 10 + minor);
     names += fmt::format("{}{} (sm_{}{})", names.empty() ? "" : ", ", name, major, minor);
   }

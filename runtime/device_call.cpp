@@ -10,6 +10,7 @@
 
 #include "call/contract.h"
 #include "call/parts.h"
+#include "runtime/cuda_context.h"
 
 namespace ropegen::runtime {
 namespace {
@@ -148,10 +149,10 @@ class PartRun {
     // Device memory is freed before any other handle to a staged buffer
     // exists: Halide's buffers share device allocations by reference count.
     for (Halide::Buffer<> b : {a.q, a.k, a.v, a.positions, a.saved_q, a.saved_k})
-      if (b.defined()) b.device_free();
+      if (b.defined()) b.device_free(pipelines.context);
     for (Copy& c : copies) {
-      check(c.staged.copy_to_host(), "a result");
-      c.staged.device_free();
+      check(c.staged.copy_to_host(pipelines.context), "a result");
+      c.staged.device_free(pipelines.context);
       c.view.copy_from(c.shift ? c.staged.translated(0, c.shift) : c.staged);
     }
     if (a.d_freqs.defined()) {
@@ -297,6 +298,7 @@ Halide::Buffer<> staged_cu_seqlens(const Halide::Buffer<>& cu, int64_t multiple)
 }  // namespace
 
 void prepare_device_runtime(const Halide::Target& target) {
+  if (target.has_feature(Halide::Target::CUDA)) find_libcuda_so_1();
   if (!target.has_feature(Halide::Target::Vulkan)) return;
   // pool : min block (MiB) : max block : max blocks : size multiple; 0 = no limit.
   // Only if unset (overwrite = 0): a value of the user's, empty included, is their opt-out (device_call.h).
@@ -337,13 +339,13 @@ void run_on_device(const RopeSpec& spec, const lowering::KernelVariant& variant,
   }
   for (Halide::Buffer<> b : {whole.cu_seqlens, whole.table, whole.freqs, whole.cos_sin_cache, whole.kv_indices,
                              whole.kv_indptr, whole.batch_indices, whole.slot_mapping, whole.cache_positions})
-    if (b.defined()) b.device_free();
-  for (auto [staged, caller] : {std::pair{whole.k_cache, call.k_cache}, std::pair{whole.v_cache, call.v_cache}}) {
-    if (!staged.defined()) continue;
-    check(staged.copy_to_host(), "a KV cache");
-    staged.device_free();
+    if (b.defined()) b.device_free(pipelines.context);
+  for (auto [copy, caller] : {std::pair{whole.k_cache, call.k_cache}, std::pair{whole.v_cache, call.v_cache}}) {
+    if (!copy.defined()) continue;
+    check(copy.copy_to_host(pipelines.context), "a KV cache");
+    copy.device_free(pipelines.context);
     Halide::Buffer<> view = caller;
-    view.copy_from(staged);
+    view.copy_from(copy);
   }
 }
 

@@ -44,9 +44,14 @@ using DevicePart = PipelineArguments;
 struct DevicePipelines {
   std::function<void(const PipelineArguments&)> rope;          // realizes out_q (, out_k)
   std::function<void(const PipelineCopy&)> pass;   // realizes pass_out; empty without partial rotary
+  // What the staging's own calls into Halide's runtime (copies back, frees)
+  // are given, as the pipelines: CUDA's context and stream
+  // (runtime/cuda_context.h); null for Vulkan.
+  Halide::JITUserContext* context = nullptr;
 };
 
-// Once per process, before Halide's GPU runtime first runs. Halide 21's
+// Once per process, before Halide's GPU runtime first runs. CUDA: Halide
+// finds libcuda.so.1 (runtime/cuda_context.h: find_libcuda_so_1). Vulkan: Halide 21's
 // Vulkan allocator sizes regions inconsistently unless every size rounds to
 // a multiple at least the device's alignment: device copies then overrun
 // their regions (on lavapipe, whose device memory is the host heap: heap

@@ -1,9 +1,11 @@
 #include "jit_kernel.h"
 
+#include <optional>
 #include <stdexcept>
 
 #include "call/contract.h"
 #include "call/parts.h"
+#include "runtime/cuda_context.h"
 #include "runtime/device_call.h"
 #include "runtime/fork_guard.h"
 #include "runtime/halide_messages.h"
@@ -33,27 +35,32 @@ JitKernel::JitKernel(const RopeSpec& spec, const lowering::KernelVariant& varian
 void JitKernel::run(const call::PreparedCall& call) {
   if (call.on_device()) throw KernelFailure(device_mismatch(call, target_.to_string() + " from host memory"));
   try {
-    call::run_in_parts(call, nullptr, [this](const call::PartViews& part) { run_part(part); });
+    // CUDA: in device 0's primary context, on the legacy default stream (runtime/cuda_context.h).
+    std::optional<CudaCallContext> cuda;
+    if (target_.has_feature(Halide::Target::CUDA)) cuda.emplace(primary_context(0), nullptr);
+    Halide::JITUserContext* context = cuda ? &*cuda : nullptr;
+    call::run_in_parts(call, nullptr, [&](const call::PartViews& part) { run_part(part, context); });
   } catch (const Halide::RuntimeError& e) {
     throw KernelFailure(e.what());
   }
 }
 
-void JitKernel::run_part(const call::PartViews& part) {
+void JitKernel::run_part(const call::PartViews& part, Halide::JITUserContext* context) {
   if (target_.has_gpu_feature()) {
     // Staged through dense device buffers (runtime/device_call.h).
     const Result<DeviceInfo> device = probe_device(target_);
     if (!device) throw DeviceError(format(device.errors()));
     run_on_device(spec_, algorithm_->variant, wrap(part), *device,
-                  {[this](const PipelineArguments& a) { realize(a); }, [this](const PipelineCopy& c) { realize(c); }});
+                  {[&](const PipelineArguments& a) { realize(a, context); },
+                   [&](const PipelineCopy& c) { realize(c, context); }, context});
     return;
   }
   const call::BoundPart bound = call::bind_part(contract_, algorithm_->variant, part);
-  realize(wrap(bound.rope));
-  for (const call::PassThroughArguments& copy : bound.pass_through) realize(wrap(copy));
+  realize(wrap(bound.rope), context);
+  for (const call::PassThroughArguments& copy : bound.pass_through) realize(wrap(copy), context);
 }
 
-void JitKernel::realize(const PipelineArguments& args) {
+void JitKernel::realize(const PipelineArguments& args, Halide::JITUserContext* context) {
   lowering::RopeAlgorithm& a = *algorithm_;
   a.q.input.set(args.q);
   if (a.k.input.defined()) a.k.input.set(args.k);
@@ -73,12 +80,12 @@ void JitKernel::realize(const PipelineArguments& args) {
   a.seq_len.set(args.seq_len);
   a.k_scale.set(args.k_scale);
   a.v_scale.set(args.v_scale);
-  pipeline_.realize(Halide::Realization(args.outputs()), target_);
+  pipeline_.realize(context, Halide::Realization(args.outputs()), target_);
 }
 
-void JitKernel::realize(const PipelineCopy& copy) {
+void JitKernel::realize(const PipelineCopy& copy, Halide::JITUserContext* context) {
   pass_through_->input.set(copy.in);
-  pass_through_pipeline_.realize(Halide::Realization({copy.out}), target_);
+  pass_through_pipeline_.realize(context, Halide::Realization({copy.out}), target_);
 }
 
 }  // namespace ropegen::runtime

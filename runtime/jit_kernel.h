@@ -22,9 +22,9 @@ class JitKernel : public CompiledKernel {
   const RopeSpec& spec() const { return spec_; }
 
  private:
-  void run_part(const call::PartViews& part);
-  void realize(const PipelineArguments& args);
-  void realize(const PipelineCopy& copy);
+  void run_part(const call::PartViews& part, Halide::JITUserContext* context);
+  void realize(const PipelineArguments& args, Halide::JITUserContext* context);
+  void realize(const PipelineCopy& copy, Halide::JITUserContext* context);
 
   RopeSpec spec_;
   ropegen_contract contract_;  // spec_'s
