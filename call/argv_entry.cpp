@@ -1,5 +1,7 @@
 #include "call/argv_entry.h"
 
+#include <string_view>
+
 #include <fmt/format.h>
 
 namespace ropegen::call {
@@ -17,16 +19,21 @@ int invoke(const ArgvEntry& f, ArgumentOf argument_of) {
 void* raw(RawBuffer& b) { return b.defined() ? b.get() : nullptr; }
 
 // One part: the rope entry, then the pass-through copies. Returns Halide's
-// error code (0: success) and the entry that failed.
-int run_part(const ArgvEntry& rope, const ArgvEntry* pass_through, BoundPart& part, const ArgvEntry** failed) {
+// error code (0: success) and the entry that failed. An entry's
+// __user_context argument, like its scalars, is the address of the value.
+int run_part(const ArgvEntry& rope, const ArgvEntry* pass_through, BoundPart& part, void* user_context,
+             const ArgvEntry** failed) {
   int code = invoke(rope, [&](const ArgumentSource& s) -> void* {
+    if (s.user_context) return &user_context;
     if (s.rope_scalar) return &(part.rope.*s.rope_scalar);
     if (s.rope_float) return &(part.rope.*s.rope_float);
     return raw(part.rope.*s.rope_buffer);
   });
   if (code != 0) return *failed = &rope, code;
   for (PassThroughArguments& copy : part.pass_through) {
-    code = invoke(*pass_through, [&](const ArgumentSource& s) -> void* { return raw(copy.*s.copy_buffer); });
+    code = invoke(*pass_through, [&](const ArgumentSource& s) -> void* {
+      return s.user_context ? &user_context : raw(copy.*s.copy_buffer);
+    });
     if (code != 0) return *failed = pass_through, code;
   }
   return 0;
@@ -44,6 +51,13 @@ Result<ArgvEntry> resolve_entry(const std::string& where, const std::string& nam
   f.name = name, f.argv = argv;
   for (int i = 0; i < md->num_arguments; ++i) {
     const halide_filter_argument_t& a = md->arguments[i];
+    if (a.name && std::string_view(a.name) == "__user_context" && a.kind == halide_argument_kind_input_scalar &&
+        a.type.code == halide_type_handle) {
+      ArgumentSource context;
+      context.user_context = true;
+      f.sources.push_back(context);
+      continue;
+    }
     const std::optional<ArgumentSource> source = pass_through ? pass_through_argument(a.name ? a.name : "")
                                                               : rope_argument(a.name ? a.name : "");
     const bool scalar = a.kind == halide_argument_kind_input_scalar;
@@ -58,12 +72,19 @@ Result<ArgvEntry> resolve_entry(const std::string& where, const std::string& nam
 
 int run_prepared(const ropegen_contract& kernel_contract, const PreparedCall& call,
                  const halide_device_interface_t* device_interface, const ArgvEntry& rope,
-                 const ArgvEntry* pass_through, const ArgvEntry** failed) {
+                 const ArgvEntry* pass_through, const ArgvEntry** failed, DeviceLaunch* launch) {
   int code = 0;
+  void* user_context = launch ? launch->user_context() : nullptr;
   run_in_parts(call, device_interface, [&](const PartViews& views) {
     if (code != 0) return;
     BoundPart bound = bind_part(kernel_contract, call.variant, views);
-    code = run_part(rope, pass_through, bound, failed);
+    if (launch && !launch->prepare(bound)) {
+      launch->release();
+      code = -1, *failed = nullptr;
+      return;
+    }
+    code = run_part(rope, pass_through, bound, user_context, failed);
+    if (launch) launch->release();
   });
   return code;
 }

@@ -23,12 +23,28 @@ struct ArgvEntry {
 Result<ArgvEntry> resolve_entry(const std::string& where, const std::string& name, ArgvFunction argv,
                                 const halide_filter_metadata_t* metadata, bool pass_through);
 
+// What a device call's launches through an AOT library's GPU entries need
+// beyond their views (call/library_run.cpp).
+class DeviceLaunch {
+ public:
+  virtual ~DeviceLaunch() = default;
+  // What the entries get as __user_context (Target::UserContext).
+  virtual void* user_context() = 0;
+  // Before a part is launched, on its bound views: checks, and on Vulkan
+  // device handles of the entries' runtime in place of addresses. false
+  // stops the call (the launch keeps why).
+  virtual bool prepare(BoundPart& part) = 0;
+  // After the part's launch (or a failed prepare): what prepare made, released.
+  virtual void release() = 0;
+};
+
 // Every part of a prepared call through its entries (kernel_contract as
 // bind_part takes it; device_interface as run_in_parts takes it: the
-// entries' runtime's for a device call). Returns the first nonzero Halide
-// error code.
+// entries' runtime's for a device call; `launch` for an AOT library's GPU
+// entries). Returns the first nonzero Halide error code, or -1 when
+// launch->prepare refused a part (nothing of it ran).
 int run_prepared(const ropegen_contract& kernel_contract, const PreparedCall& call,
                  const halide_device_interface_t* device_interface, const ArgvEntry& rope,
-                 const ArgvEntry* pass_through, const ArgvEntry** failed);
+                 const ArgvEntry* pass_through, const ArgvEntry** failed, DeviceLaunch* launch = nullptr);
 
 }  // namespace ropegen::call

@@ -4,11 +4,15 @@
 #include <cstdio>
 #include <cstring>
 #include <new>
+#include <optional>
+#include <string_view>
 
 #include <fmt/format.h>
 
 #include "call/argv_entry.h"
+#include "call/fixed_vector.h"
 #include "call/contract.h"
+#include "call/device_context.h"
 #include "call/prepare_call.h"
 #include "ropegen/ropegen_c.h"
 
@@ -26,52 +30,170 @@ std::string lines(const std::vector<Diagnostic>& errors) {
   return out;
 }
 
-const ropegen_entry* find_entry(const ropegen_library& lib, const KernelVariant& v) {
+bool runs_on(const ropegen_entry& e, DeviceType device) {
+  // 0: a CPU entry of a header written before entries named their device.
+  return e.device_type == static_cast<int32_t>(device) || (e.device_type == 0 && device == DeviceType::CPU);
+}
+
+const ropegen_entry* find_entry(const ropegen_library& lib, const KernelVariant& v, DeviceType device) {
   for (int32_t i = 0; i < lib.num_entries; ++i) {
     const ropegen_entry& e = lib.entries[i];
-    if (!e.pass_through && (e.with_k != 0) == v.with_k && (e.backward != 0) == v.backward && (e.with_v != 0) == v.with_v &&
+    if (runs_on(e, device) && !e.pass_through && (e.with_k != 0) == v.with_k && (e.backward != 0) == v.backward &&
+        (e.with_v != 0) == v.with_v &&
         (!lib.contract.explicit_positions || (e.int64_positions != 0) == (v.position_type == IdType::Int64)))
       return &e;
   }
   return nullptr;
 }
 
-const ropegen_entry* find_pass_through(const ropegen_library& lib) {
+const ropegen_entry* find_pass_through(const ropegen_library& lib, DeviceType device) {
   for (int32_t i = 0; i < lib.num_entries; ++i)
-    if (lib.entries[i].pass_through) return &lib.entries[i];
+    if (lib.entries[i].pass_through && runs_on(lib.entries[i], device)) return &lib.entries[i];
   return nullptr;
 }
+
+// Whether a kernel takes seq_len (dynamic NTK, LongRoPE per call, xPos).
+bool reads_seq_len(const ArgvEntry& f) {
+  for (const ArgumentSource& s : f.sources)
+    if (s.rope_scalar == &RopeArguments::seq_len) return true;
+  return false;
+}
+
+// The library's support for a GPU API: nullptr when it was built without.
+const ropegen_device_api* device_api(const ropegen_library& lib, DeviceType device) {
+  if (device == DeviceType::CUDA) return lib.cuda;
+  if (device == DeviceType::Vulkan) return lib.vulkan;
+  return nullptr;
+}
+
+// Every buffer of a bound device part with the name a diagnostic gives it
+// (the call's argument names; rope outputs are their rotary dims).
+template <typename F>
+void for_each_view(BoundPart& part, const ropegen_contract& contract, F f) {
+  static const char* const kArguments[] = {"q",          "k",         "v",             "positions",    "cu_seqlens",
+                                           "table",      "freqs",     "cos_sin_cache", "saved_q",      "saved_k",
+                                           "out_q",      "out_k",     "k_cache",       "v_cache",      "d_freqs",
+                                           "kv_indices", "kv_indptr", "batch_indices", "slot_mapping", "cache_positions"};
+  const bool rope = is_rope(contract);
+  for (const char* argument : kArguments) {
+    RawBuffer& view = part.rope.*(rope_argument(argument)->rope_buffer);
+    if (!view.defined()) continue;
+    const std::string_view a = argument;
+    if (a == "q") f(view, input_name(contract));
+    else if (a == "out_q") f(view, rope ? "out_q (its rotary dims)" : output_name(contract));
+    else if (a == "out_k") f(view, "out_k (its rotary dims)");
+    else f(view, argument);
+  }
+  for (PassThroughArguments& copy : part.pass_through) {
+    f(copy.in, input_name(contract));
+    f(copy.out, output_name(contract));
+  }
+}
+
+// A device call's launches through the library's GPU entries: the call's
+// device and stream as their user_context (call/device_context.h), and per
+// part: CUDA, the 16-byte alignment the schedule's vectors need; Vulkan,
+// each view's address turned into a handle of the library's runtime
+// (ropegen_device_api.bind_view), released after the launch.
+class LibraryLaunch : public DeviceLaunch {
+ public:
+  LibraryLaunch(const ropegen_device_api& api, const ropegen_contract& contract, const PreparedCall& call,
+                ropegen_message* message)
+      : api_(api), contract_(contract), message_(message) {
+    context_.device_type = static_cast<int32_t>(call.device.type), context_.device_id = call.device.id;
+    context_.stream = call.stream;
+  }
+  void* user_context() override { return &context_; }
+  bool prepare(BoundPart& part) override {
+    if (api_.device_type == ROPEGEN_DEVICE_CUDA) return check_cuda_alignment(part);
+    for_each_view(part, contract_, [&](RawBuffer& view, const char* name) {
+      if (status != ROPEGEN_OK) return;
+      status = api_.bind_view(view.get(), name, message_);
+      if (status == ROPEGEN_OK) bound_.push_back(view.get());
+    });
+    return status == ROPEGEN_OK;
+  }
+  void release() override {
+    for (halide_buffer_t* view : bound_) api_.release_view(view);
+    bound_ = {};
+  }
+
+  int status = ROPEGEN_OK;  // why a part was refused
+
+ private:
+  // The schedule moves q, k and the rotary parts of out_q and out_k in
+  // 16-byte vectors (targets/gpu_schedule.cpp) from their first elements: a
+  // misaligned address would be a fault that ruins the caller's context.
+  bool check_cuda_alignment(const BoundPart& part) {
+    if (!is_rope(contract_)) return true;  // the other encodings' kernels are scalar
+    const std::pair<const RawBuffer*, const char*> vectors[] = {{&part.rope.q, "q"},
+                                                                {&part.rope.k, "k"},
+                                                                {&part.rope.out_q, "out_q (its rotary dims)"},
+                                                                {&part.rope.out_k, "out_k (its rotary dims)"}};
+    for (auto [view, name] : vectors)
+      if (view->defined() && view->address() % 16 != 0) {
+        status = fail(message_, ROPEGEN_ERROR_INVALID_ARGUMENT,
+                      fmt::format("{} starts at {:#x}: CUDA kernels move q, k and the rotary dims of out_q and out_k "
+                                  "in 16-byte vectors, so each must start at a 16-byte aligned address",
+                                  name, view->address()));
+        return false;
+      }
+    return true;
+  }
+
+  const ropegen_device_api& api_;
+  ropegen_contract contract_;
+  ropegen_message* message_;
+  DeviceContext context_;
+  FixedVector<halide_buffer_t*, 32> bound_;
+};
 
 int run(const ropegen_library& lib, const ropegen_call& c, ropegen_message* message) {
   const Result<Call> call = Call::from_c(c);
   if (!call) return fail(message, ROPEGEN_ERROR_INVALID_ARGUMENT, lines(call.errors()));
   const Result<PreparedCall> prepared = prepare_call(lib.contract, *call);
   if (!prepared) return fail(message, ROPEGEN_ERROR_INVALID_ARGUMENT, lines(prepared.errors()));
-  // Its kernels run on the host: the library's runtime has no device interface.
-  if (prepared->on_device())
-    return fail(message, ROPEGEN_ERROR_UNSUPPORTED,
-                fmt::format("{}: {} is on {}:{} but this library runs host (cpu) tensors", lib.name,
-                            input_name(lib.contract), to_string(prepared->device.type), prepared->device.id));
+  // A device call runs on the library's kernels for that device, through its
+  // own Halide runtime, once the device is ready (ropegen_device_api).
+  const Device device = prepared->device;
+  const ropegen_device_api* api = device_api(lib, device.type);
+  if (prepared->on_device()) {
+    if (!api)
+      return fail(message, ROPEGEN_ERROR_UNSUPPORTED,
+                  fmt::format("{0}: {1} is on {2}:{3} but lib{0}.a has no {2} target; rebuild it with rope-gen build "
+                              "--targets host,{2}",
+                              lib.name, input_name(lib.contract), to_string(device.type), device.id));
+    if (const int status = api->ready(device.id, message); status != ROPEGEN_OK) return status;
+  }
   const KernelVariant& v = prepared->variant;
-  const ropegen_entry* entry = find_entry(lib, v);
-  const ropegen_entry* copy = has_pass_through(lib.contract) ? find_pass_through(lib) : nullptr;
+  const ropegen_entry* entry = find_entry(lib, v, device.type);
+  const ropegen_entry* copy = has_pass_through(lib.contract) ? find_pass_through(lib, device.type) : nullptr;
   if (!entry || (has_pass_through(lib.contract) && !copy))
     return fail(message, ROPEGEN_ERROR_UNSUPPORTED,
-                fmt::format("{} has no entry point for this call ({}{}{}{})", lib.name, v.with_k ? "q and k" : "q alone",
+                fmt::format("{} has no entry point for this call ({}{}{}{}, {})", lib.name, v.with_k ? "q and k" : "q alone",
                             v.with_v ? ", v" : "", v.backward ? ", backward" : "",
-                            v.position_type == IdType::Int64 ? ", int64 ids" : ""));
+                            v.position_type == IdType::Int64 ? ", int64 ids" : "", to_string(device.type)));
   const std::string where = fmt::format("lib{}.a", lib.name);
   Result<ArgvEntry> rope = resolve_entry(where, "rope", entry->argv, entry->metadata ? entry->metadata() : nullptr, false);
   if (!rope) return fail(message, ROPEGEN_ERROR_UNSUPPORTED, lines(rope.errors()));
+  if (!prepared->seq_len_known && reads_seq_len(*rope))
+    return fail(message, ROPEGEN_ERROR_INVALID_ARGUMENT,
+                fmt::format("seq_len: {}'s frequencies depend on the sequence length, which a call cannot derive from "
+                            "positions on {}:{}: pass seq_len (as Hugging Face: the largest position + 1)",
+                            lib.name, to_string(device.type), device.id));
   std::optional<ArgvEntry> pass;
   if (copy) {
     Result<ArgvEntry> r = resolve_entry(where, "pass_through", copy->argv, copy->metadata ? copy->metadata() : nullptr, true);
     if (!r) return fail(message, ROPEGEN_ERROR_UNSUPPORTED, lines(r.errors()));
     pass = std::move(r).value();
   }
+  const ropegen_contract kc = kernel_contract(lib.contract, v);
+  std::optional<LibraryLaunch> launch;
+  if (api) launch.emplace(*api, kc, *prepared, message);
   const ArgvEntry* failed = nullptr;
-  const int code = run_prepared(kernel_contract(lib.contract, v), *prepared, nullptr, *rope, pass ? &*pass : nullptr,
-                                &failed);
+  const int code = run_prepared(kc, *prepared, api ? api->interface() : nullptr, *rope, pass ? &*pass : nullptr, &failed,
+                                launch ? &*launch : nullptr);
+  if (launch && launch->status != ROPEGEN_OK) return launch->status;  // refused before a launch, message written
   if (code != 0)
     return fail(message, ROPEGEN_ERROR_KERNEL,
                 fmt::format("{}: a kernel ({}) failed with Halide error {} (Halide's runtime printed why)", lib.name,
@@ -82,6 +204,75 @@ int run(const ropegen_library& lib, const ropegen_call& c, ropegen_message* mess
 
 }  // namespace
 }  // namespace ropegen::call
+
+namespace ropegen::call {
+namespace {
+
+// The library's Vulkan memory functions for `device`, or why not.
+const ropegen_device_api* memory_api(const ropegen_library* lib, ropegen_device device, ropegen_message* message,
+                                     int* status) {
+  *status = ROPEGEN_OK;
+  if (!lib) return *status = fail(message, ROPEGEN_ERROR_INVALID_ARGUMENT, "library must not be NULL"), nullptr;
+  if (device.device_type == ROPEGEN_DEVICE_VULKAN && lib->vulkan && lib->vulkan->alloc) return lib->vulkan;
+  *status = fail(message, ROPEGEN_ERROR_UNSUPPORTED,
+                 device.device_type == ROPEGEN_DEVICE_VULKAN
+                     ? fmt::format("lib{0}.a has no vulkan target; rebuild it with rope-gen build --targets host,vulkan",
+                                   lib->name)
+                     : fmt::format("lib{}.a allocates Vulkan memory only: CUDA tensors are your own device memory "
+                                   "(cudaMalloc, PyTorch), host tensors your host memory",
+                                   lib->name));
+  return nullptr;
+}
+
+template <typename F>
+int guarded(ropegen_message* message, F f) {
+  try {
+    return f();
+  } catch (const std::bad_alloc&) {
+    return fail(message, ROPEGEN_ERROR_OUT_OF_MEMORY, "out of memory");
+  }
+}
+
+}  // namespace
+}  // namespace ropegen::call
+
+extern "C" int ropegen_library_device_alloc(const ropegen_library* library, ropegen_device device, size_t bytes,
+                                            void** data, ropegen_message* message) {
+  using namespace ropegen::call;
+  if (!data) return fail(message, ROPEGEN_ERROR_INVALID_ARGUMENT, "data must not be NULL");
+  *data = nullptr;
+  int status;
+  const ropegen_device_api* api = memory_api(library, device, message, &status);
+  if (!api) return status;
+  if ((status = api->ready(device.device_id, message)) != ROPEGEN_OK) return status;
+  return guarded(message, [&] { return api->alloc(bytes, data, message); });
+}
+
+extern "C" int ropegen_library_device_free(const ropegen_library* library, void* data, ropegen_message* message) {
+  using namespace ropegen::call;
+  int status;
+  const ropegen_device_api* api = memory_api(library, {ROPEGEN_DEVICE_VULKAN, 0}, message, &status);
+  if (!api) return status;
+  return data ? guarded(message, [&] { return api->free(data, message); }) : ROPEGEN_OK;
+}
+
+extern "C" int ropegen_library_copy_to_device(const ropegen_library* library, void* data, const void* host,
+                                              size_t bytes, ropegen_message* message) {
+  using namespace ropegen::call;
+  int status;
+  const ropegen_device_api* api = memory_api(library, {ROPEGEN_DEVICE_VULKAN, 0}, message, &status);
+  if (!api) return status;
+  return guarded(message, [&] { return api->copy(data, const_cast<void*>(host), bytes, 1, message); });
+}
+
+extern "C" int ropegen_library_copy_to_host(const ropegen_library* library, void* host, const void* data, size_t bytes,
+                                            ropegen_message* message) {
+  using namespace ropegen::call;
+  int status;
+  const ropegen_device_api* api = memory_api(library, {ROPEGEN_DEVICE_VULKAN, 0}, message, &status);
+  if (!api) return status;
+  return guarded(message, [&] { return api->copy(const_cast<void*>(data), host, bytes, 0, message); });
+}
 
 extern "C" int ropegen_library_run(const ropegen_library* library, const ropegen_call* call, ropegen_message* message) {
   if (!library || !call)

@@ -126,6 +126,7 @@ struct ArgumentSource {
   int64_t RopeArguments::*rope_scalar = nullptr;       // int64 scalars
   float RopeArguments::*rope_float = nullptr;          // float32 scalars
   RawBuffer PassThroughArguments::*copy_buffer = nullptr;
+  bool user_context = false;  // Halide's __user_context (GPU entries of AOT libraries: call/device_context.h)
 };
 std::optional<ArgumentSource> rope_argument(std::string_view name);
 std::optional<ArgumentSource> pass_through_argument(std::string_view name);

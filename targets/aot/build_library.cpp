@@ -35,15 +35,32 @@ std::optional<Diagnostic> write_text(const fs::path& path, const std::string& te
   return std::nullopt;
 }
 
-// Compiles one entry point for every target into objects/ (the dispatcher
-// and one object per target) and its Halide header into dir; returns the
-// arguments Halide gave the function.
-CompiledEntry compile_entry_for_targets(const RopeSpec& spec, const EntryPoint& entry,
-                                        const std::vector<AotTarget>& targets, const fs::path& dir,
-                                        const fs::path& objects) {
+// Whether a GPU pipeline allocates device buffers of its own (stages it
+// computes on the host and copies over at every call), read from its
+// lowered code: its calls of the runtime's device allocators.
+bool has_device_buffers_of_its_own(const Halide::Module& module) {
+  struct Finder : Halide::Internal::IRVisitor {
+    using IRVisitor::visit;
+    void visit(const Halide::Internal::Call* call) override {
+      found = found || call->name == "halide_device_malloc" || call->name == "halide_device_and_host_malloc";
+      IRVisitor::visit(call);
+    }
+    bool found = false;
+  } finder;
+  for (const Halide::Internal::LoweredFunc& f : module.functions()) f.body.accept(&finder);
+  return finder.found;
+}
+
+// Compiles one entry point for every CPU target into objects/ (the
+// dispatcher and one object per target) and its Halide header into dir,
+// then for each GPU target into objects/<name>_<suffix>.o (its PTX or
+// SPIR-V embedded by Halide); returns the arguments Halide gave the CPU
+// function.
+CompiledEntry compile_entry_for_targets(const RopeSpec& spec, const EntryPoint& entry, const AotTargets& targets,
+                                        const fs::path& dir, const fs::path& objects) {
   std::vector<Halide::Target> halide_targets;
   std::vector<std::string> suffixes;
-  for (const AotTarget& t : targets) halide_targets.push_back(t.target), suffixes.push_back(t.suffix);
+  for (const AotTarget& t : targets.cpu) halide_targets.push_back(t.target), suffixes.push_back(t.suffix);
   CompiledEntry compiled{entry, {}};
   auto factory = [&](const std::string& fn_name, const Halide::Target& target) {
     Halide::Module module = compile_entry(spec, entry, fn_name, target);
@@ -55,6 +72,12 @@ CompiledEntry compile_entry_for_targets(const RopeSpec& spec, const EntryPoint& 
                               {{Halide::OutputFileType::object, (objects / (entry.name + ".o")).string()},
                                {Halide::OutputFileType::c_header, (dir / entry_header_file(entry)).string()}},
                               halide_targets, suffixes, factory);
+  for (const AotTarget& gpu : targets.gpu) {
+    const std::string fn = entry_function(entry, gpu);
+    Halide::Module module = compile_entry(spec, entry, fn, gpu.target);
+    if (gpu.device == DeviceType::CUDA) compiled.cuda_copies_per_call = has_device_buffers_of_its_own(module);
+    module.compile({{Halide::OutputFileType::object, (objects / (fn + ".o")).string()}});
+  }
   return compiled;
 }
 
@@ -78,20 +101,37 @@ bool can_hold_call_library(const Halide::Target& runtime_target) {
   return runtime_target.arch == host.arch && runtime_target.bits == host.bits && runtime_target.os == host.os;
 }
 
-// The call library's objects (ropegen_library_run and the checks behind it)
-// into objects/, named apart from the kernels' objects.
-std::optional<Diagnostic> extract_call_library(const fs::path& objects) {
-  const std::string where = "rope-gen's embedded call library";
-  Result<std::vector<ArchiveMember>> members =
-      read_ar_archive(embedded::bytes(embedded::call_archive, embedded::call_archive_size), where);
+// The members of an archive rope-gen embeds into objects/, each named
+// `prefix` + its name, apart from the kernels' objects; `wanted` picks them.
+template <typename Wanted>
+std::optional<Diagnostic> extract_archive(std::string_view archive, const std::string& where, const fs::path& objects,
+                                          const std::string& prefix, Wanted wanted) {
+  Result<std::vector<ArchiveMember>> members = read_ar_archive(archive, where);
   if (!members) {
     Diagnostic d = members.errors().front();
     d.message += " (rope-gen was built wrong; please report)";
     return d;
   }
   for (const ArchiveMember& m : *members)
-    if (auto e = write_text(objects / ("ropegen_call_" + m.name), std::string(m.data))) return e;
+    if (wanted(m.name))
+      if (auto e = write_text(objects / (prefix + m.name), std::string(m.data))) return e;
   return std::nullopt;
+}
+
+// The call library's objects (ropegen_library_run and the checks behind
+// it) and, for a library with GPU targets, the runtime hooks of each
+// (device_hooks/: cuda_hooks.cpp.o, vulkan_hooks.cpp.o).
+std::optional<Diagnostic> extract_call_library(const LibraryDescription& lib, const fs::path& objects) {
+  if (auto e = extract_archive(embedded::bytes(embedded::call_archive, embedded::call_archive_size),
+                               "rope-gen's embedded call library", objects, "ropegen_call_",
+                               [](const std::string&) { return true; }))
+    return e;
+  return extract_archive(embedded::bytes(embedded::device_hooks_archive, embedded::device_hooks_archive_size),
+                         "rope-gen's embedded device hooks", objects, "ropegen_", [&](const std::string& name) {
+                           for (const AotTarget& g : lib.targets.gpu)
+                             if (name.rfind(g.suffix + "_hooks", 0) == 0) return true;
+                           return false;
+                         });
 }
 
 std::vector<std::string> object_files(const fs::path& objects) {
@@ -104,7 +144,7 @@ std::vector<std::string> object_files(const fs::path& objects) {
 
 }  // namespace
 
-Result<std::vector<std::string>> build_aot_library(const RopeSpec& spec, const std::vector<AotTarget>& targets,
+Result<std::vector<std::string>> build_aot_library(const RopeSpec& spec, const AotTargets& targets,
                                                    const std::string& dir_name) {
   const fs::path dir(dir_name), objects = dir / "objects";
   std::error_code ec;
@@ -112,6 +152,13 @@ Result<std::vector<std::string>> build_aot_library(const RopeSpec& spec, const s
   if (ec) return error(objects.string(), "cannot create " + objects.string() + ": " + ec.message());
 
   LibraryDescription lib{spec, targets, runtime_target(targets), {}};
+  lib.has_call_library = can_hold_call_library(lib.runtime_target);
+  if (!lib.has_call_library && !targets.gpu.empty())
+    return error("--targets", fmt::format("GPU targets need rope-gen's call library and device hooks in the "
+                                          "archive, which rope-gen carries for {} only; build this library with "
+                                          "CPU targets alone, or run rope-gen on a {} machine",
+                                          architecture_name(Halide::get_host_target()),
+                                          architecture_name(lib.runtime_target)));
   std::vector<std::string> written;
   try {
     for (const EntryPoint& entry : entry_points(spec)) {
@@ -121,9 +168,8 @@ Result<std::vector<std::string>> build_aot_library(const RopeSpec& spec, const s
     }
     // Every entry was built with no_runtime: the runtime goes in once.
     Halide::compile_standalone_runtime((objects / (spec.name + "_halide_runtime.o")).string(), lib.runtime_target);
-    lib.has_call_library = can_hold_call_library(lib.runtime_target);
     if (lib.has_call_library)
-      if (auto e = extract_call_library(objects)) return *e;
+      if (auto e = extract_call_library(lib, objects)) return *e;
     Halide::create_static_library(object_files(objects), lib.runtime_target, (dir / library_file(spec)).string());
   } catch (const Halide::CompileError& e) {
     return error("--targets", fmt::format("Halide cannot compile {} for these targets: {}", spec.name, e.what()));

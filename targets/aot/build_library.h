@@ -1,8 +1,10 @@
-// Compiles a spec into an AOT library: every entry point for every target
-// (Halide::compile_multitarget: one dispatching function per entry, the
-// per-target variants behind it, all built with no_runtime), the Halide
-// runtime once and the call library (ropegen_library_run, embedded in
-// rope-gen), merged into ONE archive, plus ropegen_c.h, the generated
+// Compiles a spec into an AOT library: every entry point for every CPU
+// target (Halide::compile_multitarget: one dispatching function per entry,
+// the per-target variants behind it, all built with no_runtime) and for
+// each GPU target (<entry>_cuda, <entry>_vulkan: no_runtime, user_context),
+// the Halide runtime once (with every GPU API's support) and the call
+// library (ropegen_library_run, embedded in rope-gen; with GPU targets,
+// the runtime hooks of device_hooks/), merged into ONE archive, plus ropegen_c.h, the generated
 // <name>.h, Halide's per-entry headers, HalideRuntime.h and manifest.json.
 #pragma once
 
@@ -18,7 +20,7 @@ namespace ropegen::targets::aot {
 // Writes into `dir`, which must exist and be private to this build (a
 // staging directory: the caller moves the files into place). Returns the
 // names of the files written there; intermediate objects are removed.
-Result<std::vector<std::string>> build_aot_library(const RopeSpec& spec, const std::vector<AotTarget>& targets,
+Result<std::vector<std::string>> build_aot_library(const RopeSpec& spec, const AotTargets& targets,
                                                    const std::string& dir);
 
 }  // namespace ropegen::targets::aot

@@ -10,6 +10,8 @@ namespace ropegen::embedded {
 
 extern const unsigned char call_archive[];  // libropegen_call.a (call/), for the host's architecture
 extern const std::size_t call_archive_size;
+extern const unsigned char device_hooks_archive[];  // targets/aot/device_hooks: cuda_hooks.cpp.o, vulkan_hooks.cpp.o
+extern const std::size_t device_hooks_archive_size;
 extern const unsigned char ropegen_c_header[];  // include/ropegen/ropegen_c.h
 extern const std::size_t ropegen_c_header_size;
 

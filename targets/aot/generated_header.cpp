@@ -138,24 +138,139 @@ std::string call_doc(const RopeSpec& spec) {
   return out;
 }
 
+// Every compiled function: each entry for the CPU (the multi-target
+// dispatcher) and for each GPU target.
+std::vector<std::pair<const CompiledEntry*, const AotTarget*>> functions(const LibraryDescription& lib) {
+  std::vector<const AotTarget*> targets{&lib.targets.cpu.back()};  // stands for the CPU dispatcher
+  for (const AotTarget& g : lib.targets.gpu) targets.push_back(&g);
+  std::vector<std::pair<const CompiledEntry*, const AotTarget*>> out;
+  for (const AotTarget* t : targets)
+    for (const CompiledEntry& e : lib.entries) out.emplace_back(&e, t);
+  return out;
+}
+
+const char* device_constant(DeviceType d) {
+  switch (d) {
+    case DeviceType::CPU: return "ROPEGEN_DEVICE_CPU";
+    case DeviceType::CUDA: return "ROPEGEN_DEVICE_CUDA";
+    case DeviceType::Vulkan: return "ROPEGEN_DEVICE_VULKAN";
+  }
+  return "?";
+}
+
 std::string entry_declarations(const LibraryDescription& lib) {
   std::string out;
-  for (const CompiledEntry& e : lib.entries)
+  for (auto [e, t] : functions(lib))
     out += fmt::format("int {0}_argv(void **args);\nconst struct halide_filter_metadata_t *{0}_metadata(void);\n",
-                       e.entry.name);
+                       entry_function(e->entry, *t));
   return out;
 }
 
 std::string entry_table(const LibraryDescription& lib) {
   std::string out;
-  for (const CompiledEntry& e : lib.entries) {
-    const bool pass = e.entry.kind == EntryPoint::Kind::PassThrough;
-    const bool int64 = e.entry.explicit_positions && e.entry.variant.position_type == IdType::Int64;
-    out += fmt::format("  {{{0}_argv, {0}_metadata, {1}, {2}, {3}, {4}, {5}}},\n", e.entry.name,
-                       pass ? 0 : e.entry.variant.with_k, int64 ? 1 : 0, pass ? 0 : e.entry.variant.backward, pass ? 1 : 0,
-                       pass ? 0 : e.entry.variant.with_v);
+  for (auto [e, t] : functions(lib)) {
+    const bool pass = e->entry.kind == EntryPoint::Kind::PassThrough;
+    const bool int64 = e->entry.explicit_positions && e->entry.variant.position_type == IdType::Int64;
+    out += fmt::format("  {{{0}_argv, {0}_metadata, {1}, {2}, {3}, {4}, {5}, {6}}},\n", entry_function(e->entry, *t),
+                       pass ? 0 : e->entry.variant.with_k, int64 ? 1 : 0, pass ? 0 : e->entry.variant.backward, pass ? 1 : 0,
+                       pass ? 0 : e->entry.variant.with_v, device_constant(t->device));
   }
   return out;
+}
+
+// What a CUDA call after the first does besides launching kernels.
+std::string cuda_later_calls(const LibraryDescription& lib) {
+  std::vector<std::string> copying;
+  for (const CompiledEntry& e : lib.entries)
+    if (e.cuda_copies_per_call) copying.push_back(e.entry.name);
+  if (copying.empty())
+    return "Later calls launch kernels and nothing\n"
+           " *           else (no allocation, copy or synchronisation): they can be captured.";
+  return fmt::format("Later calls allocate and synchronise nothing,\n"
+                     " *           but {} of this spec's kernels ({}{})\n"
+                     " *           compute a frequency table on the host and copy it to the device\n"
+                     " *           at every call (on the call's stream): those calls cannot be\n"
+                     " *           captured in a CUDA graph (manifest.json: cuda_graph_capturable).",
+                     copying.size() == lib.entries.size() ? "all" : std::to_string(copying.size()), copying.front(),
+                     copying.size() > 1 ? ", ..." : "");
+}
+
+// Which memory, which stream, what the first call costs: per device the
+// library was built for.
+std::string device_doc(const LibraryDescription& lib) {
+  std::string out =
+      " * Devices: a call runs where its tensors are (ropegen_tensor.device; all of a\n"
+      " * call's tensors on one device). This library runs:\n"
+      " *   cpu     host memory, on the best of its CPU targets this CPU runs\n"
+      " *           (manifest.json lists them), in the calling thread and Halide's\n"
+      " *           thread pool; done when the call returns.\n";
+  if (const AotTarget* cuda = lib.targets.for_device(DeviceType::CUDA))
+    out += fmt::format(
+        " *   cuda    device memory of CUDA device device_id: data is the device pointer\n"
+        " *           (CUdeviceptr, as DLPack and PyTorch give it), used in place: no copy.\n"
+        " *           Kernels run in that device's primary context (the one the CUDA\n"
+        " *           runtime and PyTorch use) on call->stream (a CUstream of that context;\n"
+        " *           NULL: the legacy default stream), asynchronously: the call returns\n"
+        " *           once they are queued; synchronise the stream before reading results.\n"
+        " *           The driver is libcuda.so.1, loaded (dlopen) at the first CUDA call.\n"
+        " *           The first call on each device also loads the kernels' PTX (sm_{0}:\n"
+        " *           GPUs of capability {1}.{2} and newer), which the driver JIT-compiles\n"
+        " *           for the GPU (once per process and device; the driver's JIT cache\n"
+        " *           keeps the result across processes): make it outside any CUDA graph\n"
+        " *           capture. {3}\n"
+        " *           Ids, cu_seqlens and page tables on the device are the caller's to\n"
+        " *           keep in range (a call cannot read them).\n",
+        cuda->target.get_cuda_capability_lower_bound(), cuda->target.get_cuda_capability_lower_bound() / 10,
+        cuda->target.get_cuda_capability_lower_bound() % 10, cuda_later_calls(lib));
+  if (lib.targets.for_device(DeviceType::Vulkan))
+    out += fmt::format(
+        " *   vulkan  memory of vulkan:0 that this library's own Vulkan runtime allocated\n"
+        " *           ({0}_device_alloc, at the end of this file; Halide 21 cannot use an\n"
+        " *           application's VkBuffer, halide/Halide#8943, nor its VkDevice, #8715).\n"
+        " *           The loader is libvulkan.so.1, loaded at the first Vulkan use, which\n"
+        " *           also creates the runtime's device; the first call of each kernel\n"
+        " *           compiles its SPIR-V for it (once per process). Kernels have\n"
+        " *           finished when the call returns.\n",
+        lib.spec.name);
+  if (lib.targets.gpu.empty())
+    out += " *   (no GPU: rebuild with --targets host,cuda,vulkan for device tensors)\n";
+  return out;
+}
+
+// With a Vulkan target: the device memory its Vulkan tensors must live in.
+std::string vulkan_memory_functions(const LibraryDescription& lib) {
+  if (!lib.targets.for_device(DeviceType::Vulkan)) return "";
+  return fmt::format(
+      "/* Vulkan tensors: memory this library's Vulkan runtime allocates on vulkan:0\n"
+      " * (Halide 21 runs kernels on no other Vulkan memory: halide/Halide#8943).\n"
+      " * {0}_device_alloc gives in *data the address that stands for byte 0: a\n"
+      " * ropegen_tensor's data with device {{ROPEGEN_DEVICE_VULKAN, 0}}; *data + n is\n"
+      " * byte n (views of it: fused qkv slices, packed batches); never dereference\n"
+      " * it. Every view a kernel binds (a tensor's first element; rope outputs:\n"
+      " * their first rotary dim) must start at a multiple of the device's\n"
+      " * minStorageBufferOffsetAlignment bytes into its allocation (16 on lavapipe,\n"
+      " * 4 to 256 on GPUs), else the call is refused saying so. Copies take any\n"
+      " * address inside an allocation and wait for the copy; calls are synchronous\n"
+      " * (Halide's Vulkan runtime waits for every dispatch). Free what you allocate\n"
+      " * once no call uses it. */\n"
+      "static inline int {0}_device_alloc(size_t bytes, void **data, ropegen_message *message) {{\n"
+      "  const ropegen_device vulkan = {{ROPEGEN_DEVICE_VULKAN, 0}};\n"
+      "  return ropegen_library_device_alloc(&{1}_library_, vulkan, bytes, data, message);\n"
+      "}}\n"
+      "static inline int {0}_device_free(void *data, ropegen_message *message) {{\n"
+      "  return ropegen_library_device_free(&{1}_library_, data, message);\n"
+      "}}\n"
+      "static inline int {0}_copy_to_device(void *data, const void *host, size_t bytes, ropegen_message *message) {{\n"
+      "  return ropegen_library_copy_to_device(&{1}_library_, data, host, bytes, message);\n"
+      "}}\n"
+      "static inline int {0}_copy_to_host(void *host, const void *data, size_t bytes, ropegen_message *message) {{\n"
+      "  return ropegen_library_copy_to_host(&{1}_library_, host, data, bytes, message);\n"
+      "}}\n\n",
+      lib.spec.name, lib.spec.name);
+}
+
+std::string device_api(const LibraryDescription& lib, DeviceType d, const char* symbol) {
+  return lib.targets.for_device(d) ? fmt::format("&{}", symbol) : "NULL";
 }
 
 }  // namespace
@@ -180,6 +295,8 @@ std::string generated_header(const LibraryDescription& lib) {
       "{3}"
       " * Unset fields must be NULL / 0.\n"
       " *\n"
+      "{6}"
+      " *\n"
       " * Link: cc app.c lib{0}.a {4}\n"
       " * (the archive holds the kernels, Halide's runtime and rope-gen's C++ call\n"
       " * checks, hence libstdc++).\n"
@@ -187,7 +304,7 @@ std::string generated_header(const LibraryDescription& lib) {
       "#ifndef ROPEGEN_{5}_H\n"
       "#define ROPEGEN_{5}_H\n\n"
       "#include \"ropegen_c.h\"\n\n",
-      n, hash, run_function(spec), call_doc(spec), link_libraries(), N);
+      n, hash, run_function(spec), call_doc(spec), link_libraries(), N, device_doc(lib));
 
   h += fmt::format("#define {}_SPEC_HASH \"{}\"\n", N, hash);
   h += fmt::format("#define {}_ENCODING \"{}\"\n", N, to_string(spec.encoding));
@@ -210,22 +327,35 @@ std::string generated_header(const LibraryDescription& lib) {
   h += entry_declarations(lib);
   h += "\n#ifdef __cplusplus\n}  /* extern \"C\" */\n#endif\n\n";
 
-  h += fmt::format("static const ropegen_entry {}_entries_[] = {{\n  /* argv, metadata, with_k, int64_positions, backward, pass_through, with_v */\n{}}};\n\n",
+  h += fmt::format("static const ropegen_entry {}_entries_[] = {{\n  /* argv, metadata, with_k, int64_positions, backward, pass_through, with_v, device_type */\n{}}};\n\n",
                    n, entry_table(lib));
   h += fmt::format(
       "static const ropegen_library {0}_library_ = {{\n"
       "  \"{0}\", \"{1}\",\n"
       "  {2},\n"
-      "  {3}, {0}_entries_\n"
+      "  {3}, {0}_entries_,\n"
+      "  {4}, {5} /* cuda, vulkan */\n"
       "}};\n\n",
-      n, hash, contract_initializer(call::call_contract(spec)), lib.entries.size());
+      n, hash, contract_initializer(call::call_contract(spec)), functions(lib).size(),
+      device_api(lib, DeviceType::CUDA, "ropegen_cuda_api"), device_api(lib, DeviceType::Vulkan, "ropegen_vulkan_api"));
   h += fmt::format(
-      "/* Checks `call` against the spec and runs it (see the top of this file). */\n"
+      "/* Checks `call` against the spec and runs it (see the top of this file).\n"
+      " * A static inline function; define {2}_EXPORT_RUN before including this\n"
+      " * header in one C file to make it an exported function instead, e.g. for a\n"
+      " * shared object that exports nothing else:\n"
+      " *   cc -shared -fPIC -D{2}_EXPORT_RUN so.c lib{1}.a {3} \\\n"
+      " *      -Wl,--version-script=map  (map: {{ global: {0}; local: *; }};) */\n"
+      "#ifdef {2}_EXPORT_RUN\n"
+      "__attribute__((visibility(\"default\"))) int {0}(const ropegen_call *call, ropegen_message *message);\n"
+      "int {0}(const ropegen_call *call, ropegen_message *message) {{\n"
+      "#else\n"
       "static inline int {0}(const ropegen_call *call, ropegen_message *message) {{\n"
+      "#endif\n"
       "  return ropegen_library_run(&{1}_library_, call, message);\n"
       "}}\n\n"
+      "{4}"
       "#endif /* ROPEGEN_{2}_H */\n",
-      run_function(spec), n, N);
+      run_function(spec), n, N, link_libraries(), vulkan_memory_functions(lib));
   return h;
 }
 

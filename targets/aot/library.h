@@ -17,12 +17,23 @@ namespace ropegen::targets::aot {
 
 struct CompiledEntry {
   EntryPoint entry;
-  std::vector<Halide::Argument> arguments;  // call order: inputs, then output buffers
+  std::vector<Halide::Argument> arguments;  // call order: inputs, then output buffers (of the CPU function;
+                                            // a GPU one takes __user_context first, then the same)
+  // Its CUDA function computes something on the host (a frequency table)
+  // and copies it to a device buffer of its own at every call: not
+  // capturable in a CUDA graph.
+  bool cuda_copies_per_call = false;
 };
+
+// The C symbol of an entry's function for a device: <name> (CPU: the
+// multi-target dispatcher), <name>_cuda, <name>_vulkan (AotTarget::suffix).
+inline std::string entry_function(const EntryPoint& e, const AotTarget& target) {
+  return target.device == DeviceType::CPU ? e.name : e.name + "_" + target.suffix;
+}
 
 struct LibraryDescription {
   RopeSpec spec;
-  std::vector<AotTarget> targets;  // dispatch order; the last is the baseline
+  AotTargets targets;
   Halide::Target runtime_target;
   std::vector<CompiledEntry> entries;
   // Whether the archive holds ropegen_library_run (call/): rope-gen carries
@@ -30,6 +41,8 @@ struct LibraryDescription {
   // user links call/ built for theirs.
   bool has_call_library = false;
 };
+
+inline bool has_device(const LibraryDescription& lib, DeviceType device) { return lib.targets.for_device(device) != nullptr; }
 
 // File names inside the output directory.
 inline std::string library_file(const RopeSpec& spec) { return "lib" + spec.name + ".a"; }

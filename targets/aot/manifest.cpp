@@ -102,9 +102,19 @@ void describe_buffer(const RopeSpec& spec, const std::string& name, ordered_json
   }
 }
 
-ordered_json describe_entry(const RopeSpec& spec, const CompiledEntry& e) {
+ordered_json describe_entry(const LibraryDescription& lib, const CompiledEntry& e) {
+  const RopeSpec& spec = lib.spec;
   ordered_json j;
   j["name"] = e.entry.name;
+  // The C functions per device: Halide's <fn>, <fn>_argv, <fn>_metadata;
+  // a GPU one takes `void *__user_context` before the arguments below.
+  ordered_json functions;
+  functions["cpu"] = e.entry.name;
+  for (const AotTarget& g : lib.targets.gpu) functions[to_string(g.device)] = entry_function(e.entry, g);
+  j["functions"] = functions;
+  // After the first call: whether the CUDA function only launches kernels
+  // (else it copies a host-computed table to the device at every call).
+  if (lib.targets.for_device(DeviceType::CUDA)) j["cuda_graph_capturable"] = !e.cuda_copies_per_call;
   if (e.entry.kind == EntryPoint::Kind::PassThrough) {
     j["role"] = "copy the dims outside the rotary part (out-of-place calls on a partial-rotary spec)";
   } else {
@@ -145,13 +155,37 @@ std::string manifest_json(const LibraryDescription& lib) {
   j["halide_version"] = fmt::format("{}.{}.{}", HALIDE_VERSION_MAJOR, HALIDE_VERSION_MINOR, HALIDE_VERSION_PATCH);
   j["architecture"] = architecture_name(lib.runtime_target);
   ordered_json targets = ordered_json::array();
-  for (size_t i = 0; i < lib.targets.size(); ++i) {
-    const bool baseline = i + 1 == lib.targets.size();
-    targets.push_back({{"target", lib.targets[i].target.without_feature(Halide::Target::NoRuntime).to_string()},
-                       {"suffix", lib.targets[i].suffix},
+  for (size_t i = 0; i < lib.targets.cpu.size(); ++i) {
+    const bool baseline = i + 1 == lib.targets.cpu.size();
+    targets.push_back({{"target", lib.targets.cpu[i].target.without_feature(Halide::Target::NoRuntime).to_string()},
+                       {"suffix", lib.targets.cpu[i].suffix},
+                       {"device", "cpu"},
                        {"role", baseline ? "baseline" : "used when the CPU has its features"}});
   }
+  for (const AotTarget& g : lib.targets.gpu) {
+    ordered_json t = {{"target", g.target.without_feature(Halide::Target::NoRuntime).to_string()},
+                      {"suffix", g.suffix},
+                      {"device", to_string(g.device)},
+                      {"role", fmt::format("calls whose tensors are on {} devices (functions <entry>_{})",
+                                           to_string(g.device), g.suffix)}};
+    if (g.device == DeviceType::CUDA) {
+      const int sm = g.target.get_cuda_capability_lower_bound();
+      t["ptx"] = fmt::format("sm_{}", sm);
+      t["runs_on"] = fmt::format("CUDA devices of capability sm_{} and newer (the driver JIT-compiles the PTX at the "
+                                 "first call on each device)",
+                                 sm);
+      t["driver"] = "libcuda.so.1, loaded at run time (dlopen)";
+      t["context"] = "the device's primary context; kernels on ropegen_call.stream (NULL: the legacy default stream)";
+    } else {
+      t["runs_on"] = "vulkan:0, the device Halide's runtime picks (HL_VK_DEVICE_TYPE); buffers it allocated";
+      t["driver"] = "libvulkan.so.1, loaded at run time (dlopen)";
+    }
+    targets.push_back(t);
+  }
   j["targets"] = targets;
+  ordered_json devices = ordered_json::array({"cpu"});
+  for (const AotTarget& g : lib.targets.gpu) devices.push_back(to_string(g.device));
+  j["devices"] = devices;
   j["runtime_target"] = lib.runtime_target.to_string();
   ordered_json headers = ordered_json::array();
   for (const auto& e : lib.entries) headers.push_back(entry_header_file(e.entry));
@@ -182,7 +216,7 @@ std::string manifest_json(const LibraryDescription& lib) {
                    : "ropegen_library_run is not in this cross-compiled archive: link rope-gen's call/ library "
                      "(libropegen_call.a) built for its architecture"}};
   ordered_json entries = ordered_json::array();
-  for (const auto& e : lib.entries) entries.push_back(describe_entry(spec, e));
+  for (const auto& e : lib.entries) entries.push_back(describe_entry(lib, e));
   j["entry_points"] = entries;
   return j.dump(2) + "\n";
 }

@@ -8,12 +8,19 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <dlfcn.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <iostream>
 #include <fstream>
+#include <map>
+#include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "ropegen/spec_io.h"
@@ -149,6 +156,7 @@ struct Scenario {
   int64_t offset = 0, seq_len = 0;  // 0: the library derives it
   bool backward = false;
   std::optional<ref::Tensor> cos_sin_cache;  // frequency scheme table: float32 [rows, rotary_dim]
+  int device_type = 1, device_id = 0;        // where the driver puts every tensor (tests/aot/device_memory.h)
 };
 
 std::string join(const std::vector<int64_t>& v) { return fmt::format("{}", fmt::join(v, " ")); }
@@ -190,6 +198,7 @@ std::string run_driver(const std::string& exe, const std::string& dir, DType dty
   } else {
     call += "0 0\n";
   }
+  if (s.device_type != 1) call += fmt::format("{} {}\n", s.device_type, s.device_id);
   test::write_text(dir + "/call.txt", call);
   const auto r = run_command(exe + " " + dir);
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -239,12 +248,14 @@ std::string build_library(const std::string& spec, const std::string& targets, c
 
 // The driver, compiled and linked as a C99 user would: only the library's
 // directory, and the link line its header documents.
+// vulkan_memory: the library has a Vulkan target, and the driver puts
+// Vulkan tensors in its memory (tests/aot/device_memory.h).
 std::string compile_driver(const std::string& lib, const std::string& name, const std::string& exe,
-                           const std::string& driver = kDriver) {
+                           const std::string& driver = kDriver, bool vulkan_memory = false) {
   const auto r = run_command(fmt::format(
-      "cc -std=c99 -Wall -Wextra -pedantic -Werror -DROPE_HEADER='\"{0}.h\"' -DRUN_FN={0}_run "
+      "cc -std=c99 -Wall -Wextra -pedantic -Werror -DROPE_HEADER='\"{0}.h\"' -DRUN_FN={0}_run -DROPE_NAME={0} {4} "
       "-I {1} {2} {1}/lib{0}.a -lstdc++ -lpthread -ldl -lm -o {3}",
-      name, lib, driver, exe));
+      name, lib, driver, exe, vulkan_memory ? "-DROPE_VULKAN_MEMORY" : ""));
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return exe;
 }
@@ -292,9 +303,12 @@ TEST_F(AotBuild, HostLibraryFilesManifestAndNumbers) {
   const std::string header = test::read_text(lib + "/aot_a.h");
   EXPECT_THAT(header, HasSubstr("static inline int aot_a_run(const ropegen_call *call, ropegen_message *message)"));
   EXPECT_THAT(header, HasSubstr("#define AOT_A_LAYOUT \"sbhd\""));
-  EXPECT_THAT(header, HasSubstr("{aot_a_qk_i64_argv, aot_a_qk_i64_metadata, 1, 1, 0, 0, 0},"));
-  EXPECT_THAT(header, HasSubstr("{aot_a_pass_through_argv, aot_a_pass_through_metadata, 0, 0, 0, 1, 0},"));
+  EXPECT_THAT(header, HasSubstr("{aot_a_qk_i64_argv, aot_a_qk_i64_metadata, 1, 1, 0, 0, 0, ROPEGEN_DEVICE_CPU},"));
+  EXPECT_THAT(header, HasSubstr("{aot_a_pass_through_argv, aot_a_pass_through_metadata, 0, 0, 0, 1, 0, ROPEGEN_DEVICE_CPU},"));
   EXPECT_THAT(header, Not(HasSubstr("HalideRuntime.h\"")));  // the generated header needs no Halide header
+  EXPECT_THAT(header, HasSubstr("  NULL, NULL /* cuda, vulkan */\n"));  // CPU targets only
+  EXPECT_THAT(header, HasSubstr("(no GPU: rebuild with --targets host,cuda,vulkan for device tensors)"));
+  EXPECT_EQ(manifest["devices"], nlohmann::json::array({"cpu"}));
 
   // The header is C++ too.
   test::write_text(path("check.cpp"), "#include \"aot_a.h\"\nint main() { return AOT_A_HEAD_DIM == 24 ? 0 : 1; }\n");
@@ -338,6 +352,14 @@ TEST_F(AotBuild, HostLibraryFilesManifestAndNumbers) {
     EXPECT_EQ(run_driver(exe, path("call6"), f32, t), "rc=0\n");
     check_output(spec, path("call6/result_q.bin"), t.q, false, t, "dq", true);
     check_output(spec, path("call6/result_k.bin"), *t.k, true, t, "dk", true);
+  }
+  {
+    SCOPED_TRACE("CUDA tensors, a CPU library: ROPEGEN_ERROR_UNSUPPORTED (2), nothing touched");
+    Scenario t = s;
+    t.device_type = 2;
+    EXPECT_EQ(run_driver(exe, path("call8"), f32, t),
+              "rc=2\nunsupported: aot_a: q is on cuda:0 but libaot_a.a has no cuda target; rebuild it with rope-gen "
+              "build --targets host,cuda\n");
   }
   {
     SCOPED_TRACE("invalid calls: ROPEGEN_ERROR_INVALID_ARGUMENT (1), prepare_call's message, nothing written");
@@ -485,12 +507,340 @@ TEST_F(AotBuild, CrossCompilesAnAArch64Library) {
   EXPECT_EQ(manifest["c_entry"]["in_library"], false);
 }
 
+// ---- GPU targets: one archive, every device ------------------------------
+
+// The members of an ar archive (GNU long names resolved), name -> bytes.
+std::vector<std::pair<std::string, std::string>> archive_members(const std::string& file) {
+  const std::string a = test::read_text(file);
+  std::vector<std::pair<std::string, std::string>> members;
+  std::string long_names;
+  if (a.compare(0, 8, "!<arch>\n") != 0) return members;
+  for (size_t at = 8; at + 60 <= a.size();) {
+    std::string name = a.substr(at, 16);
+    const size_t size = std::stoull(a.substr(at + 48, 10));
+    const std::string data = a.substr(at + 60, size);
+    at += 60 + size + (size & 1);
+    if (name.rfind("// ", 0) == 0) {
+      long_names = data;
+      continue;
+    }
+    if (name.rfind("/ ", 0) == 0 || name.rfind("/SYM64/", 0) == 0) continue;
+    if (name[0] == '/') {
+      const size_t from = std::stoull(name.substr(1));
+      name = long_names.substr(from, long_names.find("/\n", from) - from);
+    } else {
+      name = name.substr(0, name.find('/'));
+    }
+    members.emplace_back(name, data);
+  }
+  return members;
+}
+
+// Every PTX module Halide embedded (its text from LLVM's banner to the NUL).
+std::vector<std::string> embedded_ptx(const std::string& object) {
+  std::vector<std::string> out;
+  const std::string banner = "//\n// Generated by LLVM NVPTX Back-End";
+  for (size_t at = object.find(banner); at != std::string::npos; at = object.find(banner, at + 1))
+    out.push_back(object.substr(at, object.find('\0', at) - at));
+  return out;
+}
+
+const std::string kPtxas = ROPEGEN_PTXAS;
+
+// One library for the host's CPUs, CUDA and Vulkan: what it holds, what its
+// header and manifest say, host calls from C against the reference, and the
+// archive in a shared object that exports only <name>_run (how a program
+// holding many libraries loads them).
+TEST_F(AotBuild, HostCudaVulkanLibrary) {
+  const RopeSpec spec = parse(kSpecA);
+  const std::string lib = path("lib");
+  const auto summary = nlohmann::json::parse(build_library(write_spec(kSpecA), "host,cuda,vulkan", lib));
+  const auto& targets = summary["targets"];
+  ASSERT_GE(targets.size(), 3u);
+  EXPECT_EQ(targets[targets.size() - 2], "x86-64-linux-cuda-cuda_capability_80-user_context");
+  EXPECT_EQ(targets.back(), "x86-64-linux-user_context-vk_float16-vk_float64-vk_int16-vk_int64-vk_int8-vulkan");
+
+  const auto manifest = nlohmann::json::parse(test::read_text(lib + "/manifest.json"));
+  EXPECT_EQ(manifest["devices"], nlohmann::json::parse(R"(["cpu", "cuda", "vulkan"])"));
+  const auto& m_targets = manifest["targets"];
+  EXPECT_EQ(m_targets[m_targets.size() - 3]["role"], "baseline");
+  EXPECT_EQ(m_targets[m_targets.size() - 3]["target"], "x86-64-linux");
+  const auto& cuda = m_targets[m_targets.size() - 2];
+  EXPECT_EQ(cuda["device"], "cuda");
+  EXPECT_EQ(cuda["ptx"], "sm_80");
+  EXPECT_THAT(cuda["driver"].get<std::string>(), HasSubstr("libcuda.so.1"));
+  EXPECT_THAT(cuda["context"].get<std::string>(), HasSubstr("primary context"));
+  EXPECT_EQ(m_targets.back()["device"], "vulkan");
+  EXPECT_THAT(m_targets.back()["driver"].get<std::string>(), HasSubstr("libvulkan.so.1"));
+  // One runtime for every target: the baseline CPU's features, both GPU APIs.
+  const std::string runtime = manifest["runtime_target"];
+  EXPECT_THAT(runtime, ::testing::StartsWith("x86-64-linux-"));
+  for (const char* f : {"-cuda", "-cuda_capability_80", "-vulkan", "-vk_float64", "-vk_int64"})
+    EXPECT_THAT(runtime, HasSubstr(f));
+  EXPECT_THAT(runtime, Not(HasSubstr("avx2")));
+  EXPECT_EQ(manifest["entry_points"][3]["functions"],
+            nlohmann::json::parse(R"({"cpu": "aot_a_qk_i64", "cuda": "aot_a_qk_i64_cuda", "vulkan": "aot_a_qk_i64_vulkan"})"));
+
+  const std::string header = test::read_text(lib + "/aot_a.h");
+  EXPECT_THAT(header, HasSubstr("{aot_a_qk_i64_argv, aot_a_qk_i64_metadata, 1, 1, 0, 0, 0, ROPEGEN_DEVICE_CPU},"));
+  EXPECT_THAT(header, HasSubstr("{aot_a_qk_i64_cuda_argv, aot_a_qk_i64_cuda_metadata, 1, 1, 0, 0, 0, ROPEGEN_DEVICE_CUDA},"));
+  EXPECT_THAT(header, HasSubstr("{aot_a_pass_through_vulkan_argv, aot_a_pass_through_vulkan_metadata, 0, 0, 0, 1, 0, "
+                                "ROPEGEN_DEVICE_VULKAN},"));
+  EXPECT_THAT(header, HasSubstr("  27, aot_a_entries_,\n  &ropegen_cuda_api, &ropegen_vulkan_api /* cuda, vulkan */\n"));
+  // The device rules.
+  for (const char* rule : {"primary context", "on call->stream", "NULL: the legacy default stream", "libcuda.so.1",
+                           "The first call on each device also loads the kernels' PTX (sm_80:",
+                           "GPUs of capability 8.0 and newer", "libvulkan.so.1", "halide/Halide#8943"})
+    EXPECT_THAT(header, HasSubstr(rule));
+
+  // What the archive holds: the CPU dispatch (every level), one function
+  // per GPU target and entry, ONE Halide runtime, the call library and
+  // both GPU APIs' runtime hooks.
+  std::map<std::string, std::string> members;
+  for (auto& [name, data] : archive_members(lib + "/libaot_a.a")) members[name] = data;
+  for (const char* m : {"aot_a_qk_i64-x86_64_linux_avx2_f16c_fma_sse41.o", "aot_a_qk_i64-x86_64_linux.o",
+                        "aot_a_qk_i64_wrapper.o", "aot_a_qk_i64_cuda.o", "aot_a_qk_i64_vulkan.o",
+                        "aot_a_halide_runtime.o", "ropegen_call_library_run.cpp.o", "ropegen_cuda_hooks.cpp.o",
+                        "ropegen_vulkan_hooks.cpp.o"})
+    EXPECT_EQ(members.count(m), 1u) << m;
+  int runtimes = 0;
+  for (const auto& [name, data] : members) runtimes += name.find("runtime") != std::string::npos;
+  EXPECT_EQ(runtimes, 1);
+  // The runtime loads the drivers by name at run time; nothing links them.
+  EXPECT_THAT(members["aot_a_halide_runtime.o"], HasSubstr("libvulkan.so.1"));
+  EXPECT_THAT(members["ropegen_cuda_hooks.cpp.o"], HasSubstr("libcuda.so.1"));
+  // Each GPU object carries its kernels: PTX for CUDA, SPIR-V (magic 0x07230203) for Vulkan.
+  EXPECT_EQ(embedded_ptx(members["aot_a_qk_i64_cuda.o"]).size(), 1u);
+  EXPECT_THAT(members["aot_a_qk_i64_vulkan.o"], HasSubstr(std::string("\x03\x02\x23\x07", 4)));
+
+  // Host tensors from C99, the reference's numbers: the CPU kernels.
+  const std::string exe = compile_driver(lib, "aot_a", path("driver"), kDriver, /*vulkan_memory=*/true);
+  Scenario s;
+  s.q = make_tensor(DType::F32, {5, 2, 3, 24}, {2 * 3 * 32, 3 * 32, 32, 1}, 0.1);
+  s.k = make_tensor(DType::F32, {5, 2, 2, 24}, {2 * 2 * 24, 2 * 24, 24, 1}, 0.7);
+  s.positions_shape = {5, 2};
+  s.positions = {0, 3, 1, 9, 2, 17, 3, 20, 4, 5};
+  EXPECT_EQ(run_driver(exe, path("host"), DType::F32, s), "rc=0\n");
+  check_output(spec, path("host/result_q.bin"), s.q, false, s, "q");
+  check_output(spec, path("host/result_k.bin"), *s.k, true, s, "k");
+
+  // Vulkan tensors (lavapipe here): memory the library allocated, the
+  // library's Vulkan kernels on it in place, no staging; the same bits as
+  // the host kernels (strict_float: targets/README.md). Positions on the
+  // device cannot be read, so this dynamic-NTK spec needs seq_len.
+  s.device_type = 7;
+  EXPECT_EQ(run_driver(exe, path("vulkan_no_seq_len"), DType::F32, s),
+            "rc=1\ninvalid argument: seq_len: aot_a's frequencies depend on the sequence length, which a call cannot "
+            "derive from positions on vulkan:0: pass seq_len (as Hugging Face: the largest position + 1)\n");
+  s.seq_len = 21;
+  for (bool in_place : {false, true}) {
+    SCOPED_TRACE(in_place ? "vulkan, in place" : "vulkan, out of place");
+    s.in_place = in_place;
+    const std::string dir = path(in_place ? "vulkan_in_place" : "vulkan");
+    EXPECT_EQ(run_driver(exe, dir, DType::F32, s), "rc=0\n");
+    check_output(spec, dir + "/result_q.bin", s.q, false, s, "q (vulkan)");
+    check_output(spec, dir + "/result_k.bin", *s.k, true, s, "k (vulkan)");
+    Scenario host = s;
+    host.device_type = 1;
+    EXPECT_EQ(run_driver(exe, dir + "_host", DType::F32, host), "rc=0\n");
+    EXPECT_EQ(test::read_text(dir + "/result_q.bin"), test::read_text(dir + "_host/result_q.bin"));
+    EXPECT_EQ(test::read_text(dir + "/result_k.bin"), test::read_text(dir + "_host/result_k.bin"));
+  }
+  // Vulkan tensors in memory the library did not allocate (here host
+  // memory labelled vulkan): refused before any launch, naming the tensor.
+  const std::string plain = compile_driver(lib, "aot_a", path("plain_driver"));
+  EXPECT_THAT(run_driver(plain, path("vulkan_foreign"), DType::F32, s),
+              ::testing::MatchesRegex("rc=1\ninvalid argument: q \\(0x[0-9a-f]+\\) is not Vulkan memory this library "
+                                      "allocated \\(<name>_device_alloc\\): Halide 21 cannot run kernels on other "
+                                      "Vulkan memory \\(halide/Halide#8943\\)\n"));
+  s.in_place = false, s.seq_len = 0, s.device_type = 1;
+
+  // The archive in a shared object exporting only aot_a_run (position
+  // independent objects; nothing else visible: its Halide runtime stays
+  // private), loaded with dlopen, the same call.
+  test::write_text(path("so.c"), "#define AOT_A_EXPORT_RUN\n#include \"aot_a.h\"\n");
+  test::write_text(path("so.map"), "{ global: aot_a_run; local: *; };\n");
+  const std::string so = path("libaot_a_run.so");
+  auto r = run_command(fmt::format("cc -std=c99 -Wall -Wextra -pedantic -Werror -shared -fPIC -I {0} {1} {0}/libaot_a.a "
+                                   "-Wl,--version-script={2} -Wl,--no-undefined -lstdc++ -lpthread -ldl -lm -o {3}",
+                                   lib, path("so.c"), path("so.map"), so));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run_command("nm -D --defined-only " + so);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<std::string> exported;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);)
+    if (line.size() > 19) exported.push_back(line.substr(19));
+  EXPECT_THAT(exported, ::testing::ElementsAre("aot_a_run"));
+  r = run_command(fmt::format("cc -std=c99 -Wall -Wextra -pedantic -Werror -DROPE_HEADER='\"dlopen_run.h\"' "
+                              "-DRUN_FN=dlopen_run -DSHARED_OBJECT='\"{0}\"' -DRUN_SYMBOL='\"aot_a_run\"' -I {1} "
+                              "-I {2} {3} -ldl -o {4}",
+                              so, lib, ROPEGEN_SOURCE_DIR "/tests/aot", kDriver, path("so_driver")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(run_driver(path("so_driver"), path("so_call"), DType::F32, s), "rc=0\n");
+  check_output(spec, path("so_call/result_q.bin"), s.q, false, s, "q (shared object)");
+  check_output(spec, path("so_call/result_k.bin"), *s.k, true, s, "k (shared object)");
+}
+
+// A C driver's call run three times on cuda:1 with a stream of the
+// caller's, against a stub CUDA driver (tests/aot/stub_libcuda.c, found as
+// libcuda.so.1 through LD_LIBRARY_PATH; it runs no kernel): the driver API
+// calls each call made.
+std::vector<std::vector<std::string>> stub_cuda_calls(const std::string& exe, const std::string& dir, DType dtype,
+                                                      Scenario s) {
+  fs::create_directories(dir);
+  const auto r = run_command(fmt::format("cc -std=c99 -Wall -Wextra -Wno-unused-parameter -Werror -shared -fPIC "
+                                         "-Wl,-soname,libcuda.so.1 {}/tests/aot/stub_libcuda.c -o {}/libcuda.so.1",
+                                         ROPEGEN_SOURCE_DIR, dir));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const std::string log = dir + "/calls.log";
+  s.device_type = 2, s.device_id = 1;
+  EXPECT_EQ(run_driver(fmt::format("env LD_LIBRARY_PATH={0} ROPEGEN_STUB_CUDA_LOG={1} ROPE_DRIVER_MARKS={1} "
+                                   "ROPE_DRIVER_REPEAT=3 ROPE_DRIVER_STREAM=0x5eed {2}",
+                                   dir, log, exe),
+                       dir + "/call", dtype, s),
+            "rc=0\n");
+  // "call i" marks where each starts; before the first, the test driver's own
+  // allocations, after "end" its copies back.
+  std::vector<std::vector<std::string>> calls;
+  std::istringstream lines(test::read_text(log));
+  for (std::string line; std::getline(lines, line) && line != "end";) {
+    if (line.rfind("call ", 0) == 0) calls.emplace_back();
+    else if (!calls.empty()) calls.back().push_back(line);
+  }
+  return calls;
+}
+
+// What the library's CUDA hooks promise, seen in the driver calls.
+// capturable: what manifest.json says of the call's entry (after the first
+// call, kernels are launched and nothing else is done).
+void check_stub_cuda_calls(const std::vector<std::vector<std::string>>& calls, bool capturable) {
+  ASSERT_EQ(calls.size(), 3u);
+  auto count = [](const std::vector<std::string>& call, const std::string& prefix) {
+    return std::count_if(call.begin(), call.end(), [&](const std::string& l) { return l.rfind(prefix, 0) == 0; });
+  };
+  for (size_t i = 0; i < calls.size(); ++i) {
+    SCOPED_TRACE(fmt::format("call {}: {}", i, fmt::join(calls[i], "; ")));
+    // The device's primary context, retained once; never a context of Halide's own.
+    EXPECT_EQ(count(calls[i], "cuDevicePrimaryCtxRetain device=1"), i == 0 ? 1 : 0);
+    EXPECT_EQ(count(calls[i], "cuCtxCreate"), 0);
+    EXPECT_EQ(count(calls[i], "cuCtxPushCurrent_v2"), count(calls[i], "cuCtxPushCurrent_v2 0xc0001"));
+    // The PTX loaded once (per process and device).
+    EXPECT_EQ(count(calls[i], "cuModuleLoadData"), i == 0 ? 1 : 0);
+    // Launched on cuda:1, on the call's stream.
+    EXPECT_GE(count(calls[i], "cuLaunchKernel"), 1);
+    EXPECT_EQ(count(calls[i], "cuLaunchKernel"), count(calls[i], "cuLaunchKernel device=1 stream=0x5eed"));
+    if (i == 0) continue;
+    // After the first call: no allocation, no synchronisation; copies (of a
+    // host-computed table, on the call's stream) only where the manifest says so.
+    EXPECT_EQ(count(calls[i], "cuMemAlloc"), 0);
+    EXPECT_EQ(count(calls[i], "cuCtxSynchronize") + count(calls[i], "cuStreamSynchronize"), 0);
+    EXPECT_EQ(count(calls[i], "cuMemcpy"),
+              std::count_if(calls[i].begin(), calls[i].end(), [](const std::string& l) {
+                return l.rfind("cuMemcpyHtoDAsync_v2", 0) == 0 && l.find(" stream=0x5eed") != std::string::npos;
+              }));
+    EXPECT_EQ(count(calls[i], "cuMemcpy") == 0, capturable);
+    if (i == 1)
+      std::cout << fmt::format("[ STUB     ] after the first call: {} cuLaunchKernel, {} host-to-device copies per call\n",
+                               count(calls[i], "cuLaunchKernel"), count(calls[i], "cuMemcpyHtoD"));
+  }
+}
+
+// Whether this process can load the CUDA driver.
+bool has_cuda_driver() {
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (lib) dlclose(lib);
+  return lib != nullptr;
+}
+
+// A CUDA library (the smallest CPU part: baseline x86-64 alone) called on
+// CUDA tensors from C: on a machine with a CUDA driver the kernels run (in
+// the device's primary context, on the legacy default stream) and match the
+// reference; without one the call is refused before any tensor is touched,
+// naming the driver. Then the PTX it carries, one module per entry point,
+// assembled by the CUDA toolkit's ptxas for sm_90 (H100/H200, which run it
+// through the driver's JIT) and sm_80: what a driver would load, checked
+// without a GPU.
+TEST_F(AotBuild, CudaLibraryCallsAndPtx) {
+  const RopeSpec spec = parse(kSpecB);
+  const std::string lib = path("lib");
+  build_library(write_spec(kSpecB), "x86-64-linux,cuda", lib);
+  const std::string exe = compile_driver(lib, "aot_b", path("driver"));
+  Scenario s;
+  s.q = make_tensor(DType::BF16, {7, 3, 16}, {48, 16, 1}, 0.2);
+  s.k = make_tensor(DType::BF16, {7, 1, 16}, {16, 16, 1}, 0.9);
+  s.cu_seqlens = {0, 3, 7};  // device calls of thd specs with implicit positions pass int32 cu_seqlens
+  s.offset = 2;
+  s.device_type = 2;
+  if (has_cuda_driver()) {
+    std::cout << "[ CUDA     ] a CUDA driver is here: the library's kernels run on cuda:0\n";
+    EXPECT_EQ(run_driver(exe, path("cuda"), DType::BF16, s), "rc=0\n");
+    check_output(spec, path("cuda/result_q.bin"), s.q, false, s, "q (cuda)");
+    check_output(spec, path("cuda/result_k.bin"), *s.k, true, s, "k (cuda)");
+  } else {
+    std::cout << "[ SKIPPED  ] no CUDA driver (libcuda.so.1) here: no CUDA kernel ran; checking the refusal\n";
+    EXPECT_EQ(run_driver(exe, path("cuda"), DType::BF16, s),
+              "rc=2\nunsupported: cuda:0: the CUDA driver library libcuda.so.1 cannot be loaded (no NVIDIA driver on "
+              "this machine)\n");
+  }
+  // The same call with a stub driver: this spec computes its frequency
+  // table on the host, copied to the device at every call.
+  const auto manifest = nlohmann::json::parse(test::read_text(lib + "/manifest.json"));
+  EXPECT_EQ(manifest["entry_points"][1]["name"], "aot_b_qk");
+  EXPECT_EQ(manifest["entry_points"][1]["cuda_graph_capturable"], false);
+  EXPECT_THAT(test::read_text(lib + "/aot_b.h"), HasSubstr("those calls cannot be\n *           captured in a CUDA graph"));
+  check_stub_cuda_calls(stub_cuda_calls(exe, path("stub"), DType::BF16, s), /*capturable=*/false);
+  s.device_type = 7;
+  EXPECT_EQ(run_driver(exe, path("vulkan"), DType::BF16, s),
+            "rc=2\nunsupported: aot_b: q is on vulkan:0 but libaot_b.a has no vulkan target; rebuild it with rope-gen "
+            "build --targets host,vulkan\n");
+
+  std::vector<std::string> modules;
+  for (const auto& [name, data] : archive_members(lib + "/libaot_b.a"))
+    for (const std::string& ptx : embedded_ptx(data)) {
+      EXPECT_THAT(name, ::testing::EndsWith("_cuda.o"));
+      EXPECT_THAT(ptx, HasSubstr("\n.target sm_80\n")) << name;
+      modules.push_back(ptx);
+    }
+  ASSERT_EQ(modules.size(), 4u);  // q, qk and their backward
+  EXPECT_EQ(manifest["devices"], nlohmann::json::parse(R"(["cpu", "cuda"])"));
+  EXPECT_THAT(test::read_text(lib + "/aot_b.h"), HasSubstr("&ropegen_cuda_api, NULL /* cuda, vulkan */"));
+  if (!fs::exists(kPtxas)) GTEST_SKIP() << "ptxas not found (" << kPtxas << "): the PTX was extracted but not assembled";
+  for (size_t i = 0; i < modules.size(); ++i)
+    for (const char* arch : {"sm_90", "sm_80"}) {
+      const std::string ptx = path(fmt::format("m{}.ptx", i));
+      test::write_text(ptx, modules[i]);
+      const auto r = run_command(fmt::format("{} -arch={} {} -o {}.cubin", kPtxas, arch, ptx, ptx));
+      EXPECT_EQ(r.exit_code, 0) << arch << ": " << r.err;
+    }
+}
+
+// Frequency scheme table: the kernels compute nothing on the host, so after
+// the first call a CUDA call launches kernels and nothing else (what a CUDA
+// graph can capture), as the manifest says; seen with the stub driver.
+TEST_F(AotBuild, CudaTableLibraryOnlyLaunchesAfterTheFirstCall) {
+  const char* text = "name: aot_tc\nhead_dim: 16\nlayout: thd\ndtype: bf16\npositions: explicit\nfrequency: {scheme: table}\n";
+  const std::string lib = path("lib");
+  build_library(write_spec(text), "x86-64-linux,cuda", lib);
+  const auto manifest = nlohmann::json::parse(test::read_text(lib + "/manifest.json"));
+  for (const auto& e : manifest["entry_points"]) EXPECT_EQ(e["cuda_graph_capturable"], true) << e["name"];
+  EXPECT_THAT(test::read_text(lib + "/aot_tc.h"), HasSubstr("Later calls launch kernels and nothing\n"));
+  const std::string exe = compile_driver(lib, "aot_tc", path("driver"));
+  Scenario s;
+  s.q = make_tensor(DType::BF16, {6, 2, 16}, {32, 16, 1}, 0.3);
+  s.k = make_tensor(DType::BF16, {6, 1, 16}, {16, 16, 1}, 0.8);
+  s.positions_shape = {6}, s.positions = {0, 5, 9, 1, 2, 3};
+  s.cos_sin_cache = ref::Tensor{{10, 16}, std::vector<double>(160, 0.5)};
+  check_stub_cuda_calls(stub_cuda_calls(exe, path("stub"), DType::BF16, s), /*capturable=*/true);
+}
+
 TEST_F(AotBuild, TargetErrorsExitTwoAndLeaveNothing) {
   const std::string spec = write_spec(kSpecB);
   fs::create_directories(path("existing"));
   test::write_text(path("existing/mine.txt"), "keep");
-  for (const char* targets : {"x86-64-linux,arm-64-linux", "bogus-target", "x86-64-linux,", "x86-64-linux-cuda",
-                              "x86-64-linux,x86-64-linux"}) {
+  for (const char* targets : {"x86-64-linux,arm-64-linux", "bogus-target", "x86-64-linux,", "x86-64-linux-cuda", "cuda",
+                              "x86-64-linux,x86-64-linux", "host,cuda,host-cuda-cuda_capability_86", "host,opencl",
+                              "host,x86-64-linux-metal", "arm-64-linux,arm-64-linux-cuda", "x86-64-linux,cuda-vulkan"}) {
     SCOPED_TRACE(targets);
     auto r = run_command(kTool + " build " + spec + " --targets " + targets + " -o " + path("new/lib"));
     EXPECT_EQ(r.exit_code, 2) << r.err;
@@ -500,8 +850,17 @@ TEST_F(AotBuild, TargetErrorsExitTwoAndLeaveNothing) {
     EXPECT_EQ(r.exit_code, 2);
     EXPECT_EQ(std::distance(fs::directory_iterator(path("existing")), fs::directory_iterator()), 1);
   }
-  const auto r = run_command(kTool + " build " + spec + " --targets x86-64-linux,arm-64-linux -o " + path("x"));
+  auto r = run_command(kTool + " build " + spec + " --targets x86-64-linux,arm-64-linux -o " + path("x"));
   EXPECT_THAT(r.err, HasSubstr("mixes x86-64-linux and arm-64-linux"));
+  r = run_command(kTool + " build " + spec + " --targets cuda,vulkan -o " + path("x"));
+  EXPECT_THAT(r.err, HasSubstr("--targets `cuda,vulkan` has no CPU target: a library needs one for the host side of its "
+                               "GPU kernels (and its CPU tensors); write host,cuda,vulkan"));
+  r = run_command(kTool + " build " + spec + " --targets host,cuda,cuda -o " + path("x"));
+  EXPECT_THAT(r.err, HasSubstr("--targets has two cuda targets; a library holds one per GPU API"));
+  r = run_command(kTool + " build " + spec + " --targets host,x86-64-linux-metal -o " + path("x"));
+  EXPECT_THAT(r.err, HasSubstr("rope-gen has GPU schedules for cuda and vulkan only"));
+  r = run_command(kTool + " build " + spec + " --targets arm-64-linux,arm-64-linux-cuda -o " + path("x"));
+  EXPECT_THAT(r.err, HasSubstr("GPU targets need rope-gen's call library and device hooks in the archive"));
 }
 
 TEST_F(AotBuild, BareSpecBuildsForTheHostIntoItsName) {
@@ -541,7 +900,7 @@ TEST_F(AotBuild, KvCacheFp8LibraryAppendsFromC) {
                                            "cache_positions", "k_scale", "v_scale", "out_q", "out_k", "k_cache",
                                            "v_cache"));
   const std::string header = test::read_text(lib + "/aot_kv.h");
-  EXPECT_THAT(header, HasSubstr("{aot_kv_append_v_out_k_i64_argv, aot_kv_append_v_out_k_i64_metadata, 1, 1, 0, 0, 1},"));
+  EXPECT_THAT(header, HasSubstr("{aot_kv_append_v_out_k_i64_argv, aot_kv_append_v_out_k_i64_metadata, 1, 1, 0, 0, 1, ROPEGEN_DEVICE_CPU},"));
   EXPECT_THAT(header, HasSubstr("uint8 (fp8_e4m3 codes)"));
   const std::string exe = compile_driver(lib, "aot_kv", path("kv_driver"), kKvDriver);
 

@@ -9,7 +9,9 @@
  *   positions_rank [positions_shape[rank], positions_are_int64],
  *   num_sequences [cu_seqlens[num_sequences + 1], cu_seqlens_are_int64],
  *   offset, seq_len, backward,
- *   cache_rows cache_columns (0 0: no cos_sin_cache)
+ *   cache_rows cache_columns (0 0: no cos_sin_cache),
+ *   optionally device_type device_id (ROPEGEN_DEVICE_*; absent: cpu 0), where
+ *   every tensor goes (device_memory.h)
  * and DIR/{q,k,out_q,out_k,positions,cos_sin_cache}.bin the raw data (out_*: the output
  * buffers' initial contents). Writes DIR/result_{q,k}.bin (the output
  * buffers after the call) and prints "rc=N", then the message if N != 0. */
@@ -21,6 +23,7 @@
 #include ROPE_HEADER
 
 #include "driver_common.h"
+#include "device_memory.h"
 
 static int64_t next(FILE *f) {
   long v;
@@ -28,12 +31,38 @@ static int64_t next(FILE *f) {
   return (int64_t)v;
 }
 
+/* Every tensor of the call and its bytes, moved to the call's device once
+ * call.txt is read. */
+static struct {
+  ropegen_tensor *tensor;
+  void *host;
+  size_t bytes;
+} tensors[16];
+static int num_tensors;
+
+static const ropegen_tensor *remember(ropegen_tensor *t, size_t bytes) {
+  tensors[num_tensors].tensor = t;
+  tensors[num_tensors].host = t->data;
+  tensors[num_tensors++].bytes = bytes;
+  return t;
+}
+
+/* Copies the tensor over host buffer `host` back from the device. */
+static void fetch(void *host) {
+  int i;
+  for (i = 0; i < num_tensors; ++i)
+    if (tensors[i].host == host) {
+      from_device(host, tensors[i].tensor->data, tensors[i].bytes);
+      return;
+    }
+}
+
 
 int main(int argc, char **argv) {
   int64_t q_shape[4], q_strides[4], k_shape[4], k_strides[4], positions_shape[3], cu_shape[1], cache_shape[2];
   int64_t q_elements, k_elements = 0, cu[64];
   int code, bits, bytes, rank, has_k, in_place, positions_rank, positions_are_int64 = 0, num_sequences, i, rc;
-  int cu_int64 = 0;
+  int cu_int64 = 0, device_type, device_id = 0, repeat;
   void *q, *k = NULL, *out_q, *out_k = NULL, *positions = NULL, *cu_data = NULL, *cache = NULL;
   ropegen_tensor tq, tk, tout_q, tout_k, tpositions, tcu, tcache;
   ropegen_call call;
@@ -67,7 +96,7 @@ int main(int argc, char **argv) {
     positions_are_int64 = (int)next(in);
     positions = read_file("positions.bin", (size_t)n * (positions_are_int64 ? 8 : 4));
     tpositions = tensor(positions, positions_rank, positions_shape, NULL, ROPEGEN_DTYPE_INT, positions_are_int64 ? 64 : 32);
-    call.positions = &tpositions;
+    call.positions = remember(&tpositions, (size_t)n * (positions_are_int64 ? 8 : 4));
   }
   num_sequences = (int)next(in);
   if (num_sequences) {
@@ -81,7 +110,7 @@ int main(int argc, char **argv) {
     }
     cu_shape[0] = num_sequences + 1;
     tcu = tensor(cu_data, 1, cu_shape, NULL, ROPEGEN_DTYPE_INT, cu_int64 ? 64 : 32);
-    call.cu_seqlens = &tcu;
+    call.cu_seqlens = remember(&tcu, sizeof(int64_t) * (size_t)(num_sequences + 1));
   }
   call.offset = next(in);
   call.seq_len = next(in);
@@ -91,33 +120,63 @@ int main(int argc, char **argv) {
   if (cache_shape[0]) {
     cache = read_file("cos_sin_cache.bin", (size_t)(cache_shape[0] * cache_shape[1]) * 4);
     tcache = tensor(cache, 2, cache_shape, NULL, ROPEGEN_DTYPE_FLOAT, 32);
-    call.cos_sin_cache = &tcache;
+    call.cos_sin_cache = remember(&tcache, (size_t)(cache_shape[0] * cache_shape[1]) * 4);
   }
+  device_type = 0;
+  if (fscanf(in, "%d %d", &device_type, &device_id) == 2) use_device(device_type, device_id);
   fclose(in);
 
   q = read_file("q.bin", (size_t)q_elements * bytes);
   tq = tensor(q, rank, q_shape, q_strides, code, bits);
-  call.q = &tq;
+  call.q = remember(&tq, (size_t)q_elements * bytes);
   if (!in_place) {
     out_q = read_file("out_q.bin", (size_t)q_elements * bytes);
     tout_q = tensor(out_q, rank, q_shape, q_strides, code, bits);
-    call.out_q = &tout_q;
+    call.out_q = remember(&tout_q, (size_t)q_elements * bytes);
   } else {
     out_q = q; /* out_q NULL: in place */
   }
   if (has_k) {
     k = read_file("k.bin", (size_t)k_elements * bytes);
     tk = tensor(k, rank, k_shape, k_strides, code, bits);
-    call.k = &tk;
+    call.k = remember(&tk, (size_t)k_elements * bytes);
     if (!in_place) {
       out_k = read_file("out_k.bin", (size_t)k_elements * bytes);
       tout_k = tensor(out_k, rank, k_shape, k_strides, code, bits);
-      call.out_k = &tout_k;
+      call.out_k = remember(&tout_k, (size_t)k_elements * bytes);
     } else {
       out_k = k;
     }
   }
-  rc = RUN_FN(&call, &message);
+  for (i = 0; i < num_tensors; ++i) {
+    tensors[i].tensor->device = call_device;
+    tensors[i].tensor->data = to_device(tensors[i].host, tensors[i].bytes);
+  }
+  /* ROPE_DRIVER_STREAM: the call's stream (a number); ROPE_DRIVER_REPEAT: the
+   * same call n times, each announced by a line "call i" appended to the file
+   * ROPE_DRIVER_MARKS, and "end" after the last (tests with a stub CUDA
+   * driver: stub_libcuda.c). */
+  if (getenv("ROPE_DRIVER_STREAM")) call.stream = (void *)(uintptr_t)strtoull(getenv("ROPE_DRIVER_STREAM"), NULL, 0);
+  repeat = getenv("ROPE_DRIVER_REPEAT") ? atoi(getenv("ROPE_DRIVER_REPEAT")) : 1;
+  for (i = 0, rc = ROPEGEN_OK; i < repeat && rc == ROPEGEN_OK; ++i) {
+    if (getenv("ROPE_DRIVER_MARKS")) {
+      FILE *marks = fopen(getenv("ROPE_DRIVER_MARKS"), "a");
+      if (!marks) return 108;
+      fprintf(marks, "call %d\n", i);
+      fclose(marks);
+    }
+    rc = RUN_FN(&call, &message);
+  }
+  if (getenv("ROPE_DRIVER_MARKS")) {
+    FILE *marks = fopen(getenv("ROPE_DRIVER_MARKS"), "a");
+    if (!marks) return 108;
+    fprintf(marks, "end\n");
+    fclose(marks);
+  }
+  if (rc == ROPEGEN_OK) {
+    fetch(out_q);
+    if (has_k) fetch(out_k);
+  }
   write_file("result_q.bin", out_q, (size_t)q_elements * bytes);
   if (has_k) write_file("result_k.bin", out_k, (size_t)k_elements * bytes);
   printf("rc=%d\n", rc);

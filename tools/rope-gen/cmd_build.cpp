@@ -1,4 +1,4 @@
-// rope-gen build SPEC [--targets host,...] [-o DIR]: an AOT library in DIR
+// rope-gen build SPEC [--targets host,cuda,vulkan,...] [-o DIR]: an AOT library in DIR
 // (default ./<name>): lib<name>.a, <name>.h, Halide's entry headers,
 // HalideRuntime.h and manifest.json; a JSON summary on stdout.
 // The files are built in a staging directory inside DIR and renamed into
@@ -61,7 +61,7 @@ class Staging {
 void run_build(const BuildOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   const RopeSpec spec = unwrap(load_spec(o.spec));
-  const std::vector<targets::aot::AotTarget> targets = unwrap(targets::aot::parse_aot_targets(o.targets));
+  const targets::aot::AotTargets targets = unwrap(targets::aot::parse_aot_targets(o.targets));
   const fs::path out = o.out.empty() ? fs::path(spec.name) : fs::path(o.out);
 
   const BuildOutputDir out_dir(out);
@@ -80,7 +80,7 @@ void run_build(const BuildOptions& o) {
   j["spec_hash"] = spec_hash(spec);
   j["out"] = out.string();
   j["files"] = files;
-  for (const auto& t : targets) j["targets"].push_back(t.target.without_feature(Halide::Target::NoRuntime).to_string());
+  for (const auto& t : targets.all()) j["targets"].push_back(t.target.without_feature(Halide::Target::NoRuntime).to_string());
   j["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cout << j.dump() << "\n";
 }
@@ -94,14 +94,18 @@ bool ends_with(const std::string& s, const std::string& tail) {
 void add_build_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "build",
-      "Compile SPEC ahead of time into DIR: lib<name>.a (every target, picked at run time), <name>.h\n"
-      "(C99/C++, no Halide needed) and manifest.json. `rope-gen SPEC` is `rope-gen build SPEC`.");
+      "Compile SPEC ahead of time into DIR: lib<name>.a (every target: the CPU's picked at run time,\n"
+      "CUDA/Vulkan for calls whose tensors are on that device), <name>.h (C99/C++, no Halide needed)\n"
+      "and manifest.json. `rope-gen SPEC` is `rope-gen build SPEC`.");
   auto o = std::make_shared<BuildOptions>();
   cmd->add_option("SPEC", o->spec, "spec file (YAML)")->required();
   cmd->add_option("--targets", o->targets,
-                  "comma-separated, one architecture; the last is the baseline, always usable.\n"
-                  "host (default; on x86-64: avx512_skylake, avx2, sse41, x86-64) or Halide targets,\n"
-                  "e.g. x86-64-linux-avx2-fma-f16c-sse41,x86-64-linux or arm-64-linux");
+                  "comma-separated, one architecture; the last CPU target is the baseline, always usable.\n"
+                  "host (default; on x86-64: avx512_zen4, avx512_skylake, avx2, sse41, x86-64) or Halide\n"
+                  "targets, e.g. x86-64-linux-avx2-fma-f16c-sse41,x86-64-linux or arm-64-linux; plus\n"
+                  "cuda (sm_80 PTX: A100 and newer, libcuda.so.1 loaded at run time) and/or vulkan\n"
+                  "(libvulkan.so.1), e.g. host,cuda,vulkan; a CPU target is required. No GPU, driver\n"
+                  "or CUDA toolkit is needed to build");
   cmd->add_option("-o,--out", o->out, "output directory (default: ./<name>): new, empty, or an earlier build's; only the library's files are replaced");
   cmd->callback([o] { run_build(*o); });
 }
