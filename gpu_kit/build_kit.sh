@@ -12,7 +12,7 @@ OUT=$2
 MAX_SPECS=${3:-48}
 # One CPU target (the host kernels the device is compared with, bit for bit:
 # every x86 target computes the same bits) and CUDA.
-TARGETS=${4:-x86-64-linux-sse41}
+TARGETS=${4:-x86-64-linux-sse41,cuda}
 SRC=$(cd "$(dirname "$0")" && pwd)
 LIMIT_MIB=60
 
