@@ -23,7 +23,7 @@ TORCH_PACKAGES := torch==2.15.0 transformers==5.23.0
 
 EXAMPLE ?= examples/llama3_8b.yaml
 
-.PHONY: all setup deps venv torch configure build python wheel run bench bench-torch test test-sanitize fuzz clean distclean
+.PHONY: all setup deps venv torch configure build python wheel run bench bench-torch gpu-kit test test-sanitize fuzz clean distclean
 all: build
 
 setup: deps venv
@@ -83,6 +83,12 @@ BENCH_SECONDS ?= 0.2
 bench: build
 	$(BUILD)/bench/compare_bench --threads 1 --seconds $(BENCH_SECONDS)
 	$(BUILD)/bench/compare_bench --threads 2 --seconds $(BENCH_SECONDS) --no-header
+
+# The GPU kit (gpu_kit/README.md): AOT CUDA libraries of the test cases and
+# bench specs, their data, a runner and run.sh, in $(BUILD)/gpu-kit. Built
+# without a GPU; copy it to a GPU machine and run ./run.sh there.
+gpu-kit: build
+	gpu_kit/build_kit.sh $(BUILD) $(BUILD)/gpu-kit
 
 # PyTorch on the CPU: the HF eager function, its torch.compile, a cached
 # table and the rope-gen op, each as a ratio to copy_ in the same process,

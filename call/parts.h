@@ -85,7 +85,7 @@ std::optional<CallPart> single_part(const PreparedCall& call);
 // call's device API; null for host calls. CUDA kernels address memory from
 // `device` like host ones from `host`; Vulkan device handles are not
 // addresses, so a Vulkan runner replaces each `device` by a handle of its
-// own before the launch (runtime/vulkan_memory.h).
+// own before the launch (runtime/device_memory.h).
 struct PartViews {
   RawBuffer q, out_q, k, out_k, saved_q, saved_k;
   RawBuffer positions, cu_seqlens, table, freqs, cos_sin_cache, d_freqs;

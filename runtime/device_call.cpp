@@ -1,6 +1,7 @@
 #include "device_call.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -295,7 +296,11 @@ Halide::Buffer<> staged_cu_seqlens(const Halide::Buffer<>& cu, int64_t multiple)
   return b;
 }
 
+std::atomic<uint64_t> staged_part_count{0};
+
 }  // namespace
+
+uint64_t staged_parts() { return staged_part_count.load(); }
 
 void prepare_device_runtime(const Halide::Target& target) {
   if (target.has_feature(Halide::Target::CUDA)) find_libcuda_so_1();
@@ -332,8 +337,10 @@ void run_on_device(const RopeSpec& spec, const lowering::KernelVariant& variant,
   whole.v_cache = staged_whole(call.v_cache, device.buffer_size_multiple);
   if (call.d_freqs.defined()) Halide::Buffer<float>(call.d_freqs).fill(0.0f);  // the parts add to it
   try {
-    for (const Part& p : plan_parts(sizes, call.q.dim(2).extent(), call.q.dim(3).extent()))
+    for (const Part& p : plan_parts(sizes, call.q.dim(2).extent(), call.q.dim(3).extent())) {
       PartRun(spec, variant, call, p).run(pipelines, whole);
+      ++staged_part_count;
+    }
   } catch (const Halide::Error& e) {
     throw DeviceError(fmt::format("{}: {}", device.description, e.what()));
   }

@@ -68,6 +68,10 @@ struct DevicePipelines {
 // of 256, or Vulkan calls may overrun their regions as above.
 void prepare_device_runtime(const Halide::Target& target);
 
+// How many parts run_on_device has staged in this process (device calls,
+// which are never staged, leave it as it was: the tests check).
+uint64_t staged_parts();
+
 // How many launches (parts) run_on_device splits `call` into.
 int device_parts(const RopeSpec& spec, const lowering::KernelVariant& variant, const DevicePart& call,
                  const DeviceInfo& device);

@@ -23,6 +23,10 @@ struct DeviceInfo {
   int64_t max_buffer_bytes = std::numeric_limits<int64_t>::max();
   // Device buffers are sized to a multiple of this (runtime/device_call.h).
   int64_t buffer_size_multiple = 1;
+  // A kernel argument starts at a multiple of this many bytes into its
+  // device buffer (Vulkan's minStorageBufferOffsetAlignment; device-resident
+  // views, runtime/device_memory.h).
+  int64_t offset_alignment = 1;
   // Blocks per launch along the schedules' token and batch dims
   // (targets/gpu_schedule.cpp): CUDA's grid x and y/z, Vulkan's
   // maxComputeWorkGroupCount x and z. A block holds at least one token.

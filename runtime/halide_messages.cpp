@@ -18,11 +18,11 @@ class QuietWarnings : public Halide::CompileTimeErrorReporter {
 
 }  // namespace
 
-void quiet_runtime_prints(Halide::Pipeline& pipeline) {
-  pipeline.jit_handlers().custom_print = [](Halide::JITUserContext*, const char* msg) {
-    if (std::getenv("ROPEGEN_VERBOSE")) std::fprintf(stderr, "halide: %s", msg);
-  };
+void quiet_runtime_print(Halide::JITUserContext*, const char* message) {
+  if (std::getenv("ROPEGEN_VERBOSE")) std::fprintf(stderr, "halide: %s", message);
 }
+
+void quiet_runtime_prints(Halide::Pipeline& pipeline) { pipeline.jit_handlers().custom_print = quiet_runtime_print; }
 
 void install_halide_message_filter() {
   static QuietWarnings reporter;  // must outlive every Halide call

@@ -20,5 +20,8 @@ void install_halide_message_filter();
 // Vulkan runtime reports its allocator settings): shown with
 // ROPEGEN_VERBOSE=1. Errors are not prints: they still throw.
 void quiet_runtime_prints(Halide::Pipeline& pipeline);
+// The handler it installs, for a JITUserContext of calls into the runtime
+// outside a pipeline (device memory: runtime/device_memory.h).
+void quiet_runtime_print(Halide::JITUserContext* context, const char* message);
 
 }  // namespace ropegen::runtime

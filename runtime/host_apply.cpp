@@ -1,5 +1,6 @@
 #include "host_apply.h"
 
+#include <optional>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -22,35 +23,49 @@ struct Staged {
 
 }  // namespace
 
-Result<ApplyResult> apply_on_host(const RopeSpec& spec, const ApplyRequest& r) {
-  Call call;
-  Staged q(r.q, spec.dtype);
+// Everything the call points into; allocated once, never moved.
+struct HostCall::Storage {
+  std::optional<Staged> q, k;
+  bool out_k = false;
+  std::optional<std::vector<uint8_t>> k_codes, v_codes;  // fp8 caches, as they came
+  std::optional<HostStorage> v, k_cache, v_cache, saved_q, saved_k, table;
+  std::vector<int32_t> index_storage[5];
+  std::vector<int32_t> ids32;
+  std::vector<int64_t> ids64, cu;
+  std::vector<float> freqs, d_freqs, cos_sin_cache;
+};
+
+HostCall::HostCall() : storage_(std::make_unique<Storage>()) {}
+HostCall::~HostCall() = default;
+
+Result<std::unique_ptr<HostCall>> HostCall::make(const RopeSpec& spec, const ApplyRequest& r) {
+  std::unique_ptr<HostCall> made(new HostCall());
+  Call& call = made->call_;
+  Storage& s = *made->storage_;
+  Staged& q = s.q.emplace(r.q, spec.dtype);
   call.q = dense(q.in.data(), q.in.element_type(), r.q.shape);
   call.out_q = dense(q.out.data(), q.out.element_type(), r.q.shape);
-  std::optional<Staged> k;
   if (r.k) {
-    k.emplace(*r.k, spec.dtype);
-    call.k = dense(k->in.data(), k->in.element_type(), r.k->shape);
-    if (r.out_k) call.out_k = dense(k->out.data(), k->out.element_type(), r.k->shape);
+    Staged& k = s.k.emplace(*r.k, spec.dtype);
+    call.k = dense(k.in.data(), k.in.element_type(), r.k->shape);
+    s.out_k = r.out_k;
+    if (r.out_k) call.out_k = dense(k.out.data(), k.out.element_type(), r.k->shape);
   }
   // KV-cache append: caches in the cache dtype, indices as int32 (an id
   // outside int32 is refused here, naming its tensor).
   const DType cache_dtype = spec.kv_cache.float_dtype();
-  std::optional<std::vector<uint8_t>> k_codes, v_codes;  // fp8 caches, as they came
   if (r.k_cache_codes)
-    k_codes = r.k_cache_codes->codes, call.k_cache = dense(k_codes->data(), ElementType::UInt8, r.k_cache_codes->shape);
+    s.k_codes = r.k_cache_codes->codes, call.k_cache = dense(s.k_codes->data(), ElementType::UInt8, r.k_cache_codes->shape);
   if (r.v_cache_codes)
-    v_codes = r.v_cache_codes->codes, call.v_cache = dense(v_codes->data(), ElementType::UInt8, r.v_cache_codes->shape);
+    s.v_codes = r.v_cache_codes->codes, call.v_cache = dense(s.v_codes->data(), ElementType::UInt8, r.v_cache_codes->shape);
   call.k_scale = r.k_scale, call.v_scale = r.v_scale;
-  std::optional<HostStorage> v, k_cache, v_cache;
-  if (r.v) v = to_storage(r.v->data, spec.dtype), call.v = dense(v->data(), v->element_type(), r.v->shape);
+  if (r.v) s.v = to_storage(r.v->data, spec.dtype), call.v = dense(s.v->data(), s.v->element_type(), r.v->shape);
   if (r.k_cache)
-    k_cache = to_storage(r.k_cache->data, cache_dtype),
-    call.k_cache = dense(k_cache->data(), k_cache->element_type(), r.k_cache->shape);
+    s.k_cache = to_storage(r.k_cache->data, cache_dtype),
+    call.k_cache = dense(s.k_cache->data(), s.k_cache->element_type(), r.k_cache->shape);
   if (r.v_cache)
-    v_cache = to_storage(r.v_cache->data, cache_dtype),
-    call.v_cache = dense(v_cache->data(), v_cache->element_type(), r.v_cache->shape);
-  std::vector<int32_t> index_storage[5];
+    s.v_cache = to_storage(r.v_cache->data, cache_dtype),
+    call.v_cache = dense(s.v_cache->data(), s.v_cache->element_type(), r.v_cache->shape);
   const std::tuple<const std::optional<std::vector<int64_t>>*, const char*, std::optional<Tensor>*> indices[] = {
       {&r.kv_indices, "kv_indices", &call.kv_indices},
       {&r.kv_indptr, "kv_indptr", &call.kv_indptr},
@@ -63,61 +78,68 @@ Result<ApplyResult> apply_on_host(const RopeSpec& spec, const ApplyRequest& r) {
     for (int64_t x : **values) {
       if (x < INT32_MIN || x > INT32_MAX)
         return Diagnostic{{name, -1, -1}, fmt::format("{} holds {}, which does not fit int32 (cache indices are int32)", name, x), {}};
-      index_storage[i].push_back(static_cast<int32_t>(x));
+      s.index_storage[i].push_back(static_cast<int32_t>(x));
     }
-    *into = dense(index_storage[i].data(), ElementType::Int32, {static_cast<int64_t>(index_storage[i].size())});
+    *into = dense(s.index_storage[i].data(), ElementType::Int32, {static_cast<int64_t>(s.index_storage[i].size())});
   }
-  std::optional<HostStorage> saved_q, saved_k, table;
-  if (r.saved_q) saved_q = to_storage(r.saved_q->data, spec.dtype), call.saved_q = dense(saved_q->data(), saved_q->element_type(), r.saved_q->shape);
-  if (r.saved_k) saved_k = to_storage(r.saved_k->data, spec.dtype), call.saved_k = dense(saved_k->data(), saved_k->element_type(), r.saved_k->shape);
-  if (r.table) table = to_storage(r.table->data, spec.dtype), call.table = dense(table->data(), table->element_type(), r.table->shape);
+  if (r.saved_q) s.saved_q = to_storage(r.saved_q->data, spec.dtype), call.saved_q = dense(s.saved_q->data(), s.saved_q->element_type(), r.saved_q->shape);
+  if (r.saved_k) s.saved_k = to_storage(r.saved_k->data, spec.dtype), call.saved_k = dense(s.saved_k->data(), s.saved_k->element_type(), r.saved_k->shape);
+  if (r.table) s.table = to_storage(r.table->data, spec.dtype), call.table = dense(s.table->data(), s.table->element_type(), r.table->shape);
   // Ids are read in the width they came in (the kernel variant follows it).
-  std::vector<int32_t> ids32;
-  std::vector<int64_t> ids64;
   if (r.positions) {
     if (r.positions->is_int64) {
-      ids64 = r.positions->values;
-      call.positions = dense(ids64.data(), ElementType::Int64, r.positions->shape);
+      s.ids64 = r.positions->values;
+      call.positions = dense(s.ids64.data(), ElementType::Int64, r.positions->shape);
     } else {
-      ids32.reserve(r.positions->values.size());
+      s.ids32.reserve(r.positions->values.size());
       for (int64_t v : r.positions->values) {
         if (v < INT32_MIN || v > INT32_MAX)
           return Diagnostic{{"positions", -1, -1}, "position id " + std::to_string(v) + " does not fit int32 ids; pass them as int64", {}};
-        ids32.push_back(static_cast<int32_t>(v));
+        s.ids32.push_back(static_cast<int32_t>(v));
       }
-      call.positions = dense(ids32.data(), ElementType::Int32, r.positions->shape);
+      call.positions = dense(s.ids32.data(), ElementType::Int32, r.positions->shape);
     }
   }
-  std::vector<int64_t> cu = r.cu_seqlens.value_or(std::vector<int64_t>{});
-  if (r.cu_seqlens) call.cu_seqlens = dense(cu.data(), ElementType::Int64, {static_cast<int64_t>(cu.size())});
-  std::vector<float> freqs, d_freqs;
+  if (r.cu_seqlens) {
+    s.cu = *r.cu_seqlens;
+    call.cu_seqlens = dense(s.cu.data(), ElementType::Int64, {static_cast<int64_t>(s.cu.size())});
+  }
   if (r.freqs) {
-    freqs = r.freqs->data;
-    call.freqs = dense(freqs.data(), ElementType::Float32, r.freqs->shape);
+    s.freqs = r.freqs->data;
+    call.freqs = dense(s.freqs.data(), ElementType::Float32, r.freqs->shape);
     if (r.backward) {
-      d_freqs.assign(freqs.size(), 0.0f);
-      call.d_freqs = dense(d_freqs.data(), ElementType::Float32, r.freqs->shape);
+      s.d_freqs.assign(s.freqs.size(), 0.0f);
+      call.d_freqs = dense(s.d_freqs.data(), ElementType::Float32, r.freqs->shape);
     }
   }
   // The cache is float32 whatever the spec's dtype: passed as it is.
-  std::vector<float> cos_sin_cache;
   if (r.cos_sin_cache) {
-    cos_sin_cache = r.cos_sin_cache->data;
-    call.cos_sin_cache = dense(cos_sin_cache.data(), ElementType::Float32, r.cos_sin_cache->shape);
+    s.cos_sin_cache = r.cos_sin_cache->data;
+    call.cos_sin_cache = dense(s.cos_sin_cache.data(), ElementType::Float32, r.cos_sin_cache->shape);
   }
   call.offset = r.offset;
   call.seq_len = r.seq_len;
   call.backward = r.backward;
-  if (Status s = Runtime::process().run(spec, call, r.target); !s) return s.errors();
+  return made;
+}
 
+ApplyResult HostCall::results() const {
+  const Storage& s = *storage_;
   ApplyResult result;
-  result.out_q = q.out.to_float();
-  if (k && r.out_k) result.out_k = k->out.to_float();
-  if (k_cache) result.k_cache = k_cache->to_float();
-  if (v_cache) result.v_cache = v_cache->to_float();
-  result.k_cache_codes = std::move(k_codes), result.v_cache_codes = std::move(v_codes);
-  if (call.d_freqs) result.d_freqs = d_freqs;
+  result.out_q = s.q->out.to_float();
+  if (s.k && s.out_k) result.out_k = s.k->out.to_float();
+  if (s.k_cache) result.k_cache = s.k_cache->to_float();
+  if (s.v_cache) result.v_cache = s.v_cache->to_float();
+  result.k_cache_codes = s.k_codes, result.v_cache_codes = s.v_codes;
+  if (call_.d_freqs) result.d_freqs = s.d_freqs;
   return result;
+}
+
+Result<ApplyResult> apply_on_host(const RopeSpec& spec, const ApplyRequest& r) {
+  Result<std::unique_ptr<HostCall>> host = HostCall::make(spec, r);
+  if (!host) return host.errors();
+  if (Status s = Runtime::process().run(spec, (*host)->call(), r.target); !s) return s.errors();
+  return (*host)->results();
 }
 
 }  // namespace ropegen::runtime

@@ -5,10 +5,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "ropegen/call.h"
 #include "ropegen/result.h"
 #include "ropegen/spec.h"
 
@@ -66,8 +68,31 @@ struct ApplyResult {
   std::optional<std::vector<uint8_t>> k_cache_codes, v_cache_codes;  // fp8 caches, updated
 };
 
-// The request as a ropegen::Call on storage in the spec's dtype, run through
-// Runtime::process() (so prepare_call checks it, and the kernel cache serves it).
+// A request as one ropegen::Call on host storage in the spec's dtype (ids
+// in their width, cache indices int32), results allocated: what
+// apply_on_host runs, and what the GPU kit (gpu_kit/) writes to its case
+// files. Not copyable: the call points into its own storage.
+class HostCall {
+ public:
+  static Result<std::unique_ptr<HostCall>> make(const RopeSpec& spec, const ApplyRequest& request);
+  HostCall(const HostCall&) = delete;
+  HostCall& operator=(const HostCall&) = delete;
+
+  const Call& call() const { return call_; }
+  ApplyResult results() const;  // the outputs as they are now
+
+ private:
+  struct Storage;
+  HostCall();
+  Call call_;
+  std::unique_ptr<Storage> storage_;
+
+ public:
+  ~HostCall();
+};
+
+// The request as a HostCall run through Runtime::process() (so prepare_call
+// checks it, and the kernel cache serves it).
 Result<ApplyResult> apply_on_host(const RopeSpec& spec, const ApplyRequest& request);
 
 }  // namespace ropegen::runtime

@@ -3,15 +3,62 @@
 #include <optional>
 #include <stdexcept>
 
+#include <fmt/format.h>
+
 #include "call/contract.h"
 #include "call/parts.h"
 #include "runtime/cuda_context.h"
 #include "runtime/device_call.h"
+#include "runtime/device_memory.h"
 #include "runtime/fork_guard.h"
 #include "runtime/halide_messages.h"
 #include "targets/schedule.h"
 
 namespace ropegen::runtime {
+namespace {
+
+// Every buffer of a bound device part with the name a diagnostic gives it
+// (the call's argument names; rope outputs are their rotary dims).
+template <typename F>
+void for_each_view(call::BoundPart& part, const ropegen_contract& contract, F f) {
+  static const char* const kArguments[] = {
+      "q",      "k",      "v",       "positions", "cu_seqlens", "table",      "freqs",     "cos_sin_cache", "saved_q",
+      "saved_k", "out_q", "out_k",   "k_cache",   "v_cache",    "d_freqs",    "kv_indices", "kv_indptr",
+      "batch_indices", "slot_mapping", "cache_positions"};
+  const bool rope = call::is_rope(contract);
+  for (const char* argument : kArguments) {
+    call::RawBuffer& view = part.rope.*(call::rope_argument(argument)->rope_buffer);
+    if (!view.defined()) continue;
+    const std::string_view a = argument;
+    if (a == "q") f(view, call::input_name(contract));
+    else if (a == "out_q") f(view, rope ? "out_q (its rotary dims)" : call::output_name(contract));
+    else if (a == "out_k") f(view, "out_k (its rotary dims)");
+    else f(view, argument);
+  }
+  for (call::PassThroughArguments& copy : part.pass_through) {
+    f(copy.in, fmt::format("{} (its dims outside the rotary range)", call::input_name(contract)));
+    f(copy.out, fmt::format("{} (its dims outside the rotary range)", call::output_name(contract)));
+  }
+}
+
+// CUDA: the schedule moves q, k and the rotary parts of out_q and out_k in
+// 16-byte vectors (targets/gpu_schedule.cpp), aligned to their first
+// elements: a misaligned address would be a fault that ruins the caller's
+// context.
+void check_cuda_alignment(const call::BoundPart& part, const ropegen_contract& contract) {
+  if (!call::is_rope(contract)) return;  // the other encodings' kernels are scalar
+  const std::pair<const call::RawBuffer*, const char*> vectors[] = {{&part.rope.q, "q"},
+                                                                    {&part.rope.k, "k"},
+                                                                    {&part.rope.out_q, "out_q (its rotary dims)"},
+                                                                    {&part.rope.out_k, "out_k (its rotary dims)"}};
+  for (auto [view, name] : vectors)
+    if (view->defined() && view->address() % 16 != 0)
+      throw KernelFailure(fmt::format("{} starts at {:#x}: CUDA kernels move q, k and the rotary dims of out_q and "
+                                      "out_k in 16-byte vectors, so each must start at a 16-byte aligned address",
+                                      name, view->address()));
+}
+
+}  // namespace
 
 JitKernel::JitKernel(const RopeSpec& spec, const lowering::KernelVariant& variant, const Halide::Target& target)
     : spec_(lowering::kernel_spec(spec, variant)),
@@ -29,12 +76,15 @@ JitKernel::JitKernel(const RopeSpec& spec, const lowering::KernelVariant& varian
     quiet_runtime_prints(pass_through_pipeline_);
     pass_through_pipeline_.compile_jit(target_);
   }
+  if (target_.has_gpu_feature())
+    device_interface_ = Halide::get_device_interface_for_device_api(Halide::get_default_device_api_for_target(target_),
+                                                                     target_);
   guard_jit_thread_pool(target_);
 }
 
 void JitKernel::run(const call::PreparedCall& call) {
-  if (call.on_device()) throw KernelFailure(device_mismatch(call, target_.to_string() + " from host memory"));
   try {
+    if (call.on_device()) return run_on_device_memory(call);
     // CUDA: in device 0's primary context, on the legacy default stream (runtime/cuda_context.h).
     std::optional<CudaCallContext> cuda;
     if (target_.has_feature(Halide::Target::CUDA)) cuda.emplace(primary_context(0), nullptr);
@@ -43,6 +93,32 @@ void JitKernel::run(const call::PreparedCall& call) {
   } catch (const Halide::RuntimeError& e) {
     throw KernelFailure(e.what());
   }
+}
+
+void JitKernel::run_on_device_memory(const call::PreparedCall& call) {
+  const bool cuda = target_.has_feature(Halide::Target::CUDA), vulkan = target_.has_feature(Halide::Target::Vulkan);
+  if (!(cuda && call.device.type == DeviceType::CUDA) && !(vulkan && call.device.type == DeviceType::Vulkan))
+    throw KernelFailure(device_mismatch(call, target_.to_string()));
+  if (algorithm_->uses_seq_len && !call.seq_len_known)
+    throw KernelFailure("this spec's frequencies depend on seq_len (dynamic NTK scaling, or LongRoPE's per-call "
+                        "choice): a device call passes seq_len, since its positions are not read on the host");
+  const Result<DeviceInfo> device = probe_device(target_);
+  if (!device) throw DeviceError(format(device.errors()));
+  std::optional<CudaCallContext> cuda_context;
+  if (cuda) cuda_context.emplace(primary_context(call.device.id), call.stream);
+  Halide::JITUserContext* context = cuda_context ? &*cuda_context : nullptr;
+  call::run_in_parts(call, device_interface_, [&](const call::PartViews& part) {
+    call::BoundPart bound = call::bind_part(contract_, algorithm_->variant, part);
+    std::optional<VulkanViews> views;
+    if (vulkan) {
+      views.emplace(device->offset_alignment);
+      for_each_view(bound, contract_, [&](call::RawBuffer& view, const std::string& name) { views->bind(view, name); });
+    } else {
+      check_cuda_alignment(bound, contract_);
+    }
+    realize(wrap(bound.rope), context);
+    for (const call::PassThroughArguments& copy : bound.pass_through) realize(wrap(copy), context);
+  });
 }
 
 void JitKernel::run_part(const call::PartViews& part, Halide::JITUserContext* context) {

@@ -13,8 +13,9 @@
 
 namespace ropegen::runtime {
 
-// GPU targets run from and to host memory, staged (runtime/device_call.h);
-// run() throws DeviceError when the device fails.
+// GPU targets run device calls (tensors on the target's device) where the
+// tensors are, and host calls staged through device buffers
+// (runtime/device_call.h); run() throws DeviceError when the device fails.
 class JitKernel : public CompiledKernel {
  public:
   JitKernel(const RopeSpec& spec, const lowering::KernelVariant& variant, const Halide::Target& target);
@@ -23,6 +24,9 @@ class JitKernel : public CompiledKernel {
 
  private:
   void run_part(const call::PartViews& part, Halide::JITUserContext* context);
+  // A device call: its parts' views bound to the device (Vulkan: handles of
+  // rope-gen's allocations, runtime/device_memory.h), nothing staged.
+  void run_on_device_memory(const call::PreparedCall& call);
   void realize(const PipelineArguments& args, Halide::JITUserContext* context);
   void realize(const PipelineCopy& copy, Halide::JITUserContext* context);
 
@@ -34,6 +38,9 @@ class JitKernel : public CompiledKernel {
   std::unique_ptr<lowering::PassThroughCopy> pass_through_;
   Halide::Pipeline pass_through_pipeline_;
   Halide::Target target_;
+  // GPU targets: the JIT runtime's interface for the target's device API,
+  // which device calls' views carry (call/parts.h).
+  const halide_device_interface_t* device_interface_ = nullptr;
 };
 
 }  // namespace ropegen::runtime

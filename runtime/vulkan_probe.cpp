@@ -7,6 +7,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -89,6 +90,7 @@ ProbeResult describe(const Api& api, VkPhysicalDevice d) {
   info.max_token_blocks = p.limits.maxComputeWorkGroupCount[0];
   info.max_batch_blocks = p.limits.maxComputeWorkGroupCount[2];
   info.buffer_size_multiple = kBufferSizeMultiple;
+  info.offset_alignment = static_cast<int64_t>(std::max<VkDeviceSize>(1, p.limits.minStorageBufferOffsetAlignment));
   info.version_feature = version_feature(p.apiVersion);
   return info;
 }

@@ -240,12 +240,21 @@ void schedule_rope_gpu(lowering::RopeAlgorithm& a, const RopeSpec& spec, const T
     }
     stage.gpu_threads(dt).gpu_blocks(blocks, token);
   };
+  // The caches' pure definitions (undef: no store) are placed on the device
+  // too: left on the host, Halide 21 counts them as host accesses of the
+  // caller's caches (its image checks run before undefined stores are
+  // removed), and a device-resident cache (no host pointer) fails the call.
+  // No kernel results from them.
   if (a.k_cache.defined()) {
+    a.k_cache.gpu_single_thread();
     const RDom& k = a.k_rows;
     scatter(a.k_cache.update(0), k.x, {k.y, k.z}, k.w);
     if (a.k_pass_rows.defined()) scatter(a.k_cache.update(1), a.k_pass_rows.x, {a.k_pass_rows.y}, a.k_pass_rows.z);
   }
-  if (a.v_cache.defined()) scatter(a.v_cache.update(0), a.v_rows.x, {a.v_rows.y}, a.v_rows.z);
+  if (a.v_cache.defined()) {
+    a.v_cache.gpu_single_thread();
+    scatter(a.v_cache.update(0), a.v_rows.x, {a.v_rows.y}, a.v_rows.z);
+  }
 }
 
 // Sinusoidal, learned, ALiBi: one thread per element of a row chunk,

@@ -2,7 +2,9 @@
 // interface's ropegen_call, ropegen_c.h, carries the same fields), and the
 // kernel variant a call needs. Every argument is checked against the spec
 // before anything runs; errors name the argument (q, k, out_q, positions,
-// ...) and say the fix.
+// ...) and say the fix. A call's tensors are all on the host, or all on
+// one CUDA or Vulkan device (ropegen/device_memory.h: then the values of
+// ids and indices are not checked, and seq_len is not derived from them).
 #pragma once
 
 #include <cstdint>
@@ -55,7 +57,10 @@ struct Call {
   int64_t offset = 0;                // implicit positions: the first token's position
   std::optional<int64_t> seq_len;    // absent: max position + 1 (as HF)
   bool backward = false;
-  void* stream = nullptr;            // device calls: cudaStream_t; nullptr: the default stream
+  // CUDA device calls: the cudaStream_t (CUstream) of the tensors' device's
+  // primary context the kernels are launched on; nullptr: the legacy
+  // default stream. Vulkan calls are synchronous (ropegen/device_memory.h).
+  void* stream = nullptr;
 
   // A C call (ropegen_c.h); diagnostics name the tensor that cannot be taken.
   static Result<Call> from_c(const ropegen_call& call);

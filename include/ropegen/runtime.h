@@ -70,7 +70,14 @@ class Runtime {
   static Runtime& process();
 
   // A kernel of `spec` for `variant` on `target` ("host" or a Halide target
-  // string such as "host-cuda"). Thread-safe, and so are its kernels.
+  // string such as "host-cuda"). Thread-safe, and so are its kernels. A GPU
+  // target's kernels run calls on its device's tensors where they are and
+  // stage calls on host tensors (ropegen/device_memory.h). Before the first
+  // CUDA kernel, if no default is set, rope-gen gives Halide's JIT a default
+  // library loader that finds libcuda.so.1 for Halide 21's "libcuda.so" and
+  // loads everything else as Halide's default does (Halide has no per-call
+  // hook for it); set your own default JITHandlers::custom_load_library
+  // before, to keep yours.
   Result<std::shared_ptr<Kernel>> get(const RopeSpec& spec, const KernelVariant& variant,
                                       const std::string& target = "host");
 

@@ -10,6 +10,7 @@
 #include "kernels/gpu_parity.h"
 #include "kernels/kernel_checks.h"
 #include "kernels/kernel_sweeps.h"
+#include "runtime/device_call.h"
 
 namespace ropegen {
 namespace {
@@ -54,6 +55,24 @@ TEST(CudaKernel, FusedQkvViewsWithoutCopy) {
   ROPEGEN_REQUIRE_GPU(c, "cuda");
   for (const char* layout : {"bshd", "sbhd"})
     for (bool in_place : {true, false}) test::check_fused_qkv(layout, in_place, *c.target);
+}
+
+// Device calls: the cases' tensors in CUDA memory (cuMemAlloc), run in the
+// primary context on the legacy default stream, nothing staged.
+TEST(CudaDeviceMemory, SameBitsAsTheHostNothingStaged) {
+  ROPEGEN_REQUIRE_GPU(c, "cuda");
+  const uint64_t staged = runtime::staged_parts();
+  test::expect_parity("device memory: in place", test::sweep_in_place(), *c.target, test::Memory::Device);
+  test::expect_parity("device memory: explicit positions", test::sweep_explicit_positions(), *c.target,
+                      test::Memory::Device);
+  test::expect_parity("device memory: output pairing", test::sweep_output_pairing(), *c.target, test::Memory::Device);
+  test::expect_parity("device memory: odd sizes", test::sweep_odd_sizes(), *c.target, test::Memory::Device);
+  test::expect_parity("device memory: GPU schedule shapes", test::sweep_gpu_shapes(), *c.target, test::Memory::Device);
+  test::expect_parity("device memory: backward", test::backward_of(test::sweep_gpu_shapes()), *c.target,
+                      test::Memory::Device);
+  for (const char* layout : {"bshd", "sbhd"})
+    for (bool in_place : {true, false}) test::check_fused_qkv(layout, in_place, *c.target, test::Memory::Device);
+  EXPECT_EQ(runtime::staged_parts(), staged) << "a device call was staged";
 }
 
 }  // namespace

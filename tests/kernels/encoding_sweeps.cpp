@@ -47,17 +47,6 @@ runtime::HostPositions ids(std::vector<int64_t> shape, int64_t limit, bool int64
 
 ref::Tensor as_ref(const runtime::HostTensor& t) { return {t.shape, std::vector<double>(t.data.begin(), t.data.end())}; }
 
-// |kernel - reference| allowed: float32 math on stored inputs, one rounding on store.
-double tolerance(DType dtype, double want) {
-  const double scale = std::max(1.0, std::abs(want));
-  switch (dtype) {
-    case DType::F32: return 4e-6 * scale;
-    case DType::F16: return 2e-3 * scale;
-    case DType::BF16: return 8e-3 * scale;
-  }
-  return 0;
-}
-
 void expect_near(const std::string& what, DType dtype, const std::vector<float>& got, const std::vector<double>& want,
                  double relaxed = 1.0) {
   ASSERT_EQ(got.size(), want.size()) << what;
@@ -103,6 +92,38 @@ EncodingCase make(std::string spec, runtime::HostTensor q, std::optional<runtime
 }
 
 }  // namespace
+
+double tolerance(DType dtype, double want) {
+  const double scale = std::max(1.0, std::abs(want));
+  switch (dtype) {
+    case DType::F32: return 4e-6 * scale;
+    case DType::F16: return 2e-3 * scale;
+    case DType::BF16: return 8e-3 * scale;
+  }
+  return 0;
+}
+
+EncodingCase as_encoding_case(const Case& c) {
+  const RopeSpec spec = parse(c.spec_text());
+  auto shape = [&](int heads) -> std::vector<int64_t> {
+    if (c.layout == "bshd") return {c.B, c.S, heads, c.head_dim};
+    if (c.layout == "bhsd") return {c.B, heads, c.S, c.head_dim};
+    if (c.layout == "sbhd") return {c.S, c.B, heads, c.head_dim};
+    return {c.S, heads, c.head_dim};  // thd: S = T
+  };
+  EncodingCase e;
+  e.spec = c.spec_text();
+  e.request.q = tensor(shape(c.H), spec.dtype, 11, 1.5);
+  if (c.Hk) e.request.k = tensor(shape(c.Hk), spec.dtype, 12, 1.5);
+  if (c.explicit_positions) {
+    std::vector<int64_t> ids_shape = {c.S};
+    if (c.layout != "thd" && !c.shared_positions) ids_shape = c.layout == "sbhd" ? std::vector<int64_t>{c.S, c.B} : std::vector<int64_t>{c.B, c.S};
+    e.request.positions = ids(ids_shape, 70000, c.int64_positions, 13);
+  }
+  if (!c.cu_seqlens.empty()) e.request.cu_seqlens = c.cu_seqlens;
+  e.request.offset = c.offset;
+  return e;
+}
 
 std::string EncodingCase::describe() const {
   return fmt::format("{}{}offset {}, q/x shape [{}]", spec, request.backward ? "backward, " : "", request.offset,
@@ -357,6 +378,33 @@ std::vector<EncodingCase> sweep_cos_sin_cache() {
   return out;
 }
 
+ReferenceOutputs reference_outputs(const EncodingCase& c) {
+  const RopeSpec spec = parse(c.spec);
+  const runtime::ApplyRequest& r = c.request;
+  const ref::Call call = reference_call(r, hf_seq_len(spec, r));
+  ReferenceOutputs want;
+  switch (spec.encoding) {
+    case Encoding::Sinusoidal:
+    case Encoding::Learned: want.out_q = ref::reference_add_positions(spec, as_ref(r.q), call).data; break;
+    case Encoding::Alibi: want.out_q = ref::reference_alibi(spec, as_ref(r.q), r.offset).data; break;
+    case Encoding::Rope: {
+      std::vector<double> d_freqs(spec.num_pairs(), 0.0);
+      auto rotate = [&](const runtime::HostTensor& in, const std::optional<runtime::HostTensor>& saved, bool is_key) {
+        if (!r.backward) return ref::reference_apply(spec, as_ref(in), is_key, call).data;
+        const ref::Tensor saved_ref = saved ? as_ref(*saved) : ref::Tensor{};
+        ref::Gradients g = ref::reference_backward(spec, as_ref(in), saved ? &saved_ref : nullptr, is_key, call);
+        for (size_t i = 0; i < g.d_inv_freq.size(); ++i) d_freqs[i] += g.d_inv_freq[i];
+        return std::move(g.dx.data);
+      };
+      want.out_q = rotate(r.q, r.saved_q, false);
+      if (r.k) want.out_k = rotate(*r.k, r.saved_k, true);
+      if (r.backward && r.freqs) want.d_freqs = std::move(d_freqs);
+      break;
+    }
+  }
+  return want;
+}
+
 std::optional<runtime::ApplyResult> run_encoding_case(const EncodingCase& c, const std::string& target) {
   SCOPED_TRACE(c.describe());
   const RopeSpec spec = parse(c.spec);
@@ -367,31 +415,14 @@ std::optional<runtime::ApplyResult> run_encoding_case(const EncodingCase& c, con
     ADD_FAILURE() << format(result.errors());
     return std::nullopt;
   }
-  const ref::Call call = reference_call(r, hf_seq_len(spec, r));
-  switch (spec.encoding) {
-    case Encoding::Sinusoidal:
-    case Encoding::Learned:
-      expect_near("x", spec.dtype, result->out_q, ref::reference_add_positions(spec, as_ref(r.q), call).data);
-      break;
-    case Encoding::Alibi: expect_near("scores", spec.dtype, result->out_q, ref::reference_alibi(spec, as_ref(r.q), r.offset).data); break;
-    case Encoding::Rope: {
-      std::vector<double> d_freqs(spec.num_pairs(), 0.0);
-      auto check = [&](const runtime::HostTensor& in, const std::vector<float>& got, const std::optional<runtime::HostTensor>& saved,
-                       bool is_key) {
-        const std::string name = is_key ? "k" : "q";
-        if (!r.backward) return expect_near(name, spec.dtype, got, ref::reference_apply(spec, as_ref(in), is_key, call).data);
-        const ref::Tensor saved_ref = saved ? as_ref(*saved) : ref::Tensor{};
-        const ref::Gradients g = ref::reference_backward(spec, as_ref(in), saved ? &saved_ref : nullptr, is_key, call);
-        expect_near("d" + name, spec.dtype, got, g.dx.data);
-        for (size_t i = 0; i < g.d_inv_freq.size(); ++i) d_freqs[i] += g.d_inv_freq[i];
-      };
-      check(r.q, result->out_q, r.saved_q, false);
-      if (r.k) check(*r.k, *result->out_k, r.saved_k, true);
-      // A sum over every row: float32 terms accumulated in float64.
-      if (result->d_freqs) expect_near("d_freqs", DType::F32, *result->d_freqs, d_freqs, 10.0);
-      break;
-    }
-  }
+  const ReferenceOutputs want = reference_outputs(c);
+  const bool rope = spec.encoding == Encoding::Rope;
+  const std::string d = r.backward ? "d" : "";
+  expect_near(rope ? d + "q" : "x", spec.dtype, result->out_q, want.out_q);
+  if (want.out_k) expect_near(d + "k", spec.dtype, result->out_k.value_or(std::vector<float>{}), *want.out_k);
+  // A sum over every row: float32 terms accumulated in float64.
+  if (want.d_freqs)
+    expect_near("d_freqs", DType::F32, result->d_freqs.value_or(std::vector<float>{}), *want.d_freqs, kSumTolerance);
   return std::move(result).value();
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/kernel_case.h"
 #include "runtime/host_apply.h"
 
 namespace ropegen::test {
@@ -20,6 +21,10 @@ struct EncodingCase {
   runtime::ApplyRequest request;     // target filled in by run_encoding_case
   std::string describe() const;
 };
+
+// A kernel sweep's case (kernel_case.h) as a request: its spec and
+// deterministic inputs (its in_place flag is the caller's to apply).
+EncodingCase as_encoding_case(const Case& c);
 
 std::vector<EncodingCase> sweep_sinusoidal_and_learned();
 std::vector<EncodingCase> sweep_alibi();
@@ -36,6 +41,20 @@ std::vector<EncodingCase> sweep_cos_sin_cache();
 // The reference's cos/sin cache of a computing spec (YAML): float32
 // [rows, rotary_dim], rows for positions 0 .. rows-1.
 runtime::HostTensor reference_cache(const std::string& source, int64_t rows);
+
+// The float64 reference's outputs of a case: out_q (x, scores), out_k,
+// and dL/d(inv_freq) for backward with run-time frequencies.
+struct ReferenceOutputs {
+  std::vector<double> out_q;
+  std::optional<std::vector<double>> out_k, d_freqs;
+};
+ReferenceOutputs reference_outputs(const EncodingCase& c);
+
+// |kernel - reference| allowed for a stored output of `dtype` (float32 math
+// on stored inputs, one rounding on store); d_freqs, a sum over every row,
+// is allowed kSumTolerance times the float32 one.
+double tolerance(DType dtype, double want);
+inline constexpr double kSumTolerance = 10.0;
 
 // Runs c on `target` (host, vulkan, cuda) and checks every output against
 // the reference (gtest failures). Returns the outputs, empty if it could not run.

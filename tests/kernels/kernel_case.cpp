@@ -12,6 +12,7 @@
 #include "ropegen/spec_io.h"
 #include "runtime/jit_kernel.h"
 #include "call/contract.h"
+#include "kernels/device_mirror.h"
 #include "support/reference.h"
 
 namespace ropegen::test {
@@ -67,7 +68,7 @@ double element(const Halide::Buffer<>& b, DType t, int64_t i) {
   return static_cast<double>(static_cast<const Halide::bfloat16_t*>(b.data())[i]);
 }
 
-CaseOutputs run_case_or_throw(const Case& c, const Halide::Target& target) {
+CaseOutputs run_case_or_throw(const Case& c, const Halide::Target& target, Memory memory) {
   SCOPED_TRACE(c.describe());
   CaseOutputs outputs;
   Result<RopeSpec> parsed = parse_spec(c.spec_text(), "case");
@@ -112,6 +113,7 @@ CaseOutputs run_case_or_throw(const Case& c, const Halide::Target& target) {
   lowering::KernelVariant variant;
   variant.with_k = k.has_value();
   variant.position_type = c.int64_positions ? IdType::Int64 : IdType::Int32;
+  variant.backward = c.backward;
   runtime::JitKernel kernel(spec, variant, target);
 
   const Halide::Type type = lowering::storage_type(spec.dtype);
@@ -137,14 +139,33 @@ CaseOutputs run_case_or_throw(const Case& c, const Halide::Target& target) {
                                           c.int64_positions ? ElementType::Int64 : ElementType::Int32, pos_shape.data(),
                                           static_cast<int>(pos_shape.size()));
   std::vector<int32_t> cu(c.cu_seqlens.begin(), c.cu_seqlens.end());
+  const bool device = memory == Memory::Device;
+  if (device && cu.empty() && c.layout == "thd") cu = {0, c.S};  // device calls pass the starts the kernels read
   if (!cu.empty()) rc.cu_seqlens = ropegen::Tensor::dense(cu.data(), ElementType::Int32, {static_cast<int64_t>(cu.size())});
   rc.offset = c.offset;
   rc.seq_len = seq_len;
-  run_prepared(kernel, spec, rc);
+  rc.backward = c.backward;
+  if (device) {
+    DeviceMirror mirror(target);
+    for (const Halide::Buffer<>* b : {&q.storage, &out_q_storage})
+      if (!c.in_place || b == &q.storage) mirror.add(b->data(), b->size_in_bytes());
+    if (k) {
+      mirror.add(k->storage.data(), k->storage.size_in_bytes());
+      if (!c.in_place) mirror.add(out_k_storage.data(), out_k_storage.size_in_bytes());
+    }
+    if (c.explicit_positions && c.int64_positions) mirror.add(pos64.data(), pos64.size() * 8);
+    if (c.explicit_positions && !c.int64_positions) mirror.add(pos32.data(), pos32.size() * 4);
+    if (!cu.empty()) mirror.add(cu.data(), cu.size() * 4);
+    run_prepared(kernel, spec, mirror.on_device(rc));
+    mirror.copy_back();
+  } else {
+    run_prepared(kernel, spec, rc);
+  }
 
   auto check = [&](const Tensor& in, const Halide::Buffer<>& out, bool is_key, const char* what) {
-    const ref::Tensor want = ref::reference_apply(spec, {in.shape, std::vector<double>(in.values.begin(), in.values.end())},
-                                                  is_key, call);
+    const ref::Tensor x{in.shape, std::vector<double>(in.values.begin(), in.values.end())};
+    const ref::Tensor want = c.backward ? ref::reference_backward(spec, x, nullptr, is_key, call).dx
+                                        : ref::reference_apply(spec, x, is_key, call);
     int bad = 0;
     for (size_t i = 0; i < want.data.size() && bad < 5; ++i) {
       const double got = element(out, spec.dtype, static_cast<int64_t>(i));
@@ -173,15 +194,15 @@ std::string Case::spec_text() const {
 }
 
 std::string Case::describe() const {
-  return fmt::format("{} {} {} D={} R={} off={} B={} S={} H={} Hk={} pos={}{}{} offset={} in_place={} | {}{}",
-                     layout, pairing, dtype, head_dim, rotary_dim, rotary_offset, B, S, H, Hk,
-                     explicit_positions ? "explicit" : "implicit", shared_positions ? "[S]" : "",
+  return fmt::format("{}{} {} {} D={} R={} off={} B={} S={} H={} Hk={} pos={}{}{} offset={} in_place={} | {}{}",
+                     backward ? "backward " : "", layout, pairing, dtype, head_dim, rotary_dim, rotary_offset, B, S, H,
+                     Hk, explicit_positions ? "explicit" : "implicit", shared_positions ? "[S]" : "",
                      int64_positions ? " i64" : "", offset, in_place, scaling, xpos);
 }
 
-CaseOutputs run_case(const Case& c, const Halide::Target& target) {
+CaseOutputs run_case(const Case& c, const Halide::Target& target, Memory memory) {
   try {
-    return run_case_or_throw(c, target);
+    return run_case_or_throw(c, target, memory);
   } catch (const Halide::Error& e) {
     ADD_FAILURE() << c.describe() << "\nHalide error: " << e.what();
   } catch (const std::exception& e) {

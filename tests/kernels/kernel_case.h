@@ -21,6 +21,7 @@ struct Case {
   int head_dim = 16, rotary_dim = 16, rotary_offset = 0;
   int B = 2, S = 5, H = 3, Hk = 0;  // Hk = 0: no k
   bool explicit_positions = false, shared_positions = false, int64_positions = false, in_place = false;
+  bool backward = false;  // the gradient (rotation by -angle): q and k are upstream gradients
   int64_t offset = 0;
   std::vector<int64_t> cu_seqlens;  // thd
 
@@ -34,9 +35,14 @@ struct CaseOutputs {
   Halide::Buffer<> q, k;  // k undefined without k
 };
 
+// Where a case's tensors are on a GPU target: host memory (the runtime
+// stages them) or the target's device (device calls: DeviceMirror, nothing
+// staged; packed layouts pass cu_seqlens [0, T] when the case has none).
+enum class Memory { Host, Device };
+
 // Runs c on target and checks it against the reference (gtest failures,
 // never throws). The outputs are empty when the case could not run.
-CaseOutputs run_case(const Case& c, const Halide::Target& target);
+CaseOutputs run_case(const Case& c, const Halide::Target& target, Memory memory = Memory::Host);
 
 // Prepares `call` for `spec` (a test failure names what prepare_call
 // refused) and runs it on `kernel`.

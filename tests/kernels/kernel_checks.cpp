@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "kernels/device_mirror.h"
 #include "kernels/kernel_case.h"
 #include "runtime/host_tensor.h"
 #include "runtime/jit_kernel.h"
@@ -64,9 +65,11 @@ double max_trig_error(double theta, int64_t max_position, const Halide::Target& 
 // q and k sliced from one fused qkv projection [.., Hq + 2 Hk, D] (bshd,
 // sbhd) are rotated where they lie, without a copy; v and everything else
 // (canaries) is untouched, in place and out of place.
-void check_fused_qkv(const char* layout, bool in_place, const Halide::Target& target) {
-  SCOPED_TRACE(std::string(layout) + (in_place ? " in place" : " out of place"));
-  const RopeSpec spec = *parse_spec(fmt::format("name: f\nhead_dim: 16\nrotary_dim: 12\nrotary_offset: 2\n"
+void check_fused_qkv(const char* layout, bool in_place, const Halide::Target& target, Memory memory) {
+  SCOPED_TRACE(std::string(layout) + (in_place ? " in place" : " out of place") +
+               (memory == Memory::Device ? " in device memory" : ""));
+  // The rotary dims start 16 bytes into a head, where devices bind them.
+  const RopeSpec spec = *parse_spec(fmt::format("name: f\nhead_dim: 16\nrotary_dim: 12\nrotary_offset: 4\n"
                                                 "pairing: interleaved\nlayout: {}\n", layout), "f");
   const int64_t B = 2, S = 5, Hq = 4, Hk = 2, H = Hq + 2 * Hk, D = 16;
   const bool sbhd = std::string(layout) == "sbhd";
@@ -96,7 +99,15 @@ void check_fused_qkv(const char* layout, bool in_place, const Halide::Target& ta
   lowering::KernelVariant variant;
   variant.with_k = true;
   runtime::JitKernel kernel(spec, variant, target);
-  run_prepared(kernel, spec, call);
+  if (memory == Memory::Device) {
+    DeviceMirror mirror(target);
+    mirror.add(fused.data(), fused.size() * 4);
+    if (!in_place) mirror.add(out.data(), out.size() * 4);
+    run_prepared(kernel, spec, mirror.on_device(call));
+    mirror.copy_back();
+  } else {
+    run_prepared(kernel, spec, call);
+  }
 
   // Reference on dense copies of the slices.
   auto slice = [&](int64_t head0, int64_t heads) {

@@ -8,6 +8,8 @@
 
 #include <Halide.h>
 
+#include "kernels/kernel_case.h"
+
 namespace ropegen::test {
 
 // How the accuracy check gives its positions (each a different integer
@@ -22,7 +24,8 @@ double max_trig_error(double theta, int64_t max_position, const Halide::Target& 
                       std::vector<float>* outputs = nullptr, TrigPositions positions = TrigPositions::Int64Ids);
 
 // gtest failures if the fused-qkv views are not rotated exactly where they
-// lie (bshd or sbhd; in place or into a canary-filled output).
-void check_fused_qkv(const char* layout, bool in_place, const Halide::Target& target);
+// lie (bshd or sbhd; in place or into a canary-filled output), the buffers
+// in `memory` (device: q and k views of one device allocation).
+void check_fused_qkv(const char* layout, bool in_place, const Halide::Target& target, Memory memory = Memory::Host);
 
 }  // namespace ropegen::test

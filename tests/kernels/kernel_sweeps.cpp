@@ -133,4 +133,9 @@ std::vector<Case> sweep_gpu_shapes() {
   return cases;
 }
 
+std::vector<Case> backward_of(std::vector<Case> cases) {
+  for (Case& c : cases) c.backward = true;
+  return cases;
+}
+
 }  // namespace ropegen::test

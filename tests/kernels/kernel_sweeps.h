@@ -27,4 +27,7 @@ std::vector<Case> sweep_xpos_longrope_schemes();
 // groups), many token blocks, several sequences.
 std::vector<Case> sweep_gpu_shapes();
 
+// The same cases, backward (their q and k as upstream gradients).
+std::vector<Case> backward_of(std::vector<Case> cases);
+
 }  // namespace ropegen::test

@@ -10,6 +10,7 @@
 #include "kernels/gpu_parity.h"
 #include "kernels/kernel_checks.h"
 #include "kernels/kernel_sweeps.h"
+#include "runtime/device_call.h"
 
 namespace ropegen {
 namespace {
@@ -98,6 +99,56 @@ TEST(VulkanKernel, FusedQkvViewsWithoutCopy) {
   ROPEGEN_REQUIRE_GPU(v, "vulkan");
   for (const char* layout : {"bshd", "sbhd"})
     for (bool in_place : {true, false}) test::check_fused_qkv(layout, in_place, *v.target);
+}
+
+// Device calls: the same cases with their tensors in Vulkan memory (rope-gen's
+// DeviceMemory), bit for bit equal to the host kernels, and nothing staged.
+class VulkanDeviceMemory : public ::testing::Test {
+ protected:
+  void SetUp() override { staged_ = runtime::staged_parts(); }
+  void TearDown() override {
+    if (!IsSkipped()) {
+      EXPECT_EQ(runtime::staged_parts(), staged_) << "a device call was staged";
+    }
+  }
+  uint64_t staged_ = 0;
+};
+
+TEST_F(VulkanDeviceMemory, InPlaceOutOfPlaceLayoutsAndPositions) {
+  ROPEGEN_REQUIRE_GPU(v, "vulkan");
+  test::expect_parity("device memory: in place (bshd, bhsd)", test::sweep_in_place(), *v.target, test::Memory::Device);
+  test::expect_parity("device memory: explicit positions (bshd, bhsd, sbhd, thd)", test::sweep_explicit_positions(),
+                      *v.target, test::Memory::Device);
+}
+TEST_F(VulkanDeviceMemory, PartialRotaryOutOfPlaceAndOddSizes) {
+  ROPEGEN_REQUIRE_GPU(v, "vulkan");
+  test::expect_parity("device memory: output pairing", test::sweep_output_pairing(), *v.target, test::Memory::Device);
+  test::expect_parity("device memory: odd sizes", test::sweep_odd_sizes(), *v.target, test::Memory::Device);
+}
+TEST_F(VulkanDeviceMemory, PackedThdAndGpuShapes) {
+  ROPEGEN_REQUIRE_GPU(v, "vulkan");
+  test::expect_parity("device memory: GPU schedule shapes (thd with cu_seqlens)", test::sweep_gpu_shapes(), *v.target,
+                      test::Memory::Device);
+}
+TEST_F(VulkanDeviceMemory, Backward) {
+  ROPEGEN_REQUIRE_GPU(v, "vulkan");
+  test::expect_parity("device memory: backward", test::backward_of(test::sweep_output_pairing()), *v.target,
+                      test::Memory::Device);
+  test::expect_parity("device memory: backward, GPU shapes", test::backward_of(test::sweep_gpu_shapes()), *v.target,
+                      test::Memory::Device);
+}
+TEST_F(VulkanDeviceMemory, FusedQkvViewsOfOneAllocation) {
+  ROPEGEN_REQUIRE_GPU(v, "vulkan");
+  for (const char* layout : {"bshd", "sbhd"})
+    for (bool in_place : {true, false}) test::check_fused_qkv(layout, in_place, *v.target, test::Memory::Device);
+}
+
+// The counter the fixture reads does count: host memory on a GPU target is staged.
+TEST(VulkanKernel, HostMemoryIsStaged) {
+  ROPEGEN_REQUIRE_GPU(v, "vulkan");
+  const uint64_t before = runtime::staged_parts();
+  test::run_case(test::Case{}, *v.target);
+  EXPECT_EQ(runtime::staged_parts(), before + 1);
 }
 
 }  // namespace

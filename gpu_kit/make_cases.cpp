@@ -1,0 +1,205 @@
+// kit_cases DIR: the GPU kit's case files (gpu_kit/README.md). Every case
+// of the kernel tests' lists (the kernel sweeps, the other encodings, the
+// cos/sin-cache sweep, the golden vectors that carry tensors) becomes one
+// call: its inputs in the spec's storage types, the shapes of its outputs,
+// and the float64 reference's outputs (tests/support, which shares no code
+// with lowering/) with the tolerance the tests allow. The kit's runner
+// needs no Halide and no rope-gen library beyond the AOT libraries built
+// from DIR/specs/*.yaml (one per distinct spec, by spec hash).
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "call/prepare_call.h"
+#include "kernels/encoding_sweeps.h"
+#include "kernels/kernel_sweeps.h"
+#include "ropegen/spec_io.h"
+#include "runtime/host_apply.h"
+#include "golden_vectors.h"
+
+namespace ropegen::kit {
+namespace {
+
+using nlohmann::ordered_json;
+
+struct Source {
+  std::string name;
+  std::vector<test::EncodingCase> cases;
+};
+
+std::vector<test::EncodingCase> requests(const std::vector<test::Case>& cases) {
+  std::vector<test::EncodingCase> out;
+  for (const test::Case& c : cases) out.push_back(test::as_encoding_case(c));
+  return out;
+}
+
+std::vector<test::EncodingCase> golden_requests() {
+  std::vector<test::EncodingCase> out;
+  for (auto& [spec, request] : golden_vectors()) {
+    test::EncodingCase e;
+    e.spec = std::move(spec);
+    e.request = std::move(request);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+std::vector<Source> sources() {
+  return {{"kernel sweep: layouts x pairings x dtypes x scalings", requests(test::sweep_layouts_pairings_dtypes_scalings())},
+          {"kernel sweep: explicit positions", requests(test::sweep_explicit_positions())},
+          {"kernel sweep: odd sizes", requests(test::sweep_odd_sizes())},
+          {"kernel sweep: output pairing", requests(test::sweep_output_pairing())},
+          {"kernel sweep: xPos, LongRoPE, schemes", requests(test::sweep_xpos_longrope_schemes())},
+          {"kernel sweep: GPU shapes", requests(test::sweep_gpu_shapes())},
+          {"encodings: sinusoidal, learned", test::sweep_sinusoidal_and_learned()},
+          {"encodings: ALiBi", test::sweep_alibi()},
+          {"encodings: multi-axis RoPE", test::sweep_multi_axis_rope()},
+          {"backward, run-time frequencies", test::sweep_backward_and_runtime_frequencies()},
+          {"frequency scheme table (cos/sin cache)", test::sweep_cos_sin_cache()},
+          {"golden vectors", golden_requests()}};
+}
+
+std::vector<int64_t> shape_of(const Tensor& t) { return {t.shape.begin(), t.shape.begin() + t.rank}; }
+
+class CaseWriter {
+ public:
+  explicit CaseWriter(const std::string& path) : out_(path, std::ios::binary) {}
+  bool ok() const { return out_.good(); }
+
+  ordered_json tensor(const Tensor& t) {
+    const int64_t bytes = t.elements() * element_bytes(t.type);
+    ordered_json j = {{"type", to_string(t.type)}, {"shape", shape_of(t)}, {"offset", offset_}, {"bytes", bytes}};
+    write(t.data, bytes);
+    return j;
+  }
+  ordered_json truth(const std::vector<double>& values, double tolerance) {
+    ordered_json j = {{"offset", offset_}, {"count", values.size()}, {"tolerance", tolerance}};
+    write(values.data(), static_cast<int64_t>(values.size() * sizeof(double)));
+    return j;
+  }
+
+ private:
+  void write(const void* data, int64_t bytes) {
+    out_.write(static_cast<const char*>(data), bytes);
+    offset_ += bytes;
+  }
+  std::ofstream out_;
+  int64_t offset_ = 0;
+};
+
+std::string one_line(std::string text) {
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  for (size_t at; (at = text.find('\n')) != std::string::npos;) text.replace(at, 1, "; ");
+  return text;
+}
+
+// Whether prepare_call takes the call in place (out_q and out_k absent):
+// DeepSeek's output pairing, for one, cannot be written over its input.
+bool takes_in_place(const RopeSpec& spec, Call call) {
+  call.out_q.reset(), call.out_k.reset();
+  return call::prepare_call(spec, call).ok();
+}
+
+// q and k as column slices of one fused qkv row ([..., H + 2 Hk, D] per token):
+// rope with k in a layout whose heads sit next to the row dim.
+bool takes_fused_qkv(const RopeSpec& spec, const Call& call) {
+  return spec.encoding == Encoding::Rope && call.k && !call.saved_q &&
+         (spec.layout == Layout::BSHD || spec.layout == Layout::SBHD || spec.layout == Layout::THD);
+}
+
+// At most `max_specs` distinct specs (0: all), taken in turn from each
+// source (each source's next new spec), so that every source is sampled:
+// each spec is one library in the kit (about 1 MiB with its CUDA code).
+std::set<std::string> chosen_specs(const std::vector<Source>& sources, size_t max_specs) {
+  std::vector<std::vector<std::string>> per_source;
+  for (const Source& s : sources) {
+    std::vector<std::string>& hashes = per_source.emplace_back();
+    for (const test::EncodingCase& c : s.cases) {
+      const std::string h = spec_hash(parse_spec(c.spec, "case").value());
+      if (std::find(hashes.begin(), hashes.end(), h) == hashes.end()) hashes.push_back(h);
+    }
+  }
+  std::set<std::string> chosen;
+  for (size_t round = 0, added = 1; added; ++round) {
+    added = 0;
+    for (const std::vector<std::string>& hashes : per_source) {
+      if (round >= hashes.size() || (max_specs && chosen.size() >= max_specs)) continue;
+      added += chosen.insert(hashes[round]).second;
+    }
+  }
+  return chosen;
+}
+
+int run(const std::string& dir, size_t max_specs) {
+  std::filesystem::create_directories(dir + "/cases/data");
+  std::filesystem::create_directories(dir + "/specs");
+  ordered_json index = ordered_json::array();
+  std::map<std::string, std::string> specs;  // hash -> text
+  int id = 0, all = 0;
+  const std::vector<Source> all_sources = sources();
+  for (const Source& source : all_sources)
+    for (const test::EncodingCase& c : source.cases)
+      if (!parse_spec(c.spec, "case")) return std::cerr << format(parse_spec(c.spec, "case").errors()), 1;
+  const std::set<std::string> chosen = chosen_specs(all_sources, max_specs);
+  for (const Source& source : all_sources) {
+    for (const test::EncodingCase& c : source.cases) {
+      ++all;
+      const Result<RopeSpec> spec = parse_spec(c.spec, "case");
+      if (!chosen.count(spec_hash(*spec))) continue;
+      Result<std::unique_ptr<runtime::HostCall>> host = runtime::HostCall::make(*spec, c.request);
+      if (!host) return std::cerr << format(host.errors()), 1;
+      const Call& call = (*host)->call();
+      const std::string hash = spec_hash(*spec);
+      specs.emplace(hash, c.spec);
+
+      const std::string data = fmt::format("data/{:04}.bin", id);
+      CaseWriter w(dir + "/cases/" + data);
+      ordered_json j = {{"id", id}, {"source", source.name}, {"describe", one_line(c.describe())}, {"spec", hash},
+                        {"dtype", to_string(call.q->type)}, {"data", data}};
+      const std::pair<const char*, const std::optional<Tensor>*> inputs[] = {
+          {"q", &call.q}, {"k", &call.k}, {"positions", &call.positions}, {"cu_seqlens", &call.cu_seqlens},
+          {"table", &call.table}, {"freqs", &call.freqs}, {"cos_sin_cache", &call.cos_sin_cache},
+          {"saved_q", &call.saved_q}, {"saved_k", &call.saved_k}};
+      for (auto [name, t] : inputs)
+        if (*t) j["inputs"][name] = w.tensor(**t);
+      const std::pair<const char*, const std::optional<Tensor>*> outputs[] = {
+          {"out_q", &call.out_q}, {"out_k", &call.out_k}, {"d_freqs", &call.d_freqs}};
+      for (auto [name, t] : outputs)
+        if (*t) j["outputs"][name] = {{"type", to_string((*t)->type)}, {"shape", shape_of(**t)}};
+      j["offset"] = call.offset;
+      j["seq_len"] = call.seq_len.value_or(0);
+      j["backward"] = call.backward;
+      const test::ReferenceOutputs want = test::reference_outputs(c);
+      const double tol = test::tolerance(spec->dtype, 0.0);  // scaled by max(1, |want|)
+      j["truth"]["out_q"] = w.truth(want.out_q, tol);
+      if (want.out_k) j["truth"]["out_k"] = w.truth(*want.out_k, tol);
+      if (want.d_freqs) j["truth"]["d_freqs"] = w.truth(*want.d_freqs, test::kSumTolerance * test::tolerance(DType::F32, 0.0));
+      j["in_place"] = takes_in_place(*spec, call);
+      j["fused_qkv"] = j["in_place"].get<bool>() && takes_fused_qkv(*spec, call);
+      if (!w.ok()) return std::cerr << "cannot write " << dir << "/cases/" << data << "\n", 1;
+      index.push_back(std::move(j));
+      ++id;
+    }
+  }
+  for (const auto& [hash, text] : specs) std::ofstream(dir + "/specs/" + hash + ".yaml") << text;
+  std::ofstream(dir + "/cases/index.json") << index.dump(1) << "\n";
+  std::cout << fmt::format("{} of the tests' {} cases ({} specs) in {}\n", id, all, specs.size(), dir);
+  return 0;
+}
+
+}  // namespace
+}  // namespace ropegen::kit
+
+int main(int argc, char** argv) {
+  if (argc != 2 && !(argc == 4 && std::string(argv[2]) == "--max-specs"))
+    return std::fprintf(stderr, "usage: kit_cases DIR [--max-specs N]\n"), 2;
+  return ropegen::kit::run(argv[1], argc == 4 ? std::stoul(argv[3]) : 0);
+}
