@@ -168,6 +168,8 @@ std::string manifest_json(const LibraryDescription& lib) {
                       {"device", to_string(g.device)},
                       {"role", fmt::format("calls whose tensors are on {} devices (functions <entry>_{})",
                                            to_string(g.device), g.suffix)}};
+    t["user_context"] = "its functions take `void *__user_context` before the arguments listed: what <name>_run "
+                        "passes (the call's device and stream)";
     if (g.device == DeviceType::CUDA) {
       const int sm = g.target.get_cuda_capability_lower_bound();
       t["ptx"] = fmt::format("sm_{}", sm);
