@@ -191,45 +191,64 @@ void define_rotation(const RopeSpec& spec, const RopeAlgorithm& a, RotatedTensor
   t.output.output_buffer().dim(1).set_bounds(0, out_interleaved ? half : 2);
 }
 
-// dL/dangle of one tensor's pairs, summed over its heads, tokens and batch
-// and weighted by position: dL/d(inv_freq). With y the forward rotation of
-// the saved input pair and g the upstream gradient, dL/dangle = g1*y0 - g0*y1
+// The term of dL/d(inv_freq) that pair r of row (h, s, b) of one tensor
+// adds: its position times dL/dangle. With y the forward rotation of the
+// saved input pair and g the upstream gradient, dL/dangle = g1*y0 - g0*y1
 // (times the xPos scale). The saved input sits where the forward read it
 // (the kernel spec's output pairing), g where the forward wrote.
-// cos_sin and xpos_scale are the gradient's own copies (schedules place
-// the forward's stages inside the forward's loops).
 Expr frequency_gradient(const RopeSpec& spec, const RopeAlgorithm& a, const RotatedTensor& t, bool is_key,
-                        const RDom& rows, const Func& cos_sin, const Func& xpos_scale) {
-  const Expr& h = rows.x;
-  const Expr& s = rows.y;
-  const Expr& b = rows.z;
+                        const Expr& h, const Expr& s, const Expr& b) {
   auto load = [&](const ImageParam& in, Pairing pairing, int m) {
     return load_as_float(in(dim_of(spec, pairing, a.r, m), h, s, b), spec.dtype);
   };
   const Expr x0 = load(t.saved, spec.output_pairing, 0), x1 = load(t.saved, spec.output_pairing, 1);
   const Expr g0 = load(t.input, spec.pairing, 0), g1 = load(t.input, spec.pairing, 1);
-  const Expr c = cos_sin(a.r, s, b)[0], sn = cos_sin(a.r, s, b)[1];
+  const Expr c = a.d_freqs_cos_sin(a.r, s, b)[0], sn = a.d_freqs_cos_sin(a.r, s, b)[1];
   Expr d_angle = g1 * (x0 * c - x1 * sn) - g0 * (x1 * c + x0 * sn);
-  if (spec.xpos.enabled) d_angle *= xpos_scale(a.r, s, b)[is_key ? 1 : 0];
+  if (spec.xpos.enabled) d_angle *= a.d_freqs_xpos_scale(a.r, s, b)[is_key ? 1 : 0];
   return a.position(a.r, s, b) * cast<double>(strict_float(d_angle));
 }
 
+// dL/d(inv_freq) as RopeAlgorithm::d_freqs_levels lays it out: one
+// order of float64 additions, whatever the target or its threads.
 void define_frequency_gradient(const RopeSpec& spec, RopeAlgorithm& a, const RopeFrequencies& freqs) {
   const Type type = storage_type(spec.dtype);
-  const Func cos_sin = detail::cos_sin_stages(a, static_cast<float>(freqs.attention_factor), "d_freqs_").second;
-  const Func xpos_scale = spec.xpos.enabled ? xpos_stage(spec, a, freqs, "d_freqs_") : Func();
-  a.d_freqs_sum = Func("d_freqs_sum");
-  Func& sum = a.d_freqs_sum;
-  sum(a.r) = cast<double>(0);
+  std::tie(a.d_freqs_reduced, a.d_freqs_cos_sin) =
+      detail::cos_sin_stages(a, static_cast<float>(freqs.attention_factor), "d_freqs_");
+  if (spec.xpos.enabled) a.d_freqs_xpos_scale = xpos_stage(spec, a, freqs, "d_freqs_");
+  auto zero = [&](Func& f, const std::string& name, std::vector<Var> args) {
+    f = Func(name);
+    f(args) = cast<double>(0);
+  };
+  Func token;
+  zero(token, "d_freqs_level0", {a.r, a.s, a.b});
   for (RotatedTensor* t : {&a.q, &a.k}) {
     if (!t->input.defined()) continue;
     t->saved = ImageParam(type, 4, t == &a.q ? "saved_q" : "saved_k");
-    RDom rows(t->input.dim(1).min(), t->input.dim(1).extent(), t->input.dim(2).min(), t->input.dim(2).extent(), t->input.dim(3).min(),
-              t->input.dim(3).extent(), t == &a.q ? "q_rows" : "k_rows");
-    sum(a.r) += frequency_gradient(spec, a, *t, t == &a.k, rows, cos_sin, xpos_scale);
+    RDom heads(t->input.dim(1).min(), t->input.dim(1).extent(), t == &a.q ? "q_heads" : "k_heads");
+    token(a.r, a.s, a.b) += frequency_gradient(spec, a, *t, t == &a.k, heads, a.s, a.b);
   }
+  a.d_freqs_levels = {token};
+  // k has q's tokens (call/prepare_call checks).
+  const ImageParam& q = a.q.input;
+  Expr first = q.dim(2).min(), entries = q.dim(2).extent();  // along s, per batch, of the level below
+  for (int level = 1; level <= RopeAlgorithm::kGradientLevels; ++level) {
+    Func sums;
+    zero(sums, "d_freqs_level" + std::to_string(level), {a.r, a.s, a.b});
+    RDom u(0, RopeAlgorithm::kGradientGroup, sums.name() + "_entries");
+    // The last group stops at the level below's last entry.
+    const Expr i = a.s * RopeAlgorithm::kGradientGroup + u;
+    u.where(i < entries);
+    sums(a.r, a.s, a.b) += a.d_freqs_levels.back()(a.r, first + i, a.b);
+    a.d_freqs_levels.push_back(sums);
+    first = 0;
+    entries = (entries + RopeAlgorithm::kGradientGroup - 1) / RopeAlgorithm::kGradientGroup;
+  }
+  zero(a.d_freqs_sum, "d_freqs_sum", {a.r});
+  RDom rest(0, entries, q.dim(3).min(), q.dim(3).extent(), "d_freqs_groups");
+  a.d_freqs_sum(a.r) += a.d_freqs_levels.back()(a.r, rest.x, rest.y);
   a.d_freqs = Func("d_freqs");
-  a.d_freqs(a.r) = cast<float>(sum(a.r));
+  a.d_freqs(a.r) = cast<float>(a.d_freqs_sum(a.r));
 }
 
 // The cache's element for a float32 value: the cache dtype's rounding, or

@@ -101,8 +101,23 @@ struct RopeAlgorithm {
   Halide::Func k_cache, v_cache;
   Halide::RDom k_rows, k_pass_rows, v_rows;
   bool uses_page_table = false, uses_slot_mapping = false, uses_k_scale = false, uses_v_scale = false;
-  Halide::Func d_freqs;       // (r) float32: dL/d(inv_freq), backward with run-time frequencies
-  Halide::Func d_freqs_sum;   // (r) float64: its accumulation over every row of q and k
+  // dL/d(inv_freq), backward with run-time frequencies: a sum over every
+  // row of q and k in one fixed order of float64 additions, the same on
+  // every target (so the same bits everywhere, run after run) and made of
+  // stages a schedule can compute in parallel (a GPU's on the device):
+  // level 0 (r, s, b): token (s, b)'s terms (position x dL/dangle of pair
+  // r), q's heads then k's; level l (r, g, b): entries [g x kGradientGroup,
+  // + kGradientGroup) of level l - 1 along s (tokens from q's min s, then
+  // groups from 0); d_freqs_sum (r): every entry of the last level, s
+  // inner, b outer. Each is a pure 0 and one update per summed RDom.
+  static constexpr int kGradientGroup = 64, kGradientLevels = 2;
+  std::vector<Halide::Func> d_freqs_levels;  // 1 + kGradientLevels Funcs
+  Halide::Func d_freqs_sum;  // (r) float64
+  Halide::Func d_freqs;      // (r) float32, the output
+  // The gradient's own copies of the per-(pair, token) stages, for the
+  // schedules to place at level 0's tokens (the forward's are placed in the
+  // rotation's loops). xpos_scale: undefined without xPos.
+  Halide::Func d_freqs_reduced, d_freqs_cos_sin, d_freqs_xpos_scale;
   KernelVariant variant;
   // Which run-time arguments the spec reads; arguments() lists exactly these.
   bool uses_positions = false, uses_cu_seqlens = false, uses_offset = false, uses_seq_len = false;
