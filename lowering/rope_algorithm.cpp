@@ -73,6 +73,10 @@ void define_cos_sin(RopeAlgorithm& a, float attention) {
   std::tie(a.reduced, a.cos_sin) = cos_sin_stages(a, attention, "");
 }
 
+Expr table_row(const Expr& id, const ImageParam& table) {
+  return cast<int>(clamp(id, cast(id.type(), table.dim(1).min()), cast(id.type(), table.dim(1).max())));
+}
+
 }  // namespace detail
 
 namespace {
@@ -111,11 +115,8 @@ Expr inv_freq_expr(const RopeSpec& spec, RopeAlgorithm& a) {
 Func cos_sin_from_cache(const RopeSpec& spec, RopeAlgorithm& a, const std::string& name) {
   a.uses_cos_sin_cache = true;
   const ImageParam& cache = a.cos_sin_cache;
-  // Positions past the cache are refused before the call (call/prepare_call);
-  // clamped so that no call can read outside it, and so that bounds
-  // inference sees the rows a data-dependent index may reach.
-  const Expr id = a.position_id(a.r, a.s, a.b);
-  const Expr row = cast<int>(clamp(id, cast(id.type(), cache.dim(1).min()), cast(id.type(), cache.dim(1).max())));
+  // Positions past the cache are refused before host calls (call/prepare_call).
+  const Expr row = detail::table_row(a.position_id(a.r, a.s, a.b), cache);
   Func cos_sin(name);
   cos_sin(a.r, a.s, a.b) = Tuple(cache(a.r, row), cache(a.r + spec.num_pairs(), row));
   return cos_sin;
@@ -266,39 +267,56 @@ Expr as_cache_value(const Expr& value, DType from, const KvCache& kv, const Expr
   return cache_value_from_float(kv, load_as_float(value, from), scale);
 }
 
-// Where token t goes and whether it goes at all (FlashInfer's page.cuh
-// append: page kv_indices[kv_indptr[b] + p / page_size], entry p %
-// page_size; vLLM: slot slot_mapping[t]). prepare_call has checked every
-// index; the clamps only keep each load and store inside its buffer (and
-// give bounds inference finite regions) whatever the call.
-struct CacheEntry {
-  Expr entry, page, appended;
-};
-CacheEntry cache_entry(const RopeSpec& spec, RopeAlgorithm& a, const Expr& t, const Func& cache) {
+// Where token t goes (FlashInfer's page.cuh append: page
+// kv_indices[kv_indptr[b] + p / page_size], entry p % page_size; vLLM:
+// slot slot_mapping[t]): a.kv_target(t) = {entry, page}, page -1 when it
+// goes nowhere. prepare_call checks every index of a host call; a device
+// call's cannot be read without a synchronisation, so whatever they are,
+// every load is clamped into its buffer and a token whose target is not in
+// the cache is not appended (README.md): a batch index outside the
+// requests or a slot outside the cache (negative: vLLM's padding), a
+// negative position or one past its request's pages, a page id outside the
+// cache; tokens past the index tensor (GPU staging pads tokens) neither.
+void define_kv_target(const RopeSpec& spec, RopeAlgorithm& a) {
   auto within = [](const Expr& i, const ImageParam& p) { return clamp(i, p.dim(0).min(), p.dim(0).max()); };
-  const OutputImageParam out = cache.output_buffer();
-  CacheEntry c;
+  auto inside = [](const Expr& i, const Expr& min, const Expr& max) { return min <= i && i <= max; };
+  const Var& t = a.s;
+  Expr entry, page, exists;
   if (spec.kv_cache.layout == KvLayout::Contiguous) {
     a.uses_slot_mapping = true;
-    const Expr slot = a.slot_mapping(within(t, a.slot_mapping));
-    c.entry = out.dim(2).min();
-    c.page = slot;
-    // Tokens past the index tensor (GPU staging pads tokens) are not appended.
-    c.appended = t <= a.slot_mapping.dim(0).max() && slot >= 0;
+    entry = a.k_cache.output_buffer().dim(2).min();
+    page = a.slot_mapping(within(t, a.slot_mapping));
+    exists = t <= a.slot_mapping.dim(0).max();
   } else {
     a.uses_page_table = true;
     const int ps = spec.kv_cache.page_size;
+    const ImageParam& indptr = a.kv_indptr;
     const Expr b = a.batch_indices(within(t, a.batch_indices));
     // The token's place in its request (prepare_call: cache_positions, else its position).
     const Expr pos = a.cache_positions(within(t, a.cache_positions));
-    const Expr first = a.kv_indptr(clamp(b, a.kv_indptr.dim(0).min(), a.kv_indptr.dim(0).max()));
-    c.page = a.kv_indices(within(first + cast<int>(pos / ps), a.kv_indices));
-    c.entry = cast<int>(pos % ps);
-    c.appended = t <= a.batch_indices.dim(0).max() && b >= 0;
+    // Request b's pages are kv_indices[kv_indptr[b] .. kv_indptr[b + 1]).
+    const Expr request = within(b, indptr);
+    const Expr index = indptr(request) + cast<int>(pos / ps);
+    entry = cast<int>(pos % ps);
+    page = a.kv_indices(within(index, a.kv_indices));
+    exists = t <= a.batch_indices.dim(0).max() && inside(b, indptr.dim(0).min(), indptr.dim(0).max() - 1) &&
+             pos >= 0 && index < indptr(within(request + 1, indptr)) &&
+             inside(index, a.kv_indices.dim(0).min(), a.kv_indices.dim(0).max());
   }
-  c.entry = clamp(c.entry, out.dim(2).min(), out.dim(2).max());
-  c.page = clamp(c.page, out.dim(3).min(), out.dim(3).max());
-  return c;
+  const OutputImageParam cache = a.k_cache.output_buffer();
+  a.kv_target = Func("kv_target");
+  a.kv_target(t) = Tuple(entry, select(exists && inside(page, cache.dim(3).min(), cache.dim(3).max()), page, -1));
+}
+
+// Token t's entry and page in `cache`, clamped (bounds inference sees the
+// cache, whatever the indices), and whether it is appended.
+struct CacheEntry {
+  Expr entry, page, appended;
+};
+CacheEntry cache_entry(const RopeAlgorithm& a, const Expr& t, const Func& cache) {
+  const OutputImageParam out = cache.output_buffer();
+  const Expr entry = a.kv_target(t)[0], page = a.kv_target(t)[1];
+  return {clamp(entry, out.dim(2).min(), out.dim(2).max()), clamp(page, out.dim(3).min(), out.dim(3).max()), page >= 0};
 }
 
 void define_kv_append(const RopeSpec& spec, RopeAlgorithm& a, bool own_cache_stages) {
@@ -347,11 +365,12 @@ void define_kv_append(const RopeSpec& spec, RopeAlgorithm& a, bool own_cache_sta
   const int off = spec.rotary_offset, half = spec.num_pairs(), pass = spec.head_dim - spec.rotary_dim;
   cache_func(a.k_cache, "k_cache");
   a.k_cache.output_buffer().dim(0).set_bounds(0, spec.head_dim);  // k's rows: whole heads
+  define_kv_target(spec, a);
   {
     const auto [t0, nt] = tokens(k);
     a.k_rows = RDom({{0, half}, {0, 2}, {k.dim(1).min(), k.dim(1).extent()}, {t0, nt}}, "k_cache_rows");
     const RDom& r = a.k_rows;
-    const CacheEntry at = cache_entry(spec, a, r.w, a.k_cache);
+    const CacheEntry at = cache_entry(a, r.w, a.k_cache);
     a.k_rows.where(at.appended);
     a.k_cache(dim_of(spec, spec.output_pairing, r.x, r.y), r.z, at.entry, at.page) =
         cache_value_from_float(kv, a.kv_rotated_k(r.x, r.y, r.z, r.w, b0), a.k_scale,
@@ -362,7 +381,7 @@ void define_kv_append(const RopeSpec& spec, RopeAlgorithm& a, bool own_cache_sta
     const auto [t0, nt] = tokens(k);
     a.k_pass_rows = RDom({{0, pass}, {k.dim(1).min(), k.dim(1).extent()}, {t0, nt}}, "k_cache_pass_rows");
     const RDom& r = a.k_pass_rows;
-    const CacheEntry at = cache_entry(spec, a, r.z, a.k_cache);
+    const CacheEntry at = cache_entry(a, r.z, a.k_cache);
     a.k_pass_rows.where(at.appended);
     const Expr d = select(r.x < off, r.x, r.x + spec.rotary_dim);
     a.k_cache(d, r.y, at.entry, at.page) = as_cache_value(k(d, r.y, r.z, b0), spec.dtype, kv, a.k_scale);
@@ -376,7 +395,7 @@ void define_kv_append(const RopeSpec& spec, RopeAlgorithm& a, bool own_cache_sta
     a.v_rows = RDom({{0, a.v_cache.output_buffer().dim(0).extent()}, {a.v.dim(1).min(), a.v.dim(1).extent()}, {t0, nt}},
                     "v_cache_rows");
     const RDom& r = a.v_rows;
-    const CacheEntry at = cache_entry(spec, a, r.z, a.v_cache);
+    const CacheEntry at = cache_entry(a, r.z, a.v_cache);
     a.v_rows.where(at.appended);
     a.v_cache(r.x, r.y, at.entry, at.page) = as_cache_value(a.v(r.x, r.y, r.z, b0), spec.dtype, kv, a.v_scale);
   }

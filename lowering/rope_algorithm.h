@@ -98,6 +98,9 @@ struct RopeAlgorithm {
   // (build_algorithm) its own copies of cos_sin, reduced, xpos_scale;
   // without, these are undefined and it reads q's.
   Halide::Func kv_rotated_k, kv_cos_sin, kv_reduced, kv_xpos_scale;
+  // (t) -> {entry, page} token t goes to, page -1 when it is not appended
+  // (a negative batch index or slot, or ids that name no entry of the cache).
+  Halide::Func kv_target;
   Halide::Func k_cache, v_cache;
   Halide::RDom k_rows, k_pass_rows, v_rows;
   bool uses_page_table = false, uses_slot_mapping = false, uses_k_scale = false, uses_v_scale = false;
@@ -154,6 +157,11 @@ void define_positions(const RopeSpec& spec, RopeAlgorithm& a, const Halide::Expr
 // a.reduced, a.cos_sin.
 std::pair<Halide::Func, Halide::Func> cos_sin_stages(const RopeAlgorithm& a, float attention, const std::string& prefix);
 void define_cos_sin(RopeAlgorithm& a, float attention);
+// The row of `table` (its dim 1: a cos/sin cache, a learned table) that
+// position id `id` names, clamped into the table in the id's own type: no
+// id reads outside it (ids the call could not check, on a device: see
+// README.md), and bounds inference sees the rows a data-dependent id may reach.
+Halide::Expr table_row(const Halide::Expr& id, const Halide::ImageParam& table);
 RopeAlgorithm build_sinusoidal_or_learned(const RopeSpec& spec, const KernelVariant& variant);
 RopeAlgorithm build_alibi(const RopeSpec& spec, const KernelVariant& variant);
 }  // namespace detail

@@ -110,6 +110,15 @@ void schedule_kv_append(lowering::RopeAlgorithm& a, const Target& target) {
         .vectorize(inner, lanes, TailStrategy::GuardWithIf);
     return to;
   };
+  // Each token's entry and page once per call, vectorised, before the
+  // scatters. Inline, Halide repeats the checks of every index (lowering's
+  // kv_target) at each loop level of the scatter and reloads the index
+  // tensors per vector. kv_append_bench (2-core Zen 5, busy, one thread,
+  // fused / rope-then-copy ratio), before these checks -> inline (2 runs)
+  // -> this (median of 3): prefill 1 x 512 1.014 -> 0.94-0.97 -> 1.001,
+  // 4 x 128 1.030 -> 0.94-0.98 -> 1.015, decode 64 x 1 0.663 -> 0.63-0.64
+  // -> 0.662.
+  a.kv_target.compute_root().vectorize(a.s, lanes, TailStrategy::GuardWithIf);
   const RDom& k = a.k_rows;
   const RVar to = tiles(a.k_cache.update(0), k.x, k.w, {k.x, k.y, k.z}, "k");
   a.k_cache.update(0).unroll(k.y);

@@ -279,8 +279,10 @@ void schedule_rope_gpu(lowering::RopeAlgorithm& a, const RopeSpec& spec, const T
   // blocks over (dim chunk x member x head, token) as
   // schedule_pass_through_gpu copies; no serial loop in the kernel (Vulkan,
   // see the top). k's rotation and its cos/sin are computed per element
-  // (inline): cheap next to the scattered store. Each entry takes at most
-  // one token (prepare_call), so the threads' writes never meet.
+  // (inline): cheap next to the scattered store, as is each token's target
+  // (lowering's kv_target, its index checks). Each entry of a host call
+  // takes at most one token (prepare_call), so the threads' writes never
+  // meet; a device call's duplicates race (lowering/README.md).
   auto scatter = [](Stage stage, const RVar& inner, std::vector<RVar> across, const RVar& token) {
     RVar ds("ds"), dt("dt");
     stage.allow_race_conditions().split(inner, ds, dt, 32, TailStrategy::GuardWithIf);
