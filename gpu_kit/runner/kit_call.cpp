@@ -131,9 +131,11 @@ void KitCall::place_fused(const KitCase& c) {
 
 void KitCall::run() {
   ropegen_message message;
-  if (const int status = run_(&call_, &message); status != ROPEGEN_OK)
-    throw std::runtime_error(std::string(to_string(form_)) + " on " + memory_.name() + ": " +
-                             status_name(status) + ": " + message.text);
+  if (const int status = run_(&call_, &message); status != ROPEGEN_OK) {
+    const std::string what = std::string(to_string(form_)) + " on " + memory_.name() + ": " + status_name(status) + ": " + message.text;
+    if (status == ROPEGEN_ERROR_INVALID_ARGUMENT) throw CallRefused(what);
+    throw std::runtime_error(what);
+  }
 }
 
 std::map<std::string, std::vector<uint8_t>> KitCall::outputs() {

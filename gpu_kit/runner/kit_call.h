@@ -7,6 +7,7 @@
 
 #include <deque>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,12 @@
 namespace kit {
 
 enum class Form { OutOfPlace, InPlace, FusedQkv };
+
+// A call the library refused as an invalid argument (ROPEGEN_ERROR_INVALID_ARGUMENT).
+class CallRefused : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 const char* to_string(Form f);
 
 class KitCall {
