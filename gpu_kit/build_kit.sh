@@ -35,7 +35,11 @@ build_one() {
   local spec=$1 out=$2 build=$3 targets=$4 work=$5
   local stem; stem=$(basename "$spec" .yaml)
   local dir="$work/$stem"
-  local summary; summary=$("$build/rope-gen" build "$spec" --targets "$targets" -o "$dir")
+  # Every library's symbols are its spec's name: test specs' short names
+  # (t, c, ...) become kit_<hash>, so none collides with a header of its own.
+  local named="$work/$stem.yaml"
+  case "$spec" in */bench/*) named=$spec ;; *) sed "0,/^name:.*/s//name: kit_$stem/" "$spec" > "$named" ;; esac
+  local summary; summary=$("$build/rope-gen" build "$named" --targets "$targets" -o "$dir")
   local name; name=$(printf '%s' "$summary" | sed -n 's/^{"name":"\([^"]*\)".*/\1/p')
   printf '#include "%s.h"\n__attribute__((visibility("default"))) int kit_run(const ropegen_call *c, ropegen_message *m) { return %s_run(c, m); }\n' \
     "$name" "$name" > "$dir/kit_shim.c"
