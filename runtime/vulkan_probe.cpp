@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "runtime/gpu_probes.h"
+#include "targets/aot/device_hooks/vulkan_device_choice.h"
 
 namespace ropegen::runtime {
 namespace {
@@ -33,39 +34,6 @@ struct Api {
   PFN_vkGetPhysicalDeviceFeatures features = nullptr;
   PFN_vkGetPhysicalDeviceQueueFamilyProperties queues = nullptr;
 };
-
-bool has_compute_queue(const Api& api, VkPhysicalDevice d) {
-  uint32_t n = 0;
-  api.queues(d, &n, nullptr);
-  std::vector<VkQueueFamilyProperties> families(n);
-  api.queues(d, &n, families.data());
-  for (const auto& f : families)
-    if (f.queueCount > 0 && (f.queueFlags & VK_QUEUE_COMPUTE_BIT)) return true;
-  return false;
-}
-
-bool matches_requested_type(const char* wanted, VkPhysicalDeviceType type) {
-  if (std::strstr(wanted, "cpu")) return type == VK_PHYSICAL_DEVICE_TYPE_CPU;
-  if (std::strstr(wanted, "integrated-gpu")) return type == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU;
-  if (std::strstr(wanted, "discrete-gpu")) return type == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
-  if (std::strstr(wanted, "virtual-gpu")) return type == VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU;
-  if (std::strstr(wanted, "gpu"))
-    return type == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU || type == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
-  return false;
-}
-
-VkPhysicalDevice pick_device(const Api& api, const std::vector<VkPhysicalDevice>& devices) {
-  const char* wanted = std::getenv("HL_VK_DEVICE_TYPE");
-  for (VkPhysicalDevice d : devices) {
-    VkPhysicalDeviceProperties p;
-    api.properties(d, &p);
-    const bool match = wanted && *wanted ? matches_requested_type(wanted, p.deviceType)
-                                         : p.deviceType == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU ||
-                                               p.deviceType == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
-    if (match && has_compute_queue(api, d)) return d;
-  }
-  return devices.front();
-}
 
 Halide::Target::Feature version_feature(uint32_t api_version) {
   const uint32_t minor = VK_API_VERSION_MINOR(api_version);
@@ -133,7 +101,7 @@ ProbeResult probe_vulkan() {
     devices.resize(n);
     result = devices.empty() ? ProbeResult(std::string("the Vulkan loader found no device (install a driver; on the CPU, "
                                                         "mesa-vulkan-drivers provides lavapipe)"))
-                             : describe(api, pick_device(api, devices));
+                             : describe(api, ropegen::vulkan::halide_device_choice(devices, api.properties, api.queues));
   }
   if (api.destroy_instance) api.destroy_instance(instance, nullptr);
   return result;

@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "ropegen/ropegen_c.h"
+#include "targets/aot/device_hooks/vulkan_device_choice.h"
 
 extern "C" {
 const struct halide_device_interface_t* halide_vulkan_device_interface();
@@ -45,26 +46,6 @@ void halide_vulkan_set_alloc_config(const char* config);
 }
 
 namespace {
-
-bool has_compute_queue(PFN_vkGetPhysicalDeviceQueueFamilyProperties queues, VkPhysicalDevice d) {
-  uint32_t n = 0;
-  queues(d, &n, nullptr);
-  std::vector<VkQueueFamilyProperties> families(n);
-  queues(d, &n, families.data());
-  for (const auto& f : families)
-    if (f.queueCount > 0 && (f.queueFlags & VK_QUEUE_COMPUTE_BIT)) return true;
-  return false;
-}
-
-bool requested_type(const char* wanted, VkPhysicalDeviceType type) {
-  if (std::strstr(wanted, "cpu")) return type == VK_PHYSICAL_DEVICE_TYPE_CPU;
-  if (std::strstr(wanted, "integrated-gpu")) return type == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU;
-  if (std::strstr(wanted, "discrete-gpu")) return type == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
-  if (std::strstr(wanted, "virtual-gpu")) return type == VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU;
-  if (std::strstr(wanted, "gpu"))
-    return type == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU || type == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
-  return false;
-}
 
 // What the device Halide 21's runtime picks (HL_VK_DEVICE_TYPE, else the
 // first integrated or discrete GPU with a compute queue, else the first
@@ -112,19 +93,7 @@ Probe probe() {
     if (devices.empty()) {
       out.why = "the Vulkan loader found no device";
     } else {
-      const char* wanted = std::getenv("HL_VK_DEVICE_TYPE");
-      VkPhysicalDevice pick = devices.front();
-      for (VkPhysicalDevice d : devices) {
-        VkPhysicalDeviceProperties p;
-        properties(d, &p);
-        const bool match = wanted && *wanted ? requested_type(wanted, p.deviceType)
-                                             : p.deviceType == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU ||
-                                                   p.deviceType == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
-        if (match && has_compute_queue(queues, d)) {
-          pick = d;
-          break;
-        }
-      }
+      const VkPhysicalDevice pick = ropegen::vulkan::halide_device_choice(devices, properties, queues);
       VkPhysicalDeviceProperties p;
       VkPhysicalDeviceFeatures f;
       properties(pick, &p);
