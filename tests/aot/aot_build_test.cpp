@@ -646,6 +646,31 @@ TEST_F(AotBuild, HostCudaVulkanLibrary) {
     EXPECT_EQ(test::read_text(dir + "/result_q.bin"), test::read_text(dir + "_host/result_q.bin"));
     EXPECT_EQ(test::read_text(dir + "/result_k.bin"), test::read_text(dir + "_host/result_k.bin"));
   }
+  // Each tensor a view 256 bytes into its allocation (data + 256): bound at
+  // that offset, the same bits; 4 bytes in is refused, naming the alignment.
+  {
+    Scenario t = s;
+    t.seq_len = 21, t.in_place = false;
+    const std::string dir = path("vulkan_offset");
+    EXPECT_EQ(run_driver("env ROPE_DRIVER_VULKAN_OFFSET=256 " + exe, dir, DType::F32, t), "rc=0\n");
+    check_output(spec, dir + "/result_q.bin", t.q, false, t, "q (vulkan, 256 bytes in)");
+    check_output(spec, dir + "/result_k.bin", *t.k, true, t, "k (vulkan, 256 bytes in)");
+    EXPECT_EQ(test::read_text(dir + "/result_q.bin"), test::read_text(path("vulkan_host/result_q.bin")));
+    EXPECT_EQ(test::read_text(dir + "/result_k.bin"), test::read_text(path("vulkan_host/result_k.bin")));
+    EXPECT_THAT(run_driver("env ROPE_DRIVER_VULKAN_OFFSET=4 " + exe, path("vulkan_misaligned"), DType::F32, t),
+                ::testing::MatchesRegex("rc=1\ninvalid argument: q starts 4 bytes into its Vulkan allocation, but this "
+                                        "device binds kernel arguments at multiples of [0-9]+ bytes "
+                                        "\\(minStorageBufferOffsetAlignment\\).*"));
+  }
+  // The library's Vulkan memory across allocations, copies at offsets and frees.
+  {
+    const auto r = run_command(fmt::format("cc -std=c99 -Wall -Wextra -pedantic -Werror -DROPE_HEADER='\"aot_a.h\"' "
+                                           "-DROPE_NAME=aot_a -I {0} {1}/tests/aot/vulkan_memory_check.c {0}/libaot_a.a "
+                                           "-lstdc++ -lpthread -ldl -lm -o {2} && {2}",
+                                           lib, ROPEGEN_SOURCE_DIR, path("vulkan_memory_check")));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, "ok\n");
+  }
   // Vulkan tensors in memory the library did not allocate (here host
   // memory labelled vulkan): refused before any launch, naming the tensor.
   const std::string plain = compile_driver(lib, "aot_a", path("plain_driver"));
