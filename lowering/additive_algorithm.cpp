@@ -52,9 +52,8 @@ RopeAlgorithm build_sinusoidal_or_learned(const RopeSpec& spec, const KernelVari
   } else {
     a.uses_table = true;
     a.table = ImageParam(type, 2, "table");
-    // Ids outside the table are rejected before the call (runtime/host_apply);
-    // clamped here so that no call can read outside it.
-    const Expr row = clamp(cast<int>(a.position(0, a.s, a.b)), 0, a.table.dim(1).extent() - 1);
+    // Ids outside the table are refused before host calls (call/prepare_call).
+    const Expr row = table_row(a.position_id(0, a.s, a.b), a.table);
     added = load_as_float(a.table(a.d, row), spec.dtype);
   }
   const Expr x = load_as_float(a.q.input(a.d, a.h, a.s, a.b), spec.dtype);

@@ -73,6 +73,10 @@ void define_cos_sin(RopeAlgorithm& a, float attention) {
   std::tie(a.reduced, a.cos_sin) = cos_sin_stages(a, attention, "");
 }
 
+Expr table_row(const Expr& id, const ImageParam& table) {
+  return cast<int>(clamp(id, cast(id.type(), table.dim(1).min()), cast(id.type(), table.dim(1).max())));
+}
+
 }  // namespace detail
 
 namespace {
@@ -111,11 +115,8 @@ Expr inv_freq_expr(const RopeSpec& spec, RopeAlgorithm& a) {
 Func cos_sin_from_cache(const RopeSpec& spec, RopeAlgorithm& a, const std::string& name) {
   a.uses_cos_sin_cache = true;
   const ImageParam& cache = a.cos_sin_cache;
-  // Positions past the cache are refused before the call (call/prepare_call);
-  // clamped so that no call can read outside it, and so that bounds
-  // inference sees the rows a data-dependent index may reach.
-  const Expr id = a.position_id(a.r, a.s, a.b);
-  const Expr row = cast<int>(clamp(id, cast(id.type(), cache.dim(1).min()), cast(id.type(), cache.dim(1).max())));
+  // Positions past the cache are refused before host calls (call/prepare_call).
+  const Expr row = detail::table_row(a.position_id(a.r, a.s, a.b), cache);
   Func cos_sin(name);
   cos_sin(a.r, a.s, a.b) = Tuple(cache(a.r, row), cache(a.r + spec.num_pairs(), row));
   return cos_sin;
@@ -191,45 +192,64 @@ void define_rotation(const RopeSpec& spec, const RopeAlgorithm& a, RotatedTensor
   t.output.output_buffer().dim(1).set_bounds(0, out_interleaved ? half : 2);
 }
 
-// dL/dangle of one tensor's pairs, summed over its heads, tokens and batch
-// and weighted by position: dL/d(inv_freq). With y the forward rotation of
-// the saved input pair and g the upstream gradient, dL/dangle = g1*y0 - g0*y1
+// The term of dL/d(inv_freq) that pair r of row (h, s, b) of one tensor
+// adds: its position times dL/dangle. With y the forward rotation of the
+// saved input pair and g the upstream gradient, dL/dangle = g1*y0 - g0*y1
 // (times the xPos scale). The saved input sits where the forward read it
 // (the kernel spec's output pairing), g where the forward wrote.
-// cos_sin and xpos_scale are the gradient's own copies (schedules place
-// the forward's stages inside the forward's loops).
 Expr frequency_gradient(const RopeSpec& spec, const RopeAlgorithm& a, const RotatedTensor& t, bool is_key,
-                        const RDom& rows, const Func& cos_sin, const Func& xpos_scale) {
-  const Expr& h = rows.x;
-  const Expr& s = rows.y;
-  const Expr& b = rows.z;
+                        const Expr& h, const Expr& s, const Expr& b) {
   auto load = [&](const ImageParam& in, Pairing pairing, int m) {
     return load_as_float(in(dim_of(spec, pairing, a.r, m), h, s, b), spec.dtype);
   };
   const Expr x0 = load(t.saved, spec.output_pairing, 0), x1 = load(t.saved, spec.output_pairing, 1);
   const Expr g0 = load(t.input, spec.pairing, 0), g1 = load(t.input, spec.pairing, 1);
-  const Expr c = cos_sin(a.r, s, b)[0], sn = cos_sin(a.r, s, b)[1];
+  const Expr c = a.d_freqs_cos_sin(a.r, s, b)[0], sn = a.d_freqs_cos_sin(a.r, s, b)[1];
   Expr d_angle = g1 * (x0 * c - x1 * sn) - g0 * (x1 * c + x0 * sn);
-  if (spec.xpos.enabled) d_angle *= xpos_scale(a.r, s, b)[is_key ? 1 : 0];
+  if (spec.xpos.enabled) d_angle *= a.d_freqs_xpos_scale(a.r, s, b)[is_key ? 1 : 0];
   return a.position(a.r, s, b) * cast<double>(strict_float(d_angle));
 }
 
+// dL/d(inv_freq) as RopeAlgorithm::d_freqs_levels lays it out: one
+// order of float64 additions, whatever the target or its threads.
 void define_frequency_gradient(const RopeSpec& spec, RopeAlgorithm& a, const RopeFrequencies& freqs) {
   const Type type = storage_type(spec.dtype);
-  const Func cos_sin = detail::cos_sin_stages(a, static_cast<float>(freqs.attention_factor), "d_freqs_").second;
-  const Func xpos_scale = spec.xpos.enabled ? xpos_stage(spec, a, freqs, "d_freqs_") : Func();
-  a.d_freqs_sum = Func("d_freqs_sum");
-  Func& sum = a.d_freqs_sum;
-  sum(a.r) = cast<double>(0);
+  std::tie(a.d_freqs_reduced, a.d_freqs_cos_sin) =
+      detail::cos_sin_stages(a, static_cast<float>(freqs.attention_factor), "d_freqs_");
+  if (spec.xpos.enabled) a.d_freqs_xpos_scale = xpos_stage(spec, a, freqs, "d_freqs_");
+  auto zero = [&](Func& f, const std::string& name, std::vector<Var> args) {
+    f = Func(name);
+    f(args) = cast<double>(0);
+  };
+  Func token;
+  zero(token, "d_freqs_level0", {a.r, a.s, a.b});
   for (RotatedTensor* t : {&a.q, &a.k}) {
     if (!t->input.defined()) continue;
     t->saved = ImageParam(type, 4, t == &a.q ? "saved_q" : "saved_k");
-    RDom rows(t->input.dim(1).min(), t->input.dim(1).extent(), t->input.dim(2).min(), t->input.dim(2).extent(), t->input.dim(3).min(),
-              t->input.dim(3).extent(), t == &a.q ? "q_rows" : "k_rows");
-    sum(a.r) += frequency_gradient(spec, a, *t, t == &a.k, rows, cos_sin, xpos_scale);
+    RDom heads(t->input.dim(1).min(), t->input.dim(1).extent(), t == &a.q ? "q_heads" : "k_heads");
+    token(a.r, a.s, a.b) += frequency_gradient(spec, a, *t, t == &a.k, heads, a.s, a.b);
   }
+  a.d_freqs_levels = {token};
+  // k has q's tokens (call/prepare_call checks).
+  const ImageParam& q = a.q.input;
+  Expr first = q.dim(2).min(), entries = q.dim(2).extent();  // along s, per batch, of the level below
+  for (int level = 1; level <= RopeAlgorithm::kGradientLevels; ++level) {
+    Func sums;
+    zero(sums, "d_freqs_level" + std::to_string(level), {a.r, a.s, a.b});
+    RDom u(0, RopeAlgorithm::kGradientGroup, sums.name() + "_entries");
+    // The last group stops at the level below's last entry.
+    const Expr i = a.s * RopeAlgorithm::kGradientGroup + u;
+    u.where(i < entries);
+    sums(a.r, a.s, a.b) += a.d_freqs_levels.back()(a.r, first + i, a.b);
+    a.d_freqs_levels.push_back(sums);
+    first = 0;
+    entries = (entries + RopeAlgorithm::kGradientGroup - 1) / RopeAlgorithm::kGradientGroup;
+  }
+  zero(a.d_freqs_sum, "d_freqs_sum", {a.r});
+  RDom rest(0, entries, q.dim(3).min(), q.dim(3).extent(), "d_freqs_groups");
+  a.d_freqs_sum(a.r) += a.d_freqs_levels.back()(a.r, rest.x, rest.y);
   a.d_freqs = Func("d_freqs");
-  a.d_freqs(a.r) = cast<float>(sum(a.r));
+  a.d_freqs(a.r) = cast<float>(a.d_freqs_sum(a.r));
 }
 
 // The cache's element for a float32 value: the cache dtype's rounding, or
@@ -247,39 +267,56 @@ Expr as_cache_value(const Expr& value, DType from, const KvCache& kv, const Expr
   return cache_value_from_float(kv, load_as_float(value, from), scale);
 }
 
-// Where token t goes and whether it goes at all (FlashInfer's page.cuh
-// append: page kv_indices[kv_indptr[b] + p / page_size], entry p %
-// page_size; vLLM: slot slot_mapping[t]). prepare_call has checked every
-// index; the clamps only keep each load and store inside its buffer (and
-// give bounds inference finite regions) whatever the call.
-struct CacheEntry {
-  Expr entry, page, appended;
-};
-CacheEntry cache_entry(const RopeSpec& spec, RopeAlgorithm& a, const Expr& t, const Func& cache) {
+// Where token t goes (FlashInfer's page.cuh append: page
+// kv_indices[kv_indptr[b] + p / page_size], entry p % page_size; vLLM:
+// slot slot_mapping[t]): a.kv_target(t) = {entry, page}, page -1 when it
+// goes nowhere. prepare_call checks every index of a host call; a device
+// call's cannot be read without a synchronisation, so whatever they are,
+// every load is clamped into its buffer and a token whose target is not in
+// the cache is not appended (README.md): a batch index outside the
+// requests or a slot outside the cache (negative: vLLM's padding), a
+// negative position or one past its request's pages, a page id outside the
+// cache; tokens past the index tensor (GPU staging pads tokens) neither.
+void define_kv_target(const RopeSpec& spec, RopeAlgorithm& a) {
   auto within = [](const Expr& i, const ImageParam& p) { return clamp(i, p.dim(0).min(), p.dim(0).max()); };
-  const OutputImageParam out = cache.output_buffer();
-  CacheEntry c;
+  auto inside = [](const Expr& i, const Expr& min, const Expr& max) { return min <= i && i <= max; };
+  const Var& t = a.s;
+  Expr entry, page, exists;
   if (spec.kv_cache.layout == KvLayout::Contiguous) {
     a.uses_slot_mapping = true;
-    const Expr slot = a.slot_mapping(within(t, a.slot_mapping));
-    c.entry = out.dim(2).min();
-    c.page = slot;
-    // Tokens past the index tensor (GPU staging pads tokens) are not appended.
-    c.appended = t <= a.slot_mapping.dim(0).max() && slot >= 0;
+    entry = a.k_cache.output_buffer().dim(2).min();
+    page = a.slot_mapping(within(t, a.slot_mapping));
+    exists = t <= a.slot_mapping.dim(0).max();
   } else {
     a.uses_page_table = true;
     const int ps = spec.kv_cache.page_size;
+    const ImageParam& indptr = a.kv_indptr;
     const Expr b = a.batch_indices(within(t, a.batch_indices));
     // The token's place in its request (prepare_call: cache_positions, else its position).
     const Expr pos = a.cache_positions(within(t, a.cache_positions));
-    const Expr first = a.kv_indptr(clamp(b, a.kv_indptr.dim(0).min(), a.kv_indptr.dim(0).max()));
-    c.page = a.kv_indices(within(first + cast<int>(pos / ps), a.kv_indices));
-    c.entry = cast<int>(pos % ps);
-    c.appended = t <= a.batch_indices.dim(0).max() && b >= 0;
+    // Request b's pages are kv_indices[kv_indptr[b] .. kv_indptr[b + 1]).
+    const Expr request = within(b, indptr);
+    const Expr index = indptr(request) + cast<int>(pos / ps);
+    entry = cast<int>(pos % ps);
+    page = a.kv_indices(within(index, a.kv_indices));
+    exists = t <= a.batch_indices.dim(0).max() && inside(b, indptr.dim(0).min(), indptr.dim(0).max() - 1) &&
+             pos >= 0 && index < indptr(within(request + 1, indptr)) &&
+             inside(index, a.kv_indices.dim(0).min(), a.kv_indices.dim(0).max());
   }
-  c.entry = clamp(c.entry, out.dim(2).min(), out.dim(2).max());
-  c.page = clamp(c.page, out.dim(3).min(), out.dim(3).max());
-  return c;
+  const OutputImageParam cache = a.k_cache.output_buffer();
+  a.kv_target = Func("kv_target");
+  a.kv_target(t) = Tuple(entry, select(exists && inside(page, cache.dim(3).min(), cache.dim(3).max()), page, -1));
+}
+
+// Token t's entry and page in `cache`, clamped (bounds inference sees the
+// cache, whatever the indices), and whether it is appended.
+struct CacheEntry {
+  Expr entry, page, appended;
+};
+CacheEntry cache_entry(const RopeAlgorithm& a, const Expr& t, const Func& cache) {
+  const OutputImageParam out = cache.output_buffer();
+  const Expr entry = a.kv_target(t)[0], page = a.kv_target(t)[1];
+  return {clamp(entry, out.dim(2).min(), out.dim(2).max()), clamp(page, out.dim(3).min(), out.dim(3).max()), page >= 0};
 }
 
 void define_kv_append(const RopeSpec& spec, RopeAlgorithm& a, bool own_cache_stages) {
@@ -328,11 +365,12 @@ void define_kv_append(const RopeSpec& spec, RopeAlgorithm& a, bool own_cache_sta
   const int off = spec.rotary_offset, half = spec.num_pairs(), pass = spec.head_dim - spec.rotary_dim;
   cache_func(a.k_cache, "k_cache");
   a.k_cache.output_buffer().dim(0).set_bounds(0, spec.head_dim);  // k's rows: whole heads
+  define_kv_target(spec, a);
   {
     const auto [t0, nt] = tokens(k);
     a.k_rows = RDom({{0, half}, {0, 2}, {k.dim(1).min(), k.dim(1).extent()}, {t0, nt}}, "k_cache_rows");
     const RDom& r = a.k_rows;
-    const CacheEntry at = cache_entry(spec, a, r.w, a.k_cache);
+    const CacheEntry at = cache_entry(a, r.w, a.k_cache);
     a.k_rows.where(at.appended);
     a.k_cache(dim_of(spec, spec.output_pairing, r.x, r.y), r.z, at.entry, at.page) =
         cache_value_from_float(kv, a.kv_rotated_k(r.x, r.y, r.z, r.w, b0), a.k_scale,
@@ -343,7 +381,7 @@ void define_kv_append(const RopeSpec& spec, RopeAlgorithm& a, bool own_cache_sta
     const auto [t0, nt] = tokens(k);
     a.k_pass_rows = RDom({{0, pass}, {k.dim(1).min(), k.dim(1).extent()}, {t0, nt}}, "k_cache_pass_rows");
     const RDom& r = a.k_pass_rows;
-    const CacheEntry at = cache_entry(spec, a, r.z, a.k_cache);
+    const CacheEntry at = cache_entry(a, r.z, a.k_cache);
     a.k_pass_rows.where(at.appended);
     const Expr d = select(r.x < off, r.x, r.x + spec.rotary_dim);
     a.k_cache(d, r.y, at.entry, at.page) = as_cache_value(k(d, r.y, r.z, b0), spec.dtype, kv, a.k_scale);
@@ -357,7 +395,7 @@ void define_kv_append(const RopeSpec& spec, RopeAlgorithm& a, bool own_cache_sta
     a.v_rows = RDom({{0, a.v_cache.output_buffer().dim(0).extent()}, {a.v.dim(1).min(), a.v.dim(1).extent()}, {t0, nt}},
                     "v_cache_rows");
     const RDom& r = a.v_rows;
-    const CacheEntry at = cache_entry(spec, a, r.z, a.v_cache);
+    const CacheEntry at = cache_entry(a, r.z, a.v_cache);
     a.v_rows.where(at.appended);
     a.v_cache(r.x, r.y, at.entry, at.page) = as_cache_value(a.v(r.x, r.y, r.z, b0), spec.dtype, kv, a.v_scale);
   }

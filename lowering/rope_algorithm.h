@@ -98,11 +98,29 @@ struct RopeAlgorithm {
   // (build_algorithm) its own copies of cos_sin, reduced, xpos_scale;
   // without, these are undefined and it reads q's.
   Halide::Func kv_rotated_k, kv_cos_sin, kv_reduced, kv_xpos_scale;
+  // (t) -> {entry, page} token t goes to, page -1 when it is not appended
+  // (a negative batch index or slot, or ids that name no entry of the cache).
+  Halide::Func kv_target;
   Halide::Func k_cache, v_cache;
   Halide::RDom k_rows, k_pass_rows, v_rows;
   bool uses_page_table = false, uses_slot_mapping = false, uses_k_scale = false, uses_v_scale = false;
-  Halide::Func d_freqs;       // (r) float32: dL/d(inv_freq), backward with run-time frequencies
-  Halide::Func d_freqs_sum;   // (r) float64: its accumulation over every row of q and k
+  // dL/d(inv_freq), backward with run-time frequencies: a sum over every
+  // row of q and k in one fixed order of float64 additions, the same on
+  // every target (so the same bits everywhere, run after run) and made of
+  // stages a schedule can compute in parallel (a GPU's on the device):
+  // level 0 (r, s, b): token (s, b)'s terms (position x dL/dangle of pair
+  // r), q's heads then k's; level l (r, g, b): entries [g x kGradientGroup,
+  // + kGradientGroup) of level l - 1 along s (tokens from q's min s, then
+  // groups from 0); d_freqs_sum (r): every entry of the last level, s
+  // inner, b outer. Each is a pure 0 and one update per summed RDom.
+  static constexpr int kGradientGroup = 64, kGradientLevels = 2;
+  std::vector<Halide::Func> d_freqs_levels;  // 1 + kGradientLevels Funcs
+  Halide::Func d_freqs_sum;  // (r) float64
+  Halide::Func d_freqs;      // (r) float32, the output
+  // The gradient's own copies of the per-(pair, token) stages, for the
+  // schedules to place at level 0's tokens (the forward's are placed in the
+  // rotation's loops). xpos_scale: undefined without xPos.
+  Halide::Func d_freqs_reduced, d_freqs_cos_sin, d_freqs_xpos_scale;
   KernelVariant variant;
   // Which run-time arguments the spec reads; arguments() lists exactly these.
   bool uses_positions = false, uses_cu_seqlens = false, uses_offset = false, uses_seq_len = false;
@@ -139,6 +157,11 @@ void define_positions(const RopeSpec& spec, RopeAlgorithm& a, const Halide::Expr
 // a.reduced, a.cos_sin.
 std::pair<Halide::Func, Halide::Func> cos_sin_stages(const RopeAlgorithm& a, float attention, const std::string& prefix);
 void define_cos_sin(RopeAlgorithm& a, float attention);
+// The row of `table` (its dim 1: a cos/sin cache, a learned table) that
+// position id `id` names, clamped into the table in the id's own type: no
+// id reads outside it (ids the call could not check, on a device: see
+// README.md), and bounds inference sees the rows a data-dependent id may reach.
+Halide::Expr table_row(const Halide::Expr& id, const Halide::ImageParam& table);
 RopeAlgorithm build_sinusoidal_or_learned(const RopeSpec& spec, const KernelVariant& variant);
 RopeAlgorithm build_alibi(const RopeSpec& spec, const KernelVariant& variant);
 }  // namespace detail

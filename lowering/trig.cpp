@@ -21,6 +21,16 @@ Tuple reduce_angle(const Expr& angle_f64, const std::string& prefix) {
   return Tuple(r, cast<int>(cast<int64_t>(k) & 3));
 }
 
+namespace {
+// floor(x) of a float64, exact: GPU kernels compute quarter_turns_split
+// (targets/gpu_schedule.cpp), and Halide 21's Vulkan backend has no float64
+// floor (its round is GLSL's RoundEven, which it has).
+Expr floor_f64(const Expr& x) {
+  const Expr nearest = round(x);
+  return select(nearest > x, nearest - Expr(1.0), nearest);
+}
+}  // namespace
+
 Tuple quarter_turns_split(const Expr& inv_freq_f64, const std::string& prefix) {
   // 2/pi * 2^30: a power-of-two scaling, exact.
   constexpr double kUnitsPerRadian = 0.63661977236758134308 * 1073741824.0;
@@ -29,8 +39,8 @@ Tuple quarter_turns_split(const Expr& inv_freq_f64, const std::string& prefix) {
   // but for the fraction's rounding to float32 (kept below 1, so that a
   // product with a position under 2^31 stays under 2^31).
   auto split = [](const Expr& x) {
-    const Expr whole = floor(x);
-    const Expr low32 = whole - floor(whole * Expr(1.0 / 4294967296.0)) * Expr(4294967296.0);
+    const Expr whole = floor_f64(x);
+    const Expr low32 = whole - floor_f64(whole * Expr(1.0 / 4294967296.0)) * Expr(4294967296.0);
     return std::make_pair(cast<uint32_t>(strict_float(low32)), strict_float(min(cast<float>(x - whole), 0.99999994f)));
   };
   const auto [g_whole, g_fraction] = split(g);

@@ -137,7 +137,7 @@ class PartRun {
     a.k_scale = call_.k_scale, a.v_scale = call_.v_scale;
     a.out_q = rope ? rotary_stage(call_.q) : row_stage(call_.q);
     if (variant_.with_k) a.out_k = rotary_stage(call_.k);
-    // dL/d(inv_freq) of this part's rows (computed on the host), summed below.
+    // dL/d(inv_freq) of this part's rows (computed on the device), summed below.
     if (call_.d_freqs.defined()) a.d_freqs = Halide::Buffer<float>(call_.d_freqs.dim(0).extent());
     pipelines.rope(a);
 
@@ -157,6 +157,8 @@ class PartRun {
       c.view.copy_from(c.shift ? c.staged.translated(0, c.shift) : c.staged);
     }
     if (a.d_freqs.defined()) {
+      check(a.d_freqs.copy_to_host(), "dL/d(inv_freq)");
+      a.d_freqs.device_free();
       Halide::Buffer<float> part(a.d_freqs), total(call_.d_freqs);
       total.for_each_element([&](int r) { total(r) += part(r); });
     }

@@ -38,9 +38,9 @@ Result<std::string> cuda_ptx(const RopeSpec& spec, const lowering::KernelVariant
   }
 }
 
-Result<std::string> cpu_code(const RopeSpec& spec, const lowering::KernelVariant& variant, const Halide::Target& target,
-                             CpuCode kind) {
-  if (target.has_gpu_feature())
+Result<std::string> pipeline_code(const RopeSpec& spec, const lowering::KernelVariant& variant,
+                                  const Halide::Target& target, PipelineCode kind) {
+  if (kind == PipelineCode::Assembly && target.has_gpu_feature())
     return Diagnostic{{"target", -1, -1}, fmt::format("target `{}` is not a CPU target", target.to_string()), {}};
   namespace fs = std::filesystem;
   // Halide writes these outputs to files only.
@@ -48,12 +48,12 @@ Result<std::string> cpu_code(const RopeSpec& spec, const lowering::KernelVariant
   static std::atomic<int> calls{0};
   const fs::path dir = fs::temp_directory_path(ec) / fmt::format("rope-gen-code-{}-{}", getpid(), calls++);
   fs::create_directories(dir, ec);
-  const fs::path file = dir / (kind == CpuCode::Assembly ? "rope.s" : "rope.stmt");
+  const fs::path file = dir / (kind == PipelineCode::Assembly ? "rope.s" : "rope.stmt");
   try {
     lowering::RopeAlgorithm a = scheduled_algorithm(spec, variant, target);
     const Halide::Module module =
         Halide::Pipeline(a.outputs()).compile_to_module(a.arguments(), spec.name + "_rope", target.with_feature(Halide::Target::NoRuntime));
-    module.compile({{kind == CpuCode::Assembly ? Halide::OutputFileType::assembly : Halide::OutputFileType::stmt, file.string()}});
+    module.compile({{kind == PipelineCode::Assembly ? Halide::OutputFileType::assembly : Halide::OutputFileType::stmt, file.string()}});
   } catch (const Halide::CompileError& e) {
     fs::remove_all(dir, ec);
     return Diagnostic{{"target", -1, -1}, fmt::format("Halide cannot compile {} for {}: {}", spec.name,

@@ -14,8 +14,9 @@
 // kernel: 128-256 threads, coalesced 16-byte accesses, no repeated
 // transcendental work.
 // Halide 21's Vulkan backend constrains the Vulkan variant (each measured
-// on lavapipe): no serial loops in kernels (heads beyond a block's go to
-// more blocks), no vector shuffles (interleaved pairings stay scalar), no
+// on lavapipe): no nested serial loops in kernels (heads beyond a block's
+// go to more blocks; one loop at a time is right: dL/d(inv_freq)'s sums),
+// no vector shuffles (interleaved pairings stay scalar), no
 // 4-wide vector loads from shared memory (hence the register copy), shared
 // memory of constant size, one token row per block with xPos, no serial
 // launch loop around the blocks (grid limits are the runtime's job:
@@ -197,17 +198,68 @@ void schedule_tensor(const lowering::RopeAlgorithm& a, lowering::RotatedTensor& 
 
 }  // namespace
 
+// dL/d(inv_freq) on the device (lowering's d_freqs_levels: one fixed order
+// of float64 additions, so the host's bits, run after run; no atomics,
+// which Halide 21's Vulkan backend does not have). One launch per level:
+// one thread per entry (pair, token or group), threads along pairs,
+// blocks over (entry, pair chunk, batch) as the rotation's (tokens on the
+// grid dim the runtime splits calls along); each thread adds its entry in
+// registers, one RDom loop after another, never nested (see the top).
+// Level 0's thread computes its token's cos/sin (and xPos scales) once for
+// every head of q and k.
+void schedule_frequency_gradient(lowering::RopeAlgorithm& a, const RopeSpec& spec, const Target& target) {
+  if (!a.d_freqs.defined()) return;
+  const int threads = std::min(largest_pow2_at_most(spec.num_pairs()), thread_budget(target));
+  Var ro("ro"), ri("ri");
+  for (size_t i = 0; i < a.d_freqs_levels.size(); ++i) {
+    Func level = a.d_freqs_levels[i];
+    Func launch = level.in();
+    // Stored in rows of 32 entries (256 bytes): sized otherwise, these
+    // buffers gave zeros for dL/d(inv_freq) of a later pipeline (lavapipe:
+    // an xPos spec run after one without, each right alone), Halide 21's
+    // Vulkan allocator again (runtime/device_call.h).
+    launch.compute_root()
+        .align_storage(a.r, 32)
+        .split(a.r, ro, ri, threads, TailStrategy::GuardWithIf)
+        .reorder(ri, a.s, ro, a.b)
+        .gpu_threads(ri)
+        .gpu_blocks(a.s, ro, a.b);
+    level.compute_at(launch, ri);
+    if (i == 0)
+      for (Func f : {a.d_freqs_cos_sin, a.d_freqs_reduced, a.d_freqs_xpos_scale})
+        if (f.defined()) f.compute_at(launch, ri);
+  }
+  a.d_freqs.split(a.r, ro, ri, threads, TailStrategy::GuardWithIf).gpu_threads(ri).gpu_blocks(ro);
+  a.d_freqs_sum.compute_at(a.d_freqs, ri);
+}
+
+// Frequencies computed on the host, once per call: those of the dynamic
+// NTK scaling, a float64 pow of the call's seq_len (Vulkan has no float64
+// pow, and CUDA's need not round as the host's); they read no tensor. All
+// others (a table, or the call's inv_freq: a tensor, maybe device-only)
+// are split for the angle reduction on the device, in a launch of their
+// own. Inline in the kernels that read them, as a few float64 operations
+// per thread, lavapipe returned zeros for dL/d(inv_freq) of an xPos spec
+// after a few dozen other kernels had run (the backward sweep of
+// tests/kernels; each kernel alone was right; cause not found).
+bool frequencies_on_host(const RopeSpec& spec) { return spec.scaling.type == ScalingType::Dynamic; }
+
 void schedule_rope_gpu(lowering::RopeAlgorithm& a, const RopeSpec& spec, const Target& target) {
   const GpuShape g = gpu_shape(spec, target);
-  // The frequency table (or the seq_len-dependent frequencies) is tiny and
-  // may need float64 pow: computed once per call on the host, over a
-  // multiple of 32 pairs: the device buffer's size must be a multiple of
-  // 256 bytes (lowering/constant_table.h; the tables it reads are padded
-  // as far).
-  // Undefined when cos/sin are read from a cache (scheme table).
-  if (a.inv_freq.defined()) a.inv_freq.compute_root().bound(a.r, 0, (spec.num_pairs() + 31) / 32 * 32);
-  // Its fixed-point split for the angle reduction, the same way (128-byte buffers).
-  if (a.quarter_turns.defined()) a.quarter_turns.compute_root().bound(a.r, 0, (spec.num_pairs() + 31) / 32 * 32);
+  // Over a multiple of 32 pairs, as far as the tables it reads are padded
+  // (lowering/constant_table.h: Halide 21's Vulkan allocator). Undefined
+  // when cos/sin are read from a cache (scheme table).
+  const int padded_pairs = (spec.num_pairs() + 31) / 32 * 32;
+  if (a.quarter_turns.defined()) {
+    a.quarter_turns.compute_root().bound(a.r, 0, padded_pairs);
+    if (frequencies_on_host(spec)) {
+      a.inv_freq.compute_root().bound(a.r, 0, padded_pairs);
+    } else {
+      Var ro("ro"), ri("ri");
+      a.quarter_turns.split(a.r, ro, ri, 32).gpu_threads(ri).gpu_blocks(ro);
+    }
+  }
+  schedule_frequency_gradient(a, spec, target);
   // k is its own launch with its own cos/sin: fusing it into q's launch
   // (compute_with) to share them fails in Halide 21's lowering ("every
   // name is unique"). Cloned before any wrapper exists.
@@ -227,8 +279,10 @@ void schedule_rope_gpu(lowering::RopeAlgorithm& a, const RopeSpec& spec, const T
   // blocks over (dim chunk x member x head, token) as
   // schedule_pass_through_gpu copies; no serial loop in the kernel (Vulkan,
   // see the top). k's rotation and its cos/sin are computed per element
-  // (inline): cheap next to the scattered store. Each entry takes at most
-  // one token (prepare_call), so the threads' writes never meet.
+  // (inline): cheap next to the scattered store, as is each token's target
+  // (lowering's kv_target, its index checks). Each entry of a host call
+  // takes at most one token (prepare_call), so the threads' writes never
+  // meet; a device call's duplicates race (lowering/README.md).
   auto scatter = [](Stage stage, const RVar& inner, std::vector<RVar> across, const RVar& token) {
     RVar ds("ds"), dt("dt");
     stage.allow_race_conditions().split(inner, ds, dt, 32, TailStrategy::GuardWithIf);

@@ -53,10 +53,12 @@ _kernels = {}
 _kernels_lock = threading.Lock()
 
 
-def kernel(spec, dtype, layout, explicit_positions):
-    """The compiled kernel of spec text for a call's dtype (torch), layout and
-    way of passing positions; compiled once per combination (and cached on disk)."""
-    key = (spec, dtype, layout, explicit_positions)
+def kernel(spec, dtype, layout, explicit_positions, device="cpu"):
+    """The compiled kernel of spec text for a call's dtype (torch), layout, way
+    of passing positions and device type ("cpu", "cuda"); compiled once per
+    combination (host kernels also cached on disk). CUDA tensors run where they
+    are, on the current stream (no copies; runtime/README.md)."""
+    key = (spec, dtype, layout, explicit_positions, device)
     found = _kernels.get(key)
     if found is None:
         _check_layout(layout)
@@ -65,7 +67,10 @@ def kernel(spec, dtype, layout, explicit_positions):
         with _kernels_lock:
             found = _kernels.get(key)
             if found is None:
-                found = _ropegen.compile(spec, "<spec>", "host", _DTYPES[dtype], layout, explicit_positions)
+                target = {"cpu": "host", "cuda": "cuda"}.get(device)
+                if target is None:
+                    raise ValueError(f"rope-gen kernels take CPU or CUDA tensors, not {device} ones")
+                found = _ropegen.compile(spec, "<spec>", target, _DTYPES[dtype], layout, explicit_positions)
                 _kernels[key] = found
     return found
 
@@ -87,10 +92,18 @@ def _run(spec, q, k, positions, layout, offset, cu_seqlens, freqs, out_q, out_k,
     """The one call of a kernel from this module; `tensors`: the binding's other
     tensor arguments by name (cos_sin_cache, v, k_cache, kv_indices, ...);
     k_scale, v_scale: fp8 caches' scales (None: not given)."""
-    run = kernel(spec, q.dtype, layout, positions is not None)
+    device = q.device.type
+    run = kernel(spec, q.dtype, layout, positions is not None, device)
+    stream = 0
+    if device == "cuda":
+        # The call runs on PyTorch's current stream of q's device, ordered with
+        # the ops around it; device calls take int32 sequence starts (their
+        # values are not read on the host).
+        stream = torch.cuda.current_stream(q.device).cuda_stream
+        cu_seqlens = _int32(cu_seqlens)
     run(_dl(q), _dl(k), _dl(positions), offset, None, _dl(out_q), _dl(out_k), _dl(cu_seqlens), backward, None,
         _dl(freqs), _dl(saved_q), _dl(saved_k), _dl(d_freqs), **{name: _dl(t) for name, t in tensors.items()},
-        k_scale=k_scale, v_scale=v_scale)
+        k_scale=k_scale, v_scale=v_scale, stream=stream)
 
 
 def _new(t):
@@ -280,7 +293,7 @@ def _fp8_codes(cache, name, kv_cache_dtype):
 @_impl("rope_append_kv_cache")
 def _rope_append_kv_cache(spec, q, k, v, batch_indices, positions, k_cache, v_cache, kv_indices, kv_indptr,
                           slot_mapping, k_scale=None, v_scale=None, cache_positions=None):
-    kv_dtype = kernel(spec, q.dtype, "thd", True).kv_cache_dtype
+    kv_dtype = kernel(spec, q.dtype, "thd", True, q.device.type).kv_cache_dtype
     _run(spec, q, k, positions, "thd", 0, None, None, q, None, k_scale=k_scale, v_scale=v_scale, v=v,
          k_cache=_fp8_codes(k_cache, "k_cache", kv_dtype), v_cache=_fp8_codes(v_cache, "v_cache", kv_dtype),
          kv_indices=_int32(kv_indices), kv_indptr=_int32(kv_indptr), batch_indices=_int32(batch_indices),

@@ -73,7 +73,7 @@ class SpecKernel {
             nb::handle cos_sin_cache_arg, nb::handle v_arg, nb::handle k_cache_arg, nb::handle v_cache_arg,
             nb::handle kv_indices_arg, nb::handle kv_indptr_arg, nb::handle batch_indices_arg,
             nb::handle slot_mapping_arg, std::optional<float> k_scale, std::optional<float> v_scale,
-            nb::handle cache_positions_arg) {
+            nb::handle cache_positions_arg, uintptr_t stream) {
     const bool rope = spec_.encoding == Encoding::Rope;
     const char* q_name = rope ? "q" : "x";
     const char* out_name = rope ? "out_q" : "out";
@@ -125,6 +125,7 @@ class SpecKernel {
     call.offset = python::integer(offset_arg, "offset");
     if (!seq_len_arg.is_none()) call.seq_len = python::integer(seq_len_arg, "seq_len");
     call.backward = backward;
+    call.stream = reinterpret_cast<void*>(stream);  // CUDA tensors: the caller's CUstream (0: the legacy stream)
     if (call.k && !call.out_k && !spec_.kv_cache.enabled) throw nb::value_error("k and out_k go together");
 
     Status ran;
@@ -190,7 +191,7 @@ NB_MODULE(_ropegen, m) {
            nb::arg("kv_indices").none() = nb::none(), nb::arg("kv_indptr").none() = nb::none(),
            nb::arg("batch_indices").none() = nb::none(), nb::arg("slot_mapping").none() = nb::none(),
            nb::arg("k_scale").none() = nb::none(), nb::arg("v_scale").none() = nb::none(),
-           nb::arg("cache_positions").none() = nb::none())
+           nb::arg("cache_positions").none() = nb::none(), nb::arg("stream") = 0)
       .def_prop_ro("spec", &SpecKernel::spec_yaml)
       .def_prop_ro("encoding", &SpecKernel::encoding)
       .def_prop_ro("kv_cache_dtype", &SpecKernel::kv_cache_dtype);

@@ -551,3 +551,44 @@ def test_cuda_graph_capture_after_one_warm_up():
     graph.replay()
     torch.cuda.synchronize()
     assert torch.equal(q_g, expect)
+
+
+@cuda
+def test_cuda_vllm_rotary_embedding_on_fused_qkv_views_matches_the_host_and_replays_in_a_graph():
+    """vLLM's op on CUDA: column views of one qkv buffer, the same bits as on
+    the CPU, and captured into a CUDA graph (cos/sin from the cache: no host
+    stage in the call)."""
+    t, hq, hk, hs, rot = 64, 4, 2, 64, 64
+    g = torch.Generator().manual_seed(2)
+    qkv = torch.randn(t, (hq + 2 * hk) * hs, generator=g).to(torch.bfloat16)
+    positions = torch.randint(0, 300, (t,), generator=g)
+    cache = vllm_cache(300, rot, dtype=torch.float32)
+    host = qkv.clone()
+    torch.ops.ropegen.rotary_embedding(positions, host[:, :hq * hs], host[:, hq * hs:(hq + hk) * hs], hs, cache, True)
+    dev, dev_pos, dev_cache = qkv.cuda(), positions.cuda(), cache.cuda()
+    torch.ops.ropegen.rotary_embedding(dev_pos, dev[:, :hq * hs], dev[:, hq * hs:(hq + hk) * hs], hs, dev_cache, True)
+    torch.cuda.synchronize()
+    assert torch.equal(dev.cpu(), host)
+    static = qkv.cuda()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        torch.ops.ropegen.rotary_embedding(dev_pos, static[:, :hq * hs], static[:, hq * hs:(hq + hk) * hs], hs,
+                                           dev_cache, True)
+    static.copy_(qkv.cuda())
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(static.cpu(), host)
+
+
+@cuda
+def test_cuda_gradients_match_the_host():
+    q, k = qk(dtype=torch.bfloat16)
+    ids = positions()
+    rope = rt.Rope(LLAMA)
+    grads = []
+    for device in ("cpu", "cuda"):
+        qd, kd = q.to(device).requires_grad_(), k.to(device).requires_grad_()
+        oq, ok = rope(qd, kd, ids.to(device))
+        (oq.float().square().sum() + ok.float().sum()).backward()
+        grads.append((qd.grad.cpu(), kd.grad.cpu()))
+    assert torch.equal(grads[0][0], grads[1][0]) and torch.equal(grads[0][1], grads[1][1])

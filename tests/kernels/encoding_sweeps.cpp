@@ -254,6 +254,24 @@ std::vector<EncodingCase> sweep_backward_and_runtime_frequencies() {
       }
       out.push_back(std::move(c));
     }
+  // dL/d(inv_freq) summed over every level of its reduction (lowering's
+  // d_freqs_levels): 4161 tokens a sequence = 65 groups of 64 and one
+  // token, then a group of 64 groups and one of 2; bf16, so that host and
+  // GPU read the same rounded inputs.
+  const char* many_tokens = "name: b\nhead_dim: 8\ndtype: bf16\nfrequency: {scheme: runtime}\n";
+  for (bool packed : {false, true}) {
+    const std::vector<int64_t> q_shape = packed ? std::vector<int64_t>{4161, 2, 8} : std::vector<int64_t>{2, 4161, 2, 8};
+    std::vector<int64_t> k_shape = q_shape;
+    k_shape[packed ? 1 : 2] = 1;
+    EncodingCase c = make(packed ? std::string(many_tokens) + "layout: thd\n" : many_tokens,
+                          tensor(q_shape, DType::BF16, seed++), tensor(k_shape, DType::BF16, seed++));
+    c.request.backward = true;
+    if (packed) c.request.cu_seqlens = std::vector<int64_t>{0, 100, 4161};
+    c.request.freqs = tensor({4}, DType::F32, seed++, 0.3);
+    c.request.saved_q = tensor(q_shape, DType::BF16, seed++);
+    c.request.saved_k = tensor(k_shape, DType::BF16, seed++);
+    out.push_back(std::move(c));
+  }
   return out;
 }
 

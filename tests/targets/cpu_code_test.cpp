@@ -25,17 +25,17 @@ std::set<std::string> produced(const std::string& stmt, const std::string& part)
 const char* const kLlama3 = "scaling: {type: llama3, factor: 8, original_max_position: 8192}\n";
 
 std::string llama3_code(const std::string& dtype, const std::string& frequency, const char* target,
-                        targets::CpuCode kind) {
+                        targets::PipelineCode kind) {
   const RopeSpec spec = parse_spec("name: l\nhead_dim: 128\ndtype: " + dtype + "\n" + frequency, "llama3.yaml").value();
   lowering::KernelVariant variant;
   variant.with_k = true;
-  Result<std::string> code = targets::cpu_code(spec, variant, Halide::Target(target), kind);
+  Result<std::string> code = targets::pipeline_code(spec, variant, Halide::Target(target), kind);
   EXPECT_TRUE(code.ok()) << (code.ok() ? "" : code.errors().front().message);
   return code.ok() ? code.value() : "";
 }
 
 std::string llama3_stmt(const std::string& dtype, const std::string& frequency = kLlama3) {
-  const std::string stmt = llama3_code(dtype, frequency, "x86-64-linux-avx512_zen4", targets::CpuCode::LoweredStmt);
+  const std::string stmt = llama3_code(dtype, frequency, "x86-64-linux-avx512_zen4", targets::PipelineCode::LoweredStmt);
   // Funcs built again in one process get suffixes ($1, ...): dropped.
   return std::regex_replace(stmt, std::regex("\\$[0-9]+"), "");
 }
@@ -78,9 +78,9 @@ TEST(CpuCode, CosSinCacheReadInPlaceOrGatheredPerTile) {
 // bf16 stores: vcvtne2ps2bf16 (32 floats to 32 bf16 per instruction) where
 // the CPU has AVX512-BF16, the integer rounding and a narrowing move elsewhere.
 TEST(CpuCode, Bf16StoresUseTheInstructionWhereTheCpuHasIt) {
-  const std::string zen4 = llama3_code("bf16", kLlama3, "x86-64-linux-avx512_zen4", targets::CpuCode::Assembly);
+  const std::string zen4 = llama3_code("bf16", kLlama3, "x86-64-linux-avx512_zen4", targets::PipelineCode::Assembly);
   EXPECT_NE(zen4.find("vcvtne2ps2bf16"), std::string::npos);
-  const std::string skylake = llama3_code("bf16", kLlama3, "x86-64-linux-avx512_skylake", targets::CpuCode::Assembly);
+  const std::string skylake = llama3_code("bf16", kLlama3, "x86-64-linux-avx512_skylake", targets::PipelineCode::Assembly);
   EXPECT_EQ(skylake.find("vcvtne"), std::string::npos);
   EXPECT_NE(skylake.find("vpmovdw"), std::string::npos);
 }
