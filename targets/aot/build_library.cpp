@@ -35,14 +35,17 @@ std::optional<Diagnostic> write_text(const fs::path& path, const std::string& te
   return std::nullopt;
 }
 
-// Whether a GPU pipeline allocates device buffers of its own (stages it
-// computes on the host and copies over at every call), read from its
-// lowered code: its calls of the runtime's device allocators.
-bool has_device_buffers_of_its_own(const Halide::Module& module) {
+// Whether a GPU pipeline computes a stage on the host and copies it to the
+// device at every call, read from its lowered code: a buffer of its own
+// with both a host and a device side (halide_device_and_host_malloc).
+// Device-only scratch (halide_device_malloc) is not a copy: Halide's CUDA
+// runtime keeps freed device memory for reuse (per context and stream), so
+// after the first call it allocates nothing (tests/aot: the stub driver).
+bool copies_host_stages_to_the_device(const Halide::Module& module) {
   struct Finder : Halide::Internal::IRVisitor {
     using IRVisitor::visit;
     void visit(const Halide::Internal::Call* call) override {
-      found = found || call->name == "halide_device_malloc" || call->name == "halide_device_and_host_malloc";
+      found = found || call->name == "halide_device_and_host_malloc";
       IRVisitor::visit(call);
     }
     bool found = false;
@@ -75,7 +78,7 @@ CompiledEntry compile_entry_for_targets(const RopeSpec& spec, const EntryPoint& 
   for (const AotTarget& gpu : targets.gpu) {
     const std::string fn = entry_function(entry, gpu);
     Halide::Module module = compile_entry(spec, entry, fn, gpu.target);
-    if (gpu.device == DeviceType::CUDA) compiled.cuda_copies_per_call = has_device_buffers_of_its_own(module);
+    if (gpu.device == DeviceType::CUDA) compiled.cuda_copies_per_call = copies_host_stages_to_the_device(module);
     module.compile({{Halide::OutputFileType::object, (objects / (fn + ".o")).string()}});
   }
   return compiled;

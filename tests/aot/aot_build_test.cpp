@@ -547,6 +547,71 @@ std::vector<std::string> embedded_ptx(const std::string& object) {
 
 const std::string kPtxas = ROPEGEN_PTXAS;
 
+// A C driver's call run three times on cuda:1 with a stream of the
+// caller's, against a stub CUDA driver (tests/aot/stub_libcuda.c, found as
+// libcuda.so.1 through LD_LIBRARY_PATH; it runs no kernel): the driver API
+// calls each call made.
+std::vector<std::vector<std::string>> stub_cuda_calls(const std::string& exe, const std::string& dir, DType dtype,
+                                                      Scenario s) {
+  fs::create_directories(dir);
+  const auto r = run_command(fmt::format("cc -std=c99 -Wall -Wextra -Wno-unused-parameter -Werror -shared -fPIC "
+                                         "-Wl,-soname,libcuda.so.1 {}/tests/aot/stub_libcuda.c -o {}/libcuda.so.1",
+                                         ROPEGEN_SOURCE_DIR, dir));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const std::string log = dir + "/calls.log";
+  s.device_type = 2, s.device_id = 1;
+  EXPECT_EQ(run_driver(fmt::format("env LD_LIBRARY_PATH={0} ROPEGEN_STUB_CUDA_LOG={1} ROPE_DRIVER_MARKS={1} "
+                                   "ROPE_DRIVER_REPEAT=3 ROPE_DRIVER_STREAM=0x5eed {2}",
+                                   dir, log, exe),
+                       dir + "/call", dtype, s),
+            "rc=0\n");
+  // "call i" marks where each starts; before the first, the test driver's own
+  // allocations, after "end" its copies back.
+  std::vector<std::vector<std::string>> calls;
+  std::istringstream lines(test::read_text(log));
+  for (std::string line; std::getline(lines, line) && line != "end";) {
+    if (line.rfind("call ", 0) == 0) calls.emplace_back();
+    else if (!calls.empty()) calls.back().push_back(line);
+  }
+  return calls;
+}
+
+// What the library's CUDA hooks promise, seen in the driver calls.
+// capturable: what manifest.json says of the call's entry (after the first
+// call, kernels are launched and nothing else is done).
+void check_stub_cuda_calls(const std::vector<std::vector<std::string>>& calls, bool capturable) {
+  ASSERT_EQ(calls.size(), 3u);
+  auto count = [](const std::vector<std::string>& call, const std::string& prefix) {
+    return std::count_if(call.begin(), call.end(), [&](const std::string& l) { return l.rfind(prefix, 0) == 0; });
+  };
+  for (size_t i = 0; i < calls.size(); ++i) {
+    SCOPED_TRACE(fmt::format("call {}: {}", i, fmt::join(calls[i], "; ")));
+    // The device's primary context, retained once; never a context of Halide's own.
+    EXPECT_EQ(count(calls[i], "cuDevicePrimaryCtxRetain device=1"), i == 0 ? 1 : 0);
+    EXPECT_EQ(count(calls[i], "cuCtxCreate"), 0);
+    EXPECT_EQ(count(calls[i], "cuCtxPushCurrent_v2"), count(calls[i], "cuCtxPushCurrent_v2 0xc0001"));
+    // Each entry's PTX loaded once (per process and device): at the first call.
+    if (i == 0) EXPECT_GE(count(calls[i], "cuModuleLoadData"), 1);
+    else EXPECT_EQ(count(calls[i], "cuModuleLoadData"), 0);
+    // Launched on cuda:1, on the call's stream.
+    EXPECT_GE(count(calls[i], "cuLaunchKernel"), 1);
+    EXPECT_EQ(count(calls[i], "cuLaunchKernel"), count(calls[i], "cuLaunchKernel device=1 stream=0x5eed"));
+    if (i == 0) continue;
+    // After the first call: no allocation, no synchronisation; copies (of a
+    // host-computed table, on the call's stream) only where the manifest says so.
+    EXPECT_EQ(count(calls[i], "cuMemAlloc"), 0);
+    EXPECT_EQ(count(calls[i], "cuCtxSynchronize") + count(calls[i], "cuStreamSynchronize"), 0);
+    EXPECT_EQ(count(calls[i], "cuMemcpy"),
+              std::count_if(calls[i].begin(), calls[i].end(), [](const std::string& l) {
+                return l.rfind("cuMemcpyHtoDAsync_v2", 0) == 0 && l.find(" stream=0x5eed") != std::string::npos;
+              }));
+    EXPECT_EQ(count(calls[i], "cuMemcpy") == 0, capturable);
+    if (i == 1)
+      std::cout << fmt::format("[ STUB     ] after the first call: {} cuLaunchKernel, {} host-to-device copies per call\n",
+                               count(calls[i], "cuLaunchKernel"), count(calls[i], "cuMemcpyHtoD"));
+  }
+}
+
 // One library for the host's CPUs, CUDA and Vulkan: what it holds, what its
 // header and manifest say, host calls from C against the reference, and the
 // archive in a shared object that exports only <name>_run (how a program
@@ -646,6 +711,42 @@ TEST_F(AotBuild, HostCudaVulkanLibrary) {
     EXPECT_EQ(test::read_text(dir + "/result_q.bin"), test::read_text(dir + "_host/result_q.bin"));
     EXPECT_EQ(test::read_text(dir + "/result_k.bin"), test::read_text(dir + "_host/result_k.bin"));
   }
+  // Each tensor a view 256 bytes into its allocation (data + 256): bound at
+  // that offset, the same bits; 4 bytes in is refused, naming the alignment.
+  {
+    Scenario t = s;
+    t.seq_len = 21, t.in_place = false;
+    const std::string dir = path("vulkan_offset");
+    EXPECT_EQ(run_driver("env ROPE_DRIVER_VULKAN_OFFSET=256 " + exe, dir, DType::F32, t), "rc=0\n");
+    check_output(spec, dir + "/result_q.bin", t.q, false, t, "q (vulkan, 256 bytes in)");
+    check_output(spec, dir + "/result_k.bin", *t.k, true, t, "k (vulkan, 256 bytes in)");
+    EXPECT_EQ(test::read_text(dir + "/result_q.bin"), test::read_text(path("vulkan_host/result_q.bin")));
+    EXPECT_EQ(test::read_text(dir + "/result_k.bin"), test::read_text(path("vulkan_host/result_k.bin")));
+    EXPECT_THAT(run_driver("env ROPE_DRIVER_VULKAN_OFFSET=4 " + exe, path("vulkan_misaligned"), DType::F32, t),
+                ::testing::MatchesRegex("rc=1\ninvalid argument: q starts 4 bytes into its Vulkan allocation, but this "
+                                        "device binds kernel arguments at multiples of [0-9]+ bytes "
+                                        "\\(minStorageBufferOffsetAlignment\\).*"));
+  }
+  // The library's Vulkan memory across allocations, copies at offsets and frees.
+  {
+    const auto r = run_command(fmt::format("cc -std=c99 -Wall -Wextra -pedantic -Werror -DROPE_HEADER='\"aot_a.h\"' "
+                                           "-DROPE_NAME=aot_a -I {0} {1}/tests/aot/vulkan_memory_check.c {0}/libaot_a.a "
+                                           "-lstdc++ -lpthread -ldl -lm -o {2} && {2}",
+                                           lib, ROPEGEN_SOURCE_DIR, path("vulkan_memory_check")));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, "ok\n");
+  }
+  // CUDA with a stub driver: dynamic NTK's frequencies (a float64 pow of the
+  // call's seq_len) are computed on the host and copied to the device at
+  // every call, as the manifest and header say.
+  EXPECT_EQ(manifest["entry_points"][3]["cuda_graph_capturable"], false);
+  EXPECT_EQ(manifest["entry_points"][8]["cuda_graph_capturable"], true);  // the pass-through copy
+  EXPECT_THAT(header, HasSubstr("those calls cannot be\n *           captured in a CUDA graph"));
+  {
+    Scenario t = s;
+    t.seq_len = 21, t.in_place = false;
+    check_stub_cuda_calls(stub_cuda_calls(exe, path("stub"), DType::F32, t), /*capturable=*/false);
+  }
   // Vulkan tensors in memory the library did not allocate (here host
   // memory labelled vulkan): refused before any launch, naming the tensor.
   const std::string plain = compile_driver(lib, "aot_a", path("plain_driver"));
@@ -680,70 +781,6 @@ TEST_F(AotBuild, HostCudaVulkanLibrary) {
   EXPECT_EQ(run_driver(path("so_driver"), path("so_call"), DType::F32, s), "rc=0\n");
   check_output(spec, path("so_call/result_q.bin"), s.q, false, s, "q (shared object)");
   check_output(spec, path("so_call/result_k.bin"), *s.k, true, s, "k (shared object)");
-}
-
-// A C driver's call run three times on cuda:1 with a stream of the
-// caller's, against a stub CUDA driver (tests/aot/stub_libcuda.c, found as
-// libcuda.so.1 through LD_LIBRARY_PATH; it runs no kernel): the driver API
-// calls each call made.
-std::vector<std::vector<std::string>> stub_cuda_calls(const std::string& exe, const std::string& dir, DType dtype,
-                                                      Scenario s) {
-  fs::create_directories(dir);
-  const auto r = run_command(fmt::format("cc -std=c99 -Wall -Wextra -Wno-unused-parameter -Werror -shared -fPIC "
-                                         "-Wl,-soname,libcuda.so.1 {}/tests/aot/stub_libcuda.c -o {}/libcuda.so.1",
-                                         ROPEGEN_SOURCE_DIR, dir));
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  const std::string log = dir + "/calls.log";
-  s.device_type = 2, s.device_id = 1;
-  EXPECT_EQ(run_driver(fmt::format("env LD_LIBRARY_PATH={0} ROPEGEN_STUB_CUDA_LOG={1} ROPE_DRIVER_MARKS={1} "
-                                   "ROPE_DRIVER_REPEAT=3 ROPE_DRIVER_STREAM=0x5eed {2}",
-                                   dir, log, exe),
-                       dir + "/call", dtype, s),
-            "rc=0\n");
-  // "call i" marks where each starts; before the first, the test driver's own
-  // allocations, after "end" its copies back.
-  std::vector<std::vector<std::string>> calls;
-  std::istringstream lines(test::read_text(log));
-  for (std::string line; std::getline(lines, line) && line != "end";) {
-    if (line.rfind("call ", 0) == 0) calls.emplace_back();
-    else if (!calls.empty()) calls.back().push_back(line);
-  }
-  return calls;
-}
-
-// What the library's CUDA hooks promise, seen in the driver calls.
-// capturable: what manifest.json says of the call's entry (after the first
-// call, kernels are launched and nothing else is done).
-void check_stub_cuda_calls(const std::vector<std::vector<std::string>>& calls, bool capturable) {
-  ASSERT_EQ(calls.size(), 3u);
-  auto count = [](const std::vector<std::string>& call, const std::string& prefix) {
-    return std::count_if(call.begin(), call.end(), [&](const std::string& l) { return l.rfind(prefix, 0) == 0; });
-  };
-  for (size_t i = 0; i < calls.size(); ++i) {
-    SCOPED_TRACE(fmt::format("call {}: {}", i, fmt::join(calls[i], "; ")));
-    // The device's primary context, retained once; never a context of Halide's own.
-    EXPECT_EQ(count(calls[i], "cuDevicePrimaryCtxRetain device=1"), i == 0 ? 1 : 0);
-    EXPECT_EQ(count(calls[i], "cuCtxCreate"), 0);
-    EXPECT_EQ(count(calls[i], "cuCtxPushCurrent_v2"), count(calls[i], "cuCtxPushCurrent_v2 0xc0001"));
-    // The PTX loaded once (per process and device).
-    EXPECT_EQ(count(calls[i], "cuModuleLoadData"), i == 0 ? 1 : 0);
-    // Launched on cuda:1, on the call's stream.
-    EXPECT_GE(count(calls[i], "cuLaunchKernel"), 1);
-    EXPECT_EQ(count(calls[i], "cuLaunchKernel"), count(calls[i], "cuLaunchKernel device=1 stream=0x5eed"));
-    if (i == 0) continue;
-    // After the first call: no allocation, no synchronisation; copies (of a
-    // host-computed table, on the call's stream) only where the manifest says so.
-    EXPECT_EQ(count(calls[i], "cuMemAlloc"), 0);
-    EXPECT_EQ(count(calls[i], "cuCtxSynchronize") + count(calls[i], "cuStreamSynchronize"), 0);
-    EXPECT_EQ(count(calls[i], "cuMemcpy"),
-              std::count_if(calls[i].begin(), calls[i].end(), [](const std::string& l) {
-                return l.rfind("cuMemcpyHtoDAsync_v2", 0) == 0 && l.find(" stream=0x5eed") != std::string::npos;
-              }));
-    EXPECT_EQ(count(calls[i], "cuMemcpy") == 0, capturable);
-    if (i == 1)
-      std::cout << fmt::format("[ STUB     ] after the first call: {} cuLaunchKernel, {} host-to-device copies per call\n",
-                               count(calls[i], "cuLaunchKernel"), count(calls[i], "cuMemcpyHtoD"));
-  }
 }
 
 // Whether this process can load the CUDA driver.
@@ -783,13 +820,13 @@ TEST_F(AotBuild, CudaLibraryCallsAndPtx) {
               "rc=2\nunsupported: cuda:0: the CUDA driver library libcuda.so.1 cannot be loaded (no NVIDIA driver on "
               "this machine)\n");
   }
-  // The same call with a stub driver: this spec computes its frequency
-  // table on the host, copied to the device at every call.
+  // The same call with a stub driver: yarn's frequencies are computed on
+  // the device, so after the first call only kernels are launched.
   const auto manifest = nlohmann::json::parse(test::read_text(lib + "/manifest.json"));
   EXPECT_EQ(manifest["entry_points"][1]["name"], "aot_b_qk");
-  EXPECT_EQ(manifest["entry_points"][1]["cuda_graph_capturable"], false);
-  EXPECT_THAT(test::read_text(lib + "/aot_b.h"), HasSubstr("those calls cannot be\n *           captured in a CUDA graph"));
-  check_stub_cuda_calls(stub_cuda_calls(exe, path("stub"), DType::BF16, s), /*capturable=*/false);
+  EXPECT_EQ(manifest["entry_points"][1]["cuda_graph_capturable"], true);
+  EXPECT_THAT(test::read_text(lib + "/aot_b.h"), HasSubstr("Later calls launch kernels and nothing\n"));
+  check_stub_cuda_calls(stub_cuda_calls(exe, path("stub"), DType::BF16, s), /*capturable=*/true);
   s.device_type = 7;
   EXPECT_EQ(run_driver(exe, path("vulkan"), DType::BF16, s),
             "rc=2\nunsupported: aot_b: q is on vulkan:0 but libaot_b.a has no vulkan target; rebuild it with rope-gen "

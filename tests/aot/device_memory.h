@@ -9,7 +9,7 @@
  *         a GPU).
  *   vulkan  memory the library allocates (ROPE_VULKAN_MEMORY defined, with
  *         ROPE_NAME the library's name: <name>_device_alloc and its copies),
- *         one allocation per tensor.
+ *         one allocation per tensor (at ROPE_DRIVER_VULKAN_OFFSET bytes in).
  * to_device() gives the tensor's data for a host buffer; from_device()
  * copies a result back after synchronising the device. */
 #ifndef ROPEGEN_TESTS_AOT_DEVICE_MEMORY_H
@@ -75,10 +75,15 @@ static void vulkan_check(int status, const ropegen_message *message, const char 
   }
 }
 
+/* ROPE_DRIVER_VULKAN_OFFSET=n: each tensor starts n bytes into its
+ * allocation (a view, as a fused qkv slice is). */
 static void *vulkan_to_device(void *host, size_t bytes) {
   void *data;
   ropegen_message message;
-  vulkan_check(ROPE_PASTE(ROPE_NAME, _device_alloc)(bytes ? bytes : 1, &data, &message), &message, "device_alloc");
+  const size_t offset = getenv("ROPE_DRIVER_VULKAN_OFFSET") ? (size_t)atol(getenv("ROPE_DRIVER_VULKAN_OFFSET")) : 0;
+  vulkan_check(ROPE_PASTE(ROPE_NAME, _device_alloc)(offset + (bytes ? bytes : 1), &data, &message), &message,
+               "device_alloc");
+  data = (char *)data + offset;
   vulkan_check(ROPE_PASTE(ROPE_NAME, _copy_to_device)(data, host, bytes, &message), &message, "copy_to_device");
   return data;
 }

@@ -152,6 +152,13 @@ struct Allocation {
   size_t size = 0, reserved = 0;
   halide_dimension_t dim{};
   halide_buffer_t buffer{};  // device-only, uint8 [size padded to kSizeMultiple]
+  // A crop held for the allocation's life. Halide 21's Vulkan allocator
+  // counts a region's crops, not the region itself (a new region's count is
+  // 0): releasing the last crop marks the region free, and the next
+  // allocation reuses memory still in use (measured on lavapipe: an
+  // allocation overwritten by the next one's copy after one crop at an
+  // offset was released). This crop keeps the count above 0 until free().
+  uint64_t pin = 0;
 };
 
 // Every live allocation by its first address. Leaked: memory may be freed
@@ -222,6 +229,11 @@ int alloc(size_t bytes, void** data, ropegen_message* message) {
                 "allocating " + std::to_string(bytes) + " bytes on vulkan:0 failed (Halide error " + std::to_string(code) +
                     "; Halide's runtime printed why)");
   }
+  if ((a->pin = crop(*a, 0)) == 0) {
+    interface()->device_free(nullptr, &a->buffer);
+    munmap(a->address, a->reserved);
+    return fail(message, ROPEGEN_ERROR_KERNEL, "a crop of new Vulkan memory failed (Halide's runtime printed why)");
+  }
   std::lock_guard<std::mutex> lock(registry().mutex);
   registry().allocations[reinterpret_cast<uintptr_t>(a->address)] = a.get();
   *data = a.release()->address;
@@ -239,6 +251,7 @@ int free_memory(void* data, ropegen_message* message) {
     a = it->second;
     registry().allocations.erase(it);
   }
+  release_crop(a->pin);
   interface()->device_free(nullptr, &a->buffer);
   munmap(a->address, a->reserved);
   delete a;
