@@ -103,6 +103,12 @@ struct DeviceMemory::Allocation {
   halide_dimension_t dim{};
   halide_buffer_t buffer{};  // device-only, uint8 [size padded to kSizeMultiple]
   const halide_device_interface_t* interface = nullptr;
+  // A crop held for the allocation's life. Halide 21's Vulkan allocator
+  // counts a region's crops, not the region (a new region counts 0):
+  // releasing the last crop of a view marks the region free, and the next
+  // allocation reuses memory still in use (measured on lavapipe by the AOT
+  // libraries' tests, which hold one the same way: device_hooks/vulkan_hooks.cpp).
+  uint64_t pin = 0;
 };
 
 namespace {
@@ -126,8 +132,9 @@ DeviceMemory::Allocation::~Allocation() {
     registry().allocations.erase(reinterpret_cast<uintptr_t>(address));
   }
   if (buffer.device) {
-    RuntimeCall call;
-    interface->device_free(&call, &buffer);  // nothing to report to from a destructor
+    RuntimeCall call;  // nothing to report to from a destructor
+    if (pin) release_crop(pin, interface, call);
+    interface->device_free(&call, &buffer);
   }
   if (address) munmap(address, reserved);
 }
@@ -177,6 +184,8 @@ Result<DeviceMemory> DeviceMemory::allocate(Device device, size_t bytes) {
     a->buffer.device = 0;
     return error(call.failure(fmt::format("allocating {} bytes on {}", bytes, info->description), code));
   }
+  if ((a->pin = a->crop(0, call)) == 0)
+    return error(call.failure("a crop of new Vulkan memory", halide_error_code_device_crop_failed));
   {
     std::lock_guard<std::mutex> lock(registry().mutex);
     registry().allocations[reinterpret_cast<uintptr_t>(a->address)] = a.get();

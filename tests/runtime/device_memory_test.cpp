@@ -90,6 +90,29 @@ TEST(DeviceMemory, CopiesAtAnyOffsetAndSize) {
   EXPECT_EQ(in, out);
 }
 
+// An allocation keeps its memory after a view's crop is released: Halide
+// 21's Vulkan allocator counts crops, not regions, so without the crop
+// rope-gen holds for its life the next allocation reused this one's memory.
+TEST(DeviceMemory, StaysIntactAfterAViewIsReleasedAndAnotherIsAllocated) {
+  REQUIRE_VULKAN();
+  const size_t n = 1024;
+  Result<DeviceMemory> made_a = DeviceMemory::allocate(kVulkan, n);
+  ASSERT_TRUE(made_a) << messages(made_a);
+  DeviceMemory a = std::move(made_a).value();
+  std::vector<uint8_t> in(n), out(n, 0);
+  std::iota(in.begin(), in.end(), 1);
+  ASSERT_EQ(messages(a.copy_from_host(in.data(), n)), "");
+  std::vector<uint8_t> view(4);
+  ASSERT_EQ(messages(a.copy_to_host(view.data(), 4, 256)), "");  // a crop at 256, released
+  Result<DeviceMemory> made_b = DeviceMemory::allocate(kVulkan, n);
+  ASSERT_TRUE(made_b) << messages(made_b);
+  DeviceMemory b = std::move(made_b).value();
+  const std::vector<uint8_t> other(n, 0xee);
+  ASSERT_EQ(messages(b.copy_from_host(other.data(), n)), "");
+  ASSERT_EQ(messages(a.copy_to_host(out.data(), n)), "");
+  EXPECT_EQ(in, out);
+}
+
 // Each allocation has addresses of its own: views into one never alias another.
 TEST(DeviceMemory, AddressesAreDistinct) {
   REQUIRE_VULKAN();
