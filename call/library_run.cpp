@@ -13,6 +13,7 @@
 #include "call/fixed_vector.h"
 #include "call/contract.h"
 #include "call/device_context.h"
+#include "call/device_views.h"
 #include "call/prepare_call.h"
 #include "ropegen/ropegen_c.h"
 
@@ -66,30 +67,6 @@ const ropegen_device_api* device_api(const ropegen_library& lib, DeviceType devi
   return nullptr;
 }
 
-// Every buffer of a bound device part with the name a diagnostic gives it
-// (the call's argument names; rope outputs are their rotary dims).
-template <typename F>
-void for_each_view(BoundPart& part, const ropegen_contract& contract, F f) {
-  static const char* const kArguments[] = {"q",          "k",         "v",             "positions",    "cu_seqlens",
-                                           "table",      "freqs",     "cos_sin_cache", "saved_q",      "saved_k",
-                                           "out_q",      "out_k",     "k_cache",       "v_cache",      "d_freqs",
-                                           "kv_indices", "kv_indptr", "batch_indices", "slot_mapping", "cache_positions"};
-  const bool rope = is_rope(contract);
-  for (const char* argument : kArguments) {
-    RawBuffer& view = part.rope.*(rope_argument(argument)->rope_buffer);
-    if (!view.defined()) continue;
-    const std::string_view a = argument;
-    if (a == "q") f(view, input_name(contract));
-    else if (a == "out_q") f(view, rope ? "out_q (its rotary dims)" : output_name(contract));
-    else if (a == "out_k") f(view, "out_k (its rotary dims)");
-    else f(view, argument);
-  }
-  for (PassThroughArguments& copy : part.pass_through) {
-    f(copy.in, input_name(contract));
-    f(copy.out, output_name(contract));
-  }
-}
-
 // A device call's launches through the library's GPU entries: the call's
 // device and stream as their user_context (call/device_context.h), and per
 // part: CUDA, the 16-byte alignment the schedule's vectors need; Vulkan,
@@ -106,9 +83,9 @@ class LibraryLaunch : public DeviceLaunch {
   void* user_context() override { return &context_; }
   bool prepare(BoundPart& part) override {
     if (api_.device_type == ROPEGEN_DEVICE_CUDA) return check_cuda_alignment(part);
-    for_each_view(part, contract_, [&](RawBuffer& view, const char* name) {
+    for_each_view(part, contract_, [&](RawBuffer& view, const std::string& name) {
       if (status != ROPEGEN_OK) return;
-      status = api_.bind_view(view.get(), name, message_);
+      status = api_.bind_view(view.get(), name.c_str(), message_);
       if (status == ROPEGEN_OK) bound_.push_back(view.get());
     });
     return status == ROPEGEN_OK;
@@ -121,24 +98,10 @@ class LibraryLaunch : public DeviceLaunch {
   int status = ROPEGEN_OK;  // why a part was refused
 
  private:
-  // The schedule moves q, k and the rotary parts of out_q and out_k in
-  // 16-byte vectors (targets/gpu_schedule.cpp) from their first elements: a
-  // misaligned address would be a fault that ruins the caller's context.
   bool check_cuda_alignment(const BoundPart& part) {
-    if (!is_rope(contract_)) return true;  // the other encodings' kernels are scalar
-    const std::pair<const RawBuffer*, const char*> vectors[] = {{&part.rope.q, "q"},
-                                                                {&part.rope.k, "k"},
-                                                                {&part.rope.out_q, "out_q (its rotary dims)"},
-                                                                {&part.rope.out_k, "out_k (its rotary dims)"}};
-    for (auto [view, name] : vectors)
-      if (view->defined() && view->address() % 16 != 0) {
-        status = fail(message_, ROPEGEN_ERROR_INVALID_ARGUMENT,
-                      fmt::format("{} starts at {:#x}: CUDA kernels move q, k and the rotary dims of out_q and out_k "
-                                  "in 16-byte vectors, so each must start at a 16-byte aligned address",
-                                  name, view->address()));
-        return false;
-      }
-    return true;
+    const std::optional<std::string> misaligned = cuda_misalignment(part, contract_);
+    if (misaligned) status = fail(message_, ROPEGEN_ERROR_INVALID_ARGUMENT, *misaligned);
+    return !misaligned;
   }
 
   const ropegen_device_api& api_;

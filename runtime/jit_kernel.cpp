@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "call/contract.h"
+#include "call/device_views.h"
 #include "call/parts.h"
 #include "runtime/cuda_context.h"
 #include "runtime/device_call.h"
@@ -15,51 +16,6 @@
 #include "targets/schedule.h"
 
 namespace ropegen::runtime {
-namespace {
-
-// Every buffer of a bound device part with the name a diagnostic gives it
-// (the call's argument names; rope outputs are their rotary dims).
-template <typename F>
-void for_each_view(call::BoundPart& part, const ropegen_contract& contract, F f) {
-  static const char* const kArguments[] = {
-      "q",      "k",      "v",       "positions", "cu_seqlens", "table",      "freqs",     "cos_sin_cache", "saved_q",
-      "saved_k", "out_q", "out_k",   "k_cache",   "v_cache",    "d_freqs",    "kv_indices", "kv_indptr",
-      "batch_indices", "slot_mapping", "cache_positions"};
-  const bool rope = call::is_rope(contract);
-  for (const char* argument : kArguments) {
-    call::RawBuffer& view = part.rope.*(call::rope_argument(argument)->rope_buffer);
-    if (!view.defined()) continue;
-    const std::string_view a = argument;
-    if (a == "q") f(view, call::input_name(contract));
-    else if (a == "out_q") f(view, rope ? "out_q (its rotary dims)" : call::output_name(contract));
-    else if (a == "out_k") f(view, "out_k (its rotary dims)");
-    else f(view, argument);
-  }
-  for (call::PassThroughArguments& copy : part.pass_through) {
-    f(copy.in, fmt::format("{} (its dims outside the rotary range)", call::input_name(contract)));
-    f(copy.out, fmt::format("{} (its dims outside the rotary range)", call::output_name(contract)));
-  }
-}
-
-// CUDA: the schedule moves q, k and the rotary parts of out_q and out_k in
-// 16-byte vectors (targets/gpu_schedule.cpp), aligned to their first
-// elements: a misaligned address would be a fault that ruins the caller's
-// context.
-void check_cuda_alignment(const call::BoundPart& part, const ropegen_contract& contract) {
-  if (!call::is_rope(contract)) return;  // the other encodings' kernels are scalar
-  const std::pair<const call::RawBuffer*, const char*> vectors[] = {{&part.rope.q, "q"},
-                                                                    {&part.rope.k, "k"},
-                                                                    {&part.rope.out_q, "out_q (its rotary dims)"},
-                                                                    {&part.rope.out_k, "out_k (its rotary dims)"}};
-  for (auto [view, name] : vectors)
-    if (view->defined() && view->address() % 16 != 0)
-      throw KernelFailure(fmt::format("{} starts at {:#x}: CUDA kernels move q, k and the rotary dims of out_q and "
-                                      "out_k in 16-byte vectors, so each must start at a 16-byte aligned address",
-                                      name, view->address()));
-}
-
-}  // namespace
-
 JitKernel::JitKernel(const RopeSpec& spec, const lowering::KernelVariant& variant, const Halide::Target& target)
     : spec_(lowering::kernel_spec(spec, variant)),
       contract_(call::call_contract(spec_)),
@@ -112,9 +68,9 @@ void JitKernel::run_on_device_memory(const call::PreparedCall& call) {
     std::optional<VulkanViews> views;
     if (vulkan) {
       views.emplace(device->offset_alignment);
-      for_each_view(bound, contract_, [&](call::RawBuffer& view, const std::string& name) { views->bind(view, name); });
-    } else {
-      check_cuda_alignment(bound, contract_);
+      call::for_each_view(bound, contract_, [&](call::RawBuffer& view, const std::string& name) { views->bind(view, name); });
+    } else if (const std::optional<std::string> misaligned = call::cuda_misalignment(bound, contract_)) {
+      throw KernelFailure(*misaligned);
     }
     realize(wrap(bound.rope), context);
     for (const call::PassThroughArguments& copy : bound.pass_through) realize(wrap(copy), context);

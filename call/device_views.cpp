@@ -1,0 +1,21 @@
+#include "call/device_views.h"
+
+#include <fmt/format.h>
+
+namespace ropegen::call {
+
+std::optional<std::string> cuda_misalignment(const BoundPart& part, const ropegen_contract& contract) {
+  if (!is_rope(contract)) return std::nullopt;  // the other encodings' kernels are scalar
+  const std::pair<const RawBuffer*, const char*> vectors[] = {{&part.rope.q, "q"},
+                                                              {&part.rope.k, "k"},
+                                                              {&part.rope.out_q, "out_q (its rotary dims)"},
+                                                              {&part.rope.out_k, "out_k (its rotary dims)"}};
+  for (auto [view, name] : vectors)
+    if (view->defined() && view->address() % 16 != 0)
+      return fmt::format("{} starts at {:#x}: CUDA kernels move q, k and the rotary dims of out_q and out_k in "
+                         "16-byte vectors, so each must start at a 16-byte aligned address",
+                         name, view->address());
+  return std::nullopt;
+}
+
+}  // namespace ropegen::call
