@@ -3,9 +3,8 @@
 namespace ropegen::lowering {
 
 Halide::Buffer<double> constant_table(const std::vector<double>& values, const std::string& name) {
-  constexpr int kEntries = 256 / sizeof(double);
   const int n = static_cast<int>(values.size());
-  Halide::Buffer<double> t((n + kEntries - 1) / kEntries * kEntries, name);
+  Halide::Buffer<double> t((n + kTableRowEntries - 1) / kTableRowEntries * kTableRowEntries, name);
   t.fill(0.0);
   for (int i = 0; i < n; ++i) t(i) = values[i];
   return t;

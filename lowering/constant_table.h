@@ -17,7 +17,10 @@
 
 namespace ropegen::lowering {
 
-// values, zero-padded to a multiple of 32 entries (256 bytes).
+// Tables are padded to a multiple of this many entries (256 bytes).
+inline constexpr int kTableRowEntries = 256 / sizeof(double);
+
+// values, zero-padded to a multiple of kTableRowEntries.
 Halide::Buffer<double> constant_table(const std::vector<double>& values, const std::string& name);
 
 // One float64 constant, exact on every backend.

@@ -92,10 +92,20 @@ Expr inv_freq_expr(const RopeSpec& spec, RopeAlgorithm& a) {
     return cast<double>(a.freqs(min(a.r, spec.num_pairs() - 1)));
   }
   if (sc.type == ScalingType::LongRope && sc.policy == LongRopePolicy::PerCall) {
-    const Buffer<double> short_f = constant_table(compute_frequencies(spec, sc.original_max_position).inv_freq, "short_inv_freq_table");
-    const Buffer<double> long_f = constant_table(compute_frequencies(spec, sc.original_max_position + 1).inv_freq, "long_inv_freq_table");
+    // One table, the short factors' frequencies then the long ones', each
+    // padded to whole rows, picked by an int32 row index. Not a select on
+    // `seq_len > original_max_position`: Halide lifts that bool out of the
+    // GPU kernel as an argument, and Halide 21's Vulkan backend writes a
+    // bool argument's 1 byte and reads 4 (lavapipe chose the long factors
+    // when the next bytes were not zero).
+    std::vector<double> both = compute_frequencies(spec, sc.original_max_position).inv_freq;
+    const int row = (spec.num_pairs() + kTableRowEntries - 1) / kTableRowEntries * kTableRowEntries;
+    both.resize(row, 0.0);
+    for (double f : compute_frequencies(spec, sc.original_max_position + 1).inv_freq) both.push_back(f);
+    const Buffer<double> table = constant_table(both, "longrope_inv_freq_table");
     a.uses_seq_len = true;
-    return select(a.seq_len > Expr(sc.original_max_position), long_f(a.r), short_f(a.r));
+    const Expr long_row = cast<int>(clamp(a.seq_len - Expr(static_cast<int64_t>(sc.original_max_position)), 0, 1));
+    return table(a.r + long_row * row);
   }
   if (sc.type == ScalingType::Dynamic) {
     a.uses_seq_len = true;

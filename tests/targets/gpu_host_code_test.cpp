@@ -75,6 +75,38 @@ TEST(GpuHostCode, ForwardKernelsOnlyLaunch) {
     }
 }
 
+// Halide 21's Vulkan backend packs a kernel's scalar arguments tightly but
+// reads each as at least 4 bytes: a bool or 16-bit argument (say, a
+// comparison of seq_len that Halide lifts out of the kernel) is read with
+// the bytes after it, whatever they hold. LongRoPE's per-call choice was
+// one (lavapipe picked the long factors under ASan, whose malloc fills
+// memory). Every scalar argument of every launch must be 4 bytes or more.
+TEST(GpuHostCode, NoKernelTakesAScalarNarrowerThanFourBytes) {
+  const std::regex launch("_run\\([^,]+, \"(\\w+)\"[^;]*?make_struct\\(((?:\\(int64\\)[0-9]+, )*)\\(int64\\)0\\)");
+  const std::regex size("\\(int64\\)([0-9]+)");
+  for (const std::string spec :
+       {"name: l\nhead_dim: 8\nscaling: {type: longrope, factor: 16, original_max_position: 100, short_factor: [1, 2, 3, 4], "
+        "long_factor: [5, 6, 7, 8]}\n",
+        "name: x\nhead_dim: 64\ndtype: bf16\nxpos: {scale_base: 512}\nscaling: {type: yarn, factor: 4, original_max_position: 64}\n",
+        "name: d\nhead_dim: 64\nlayout: thd\nscaling: {type: dynamic, factor: 2, original_max_position: 64}\n",
+        "name: k\nhead_dim: 64\nlayout: thd\npositions: explicit\nkv_cache: {layout: paged_nhd, page_size: 16, dtype: fp8_e4m3}\n"})
+    for (const char* target : {"cuda", "vulkan"})
+      for (bool backward : {false, true}) {
+        SCOPED_TRACE(std::string(target) + (backward ? " backward\n" : "\n") + spec);
+        if (backward && spec.find("kv_cache") != std::string::npos) continue;
+        lowering::KernelVariant variant = with_k(backward);
+        variant.with_v = spec.find("kv_cache") != std::string::npos;
+        const HostCode h = host_code(spec, variant, target);
+        int launches = 0;
+        for (auto l = std::sregex_iterator(h.stmt.begin(), h.stmt.end(), launch); l != std::sregex_iterator(); ++l, ++launches) {
+          const std::string sizes = (*l)[2];
+          for (auto s = std::sregex_iterator(sizes.begin(), sizes.end(), size); s != std::sregex_iterator(); ++s)
+            EXPECT_GE(std::stoi((*s)[1]), 4) << (*l)[1] << " takes a " << (*s)[1] << "-byte argument:\n" << (*l)[0];
+        }
+        EXPECT_GT(launches, 0) << h.stmt;
+      }
+}
+
 TEST(GpuHostCode, DynamicNtkFrequenciesAreTheHostsOnlyLoops) {
   const std::string spec = "name: d\nhead_dim: 128\nscaling: {type: dynamic, factor: 2, original_max_position: 64}\n";
   for (const char* target : {"cuda", "vulkan"}) {
