@@ -15,9 +15,29 @@ using namespace Halide;
 
 int vector_lanes(const Target& target) { return target.natural_vector_size<float>(); }
 
-// Tokens per parallel task: enough work to amortise the task, few enough
-// that cos/sin of the tile (tokens x pairs x 8 bytes) stays in L1.
-int tokens_per_tile(const RopeSpec& spec) { return spec.num_pairs() >= 64 ? 8 : 16; }
+// The extent of a Func's token dim (s), read from its output buffer.
+template <typename V>
+Expr token_extent(Func f, const V& vars) {
+  const std::vector<Var> args = f.args();
+  for (size_t i = 0; i < args.size(); ++i)
+    if (args[i].same_as(vars.s)) return f.output_buffer().dim(static_cast<int>(i)).extent();
+  return Expr(1);
+}
+
+// Tokens per parallel task (tile), from the call's tokens per sequence:
+// 8 (16 below 64 pairs) for short calls, so that they still spread over the
+// threads, up to 256 for long sequences. Evidence (2-core Zen 5, llama3-8B
+// q 32 + k 8 heads bf16 [4, 4096] out of place, ratio to the same-run
+// memcpy, 1 / 2 threads; the table kernel 0.94-0.97 / 0.99): tiles of 8
+// tokens 0.75 / -, 16 0.78 / 0.92, 32 0.84 / 0.96, 64 0.88 / -, 128 0.91 /
+// 0.98, 256 0.93 / 0.99, 1024 0.95 / 0.98. perf shows no per-task cost;
+// likely cause: a tile streams q's rows, then k's, from four places, and
+// short runs of each restart the hardware prefetchers (not verified). A
+// tile's cos/sin (up to 128 KiB) is then read from L2, at no measurable cost.
+template <typename V>
+Expr tokens_per_tile(const RopeSpec& spec, Func f, const V& vars) {
+  return clamp(token_extent(f, vars) / 16, spec.num_pairs() >= 64 ? 8 : 16, 256);
+}
 
 // cos/sin read from a cache (scheme table) with one position per token: a
 // pair chunk's cos and sin are dense vector loads from the token's row.
@@ -28,15 +48,6 @@ bool cos_sin_are_row_loads(const lowering::RopeAlgorithm& a, const RopeSpec& spe
 // Heads of one token are adjacent in memory except in bhsd, where a head's
 // tokens are; the loop over the tile's tokens goes inside or outside heads.
 bool heads_inside_tokens(Layout layout) { return layout != Layout::BHSD; }
-
-// The extent of a Func's token dim (s), read from its output buffer.
-template <typename V>
-Expr token_extent(Func f, const V& vars) {
-  const std::vector<Var> args = f.args();
-  for (size_t i = 0; i < args.size(); ++i)
-    if (args[i].same_as(vars.s)) return f.output_buffer().dim(static_cast<int>(i)).extent();
-  return Expr(1);
-}
 
 // Parallel tasks are tiles of tokens (x batch; sbhd, whose batches of a
 // token are adjacent, loops over the batch inside a tile); returns the
@@ -49,7 +60,7 @@ Expr token_extent(Func f, const V& vars) {
 // made Halide 21 size each tile's cos/sin from the sequence's first token
 // (1 x 128 bf16, 1 thread: 50 -> 105 us).
 template <typename V>
-Var tile_tokens(Func f, const V& vars, Layout layout, int tokens, std::vector<VarOrRVar> inner,
+Var tile_tokens(Func f, const V& vars, Layout layout, const Expr& tokens, std::vector<VarOrRVar> inner,
                 bool batch_inside = false) {
   Var so("so"), si("si"), bo("bo"), bi("bi");
   f.split(vars.s, so, si, tokens, TailStrategy::GuardWithIf);
@@ -67,9 +78,10 @@ Var tile_tokens(Func f, const V& vars, Layout layout, int tokens, std::vector<Va
   return so;
 }
 
-// Places one rotated tensor's output and register stage; returns its tile loop.
+// Places one rotated tensor's output and register stage; returns its tile
+// loop. `tokens`: q's tile, for k too (k is computed with q's tiles).
 Var schedule_tensor(const lowering::RopeAlgorithm& a, lowering::RotatedTensor& t, const RopeSpec& spec,
-                    const Target& target) {
+                    const Target& target, const Expr& tokens) {
   const int lanes = vector_lanes(target);
   const bool interleaved = spec.output_pairing == Pairing::Interleaved;
   // Per vector chunk of pairs, both members are computed into registers
@@ -78,7 +90,6 @@ Var schedule_tensor(const lowering::RopeAlgorithm& a, lowering::RotatedTensor& t
   // Interleaved: the two unrolled member stores merge into one dense store.
   Var chunk("chunk"), lane("lane");
   t.output.split(a.r, chunk, lane, lanes, TailStrategy::GuardWithIf);
-  const int tokens = tokens_per_tile(spec);
   const Var tile = interleaved ? tile_tokens(t.output, a, spec.layout, tokens, {a.m, lane, chunk})
                                : tile_tokens(t.output, a, spec.layout, tokens, {lane, a.m, chunk});
   t.output.vectorize(lane).unroll(a.m);
@@ -181,7 +192,7 @@ void schedule_frequency_gradient(lowering::RopeAlgorithm& a, const Target& targe
 }  // namespace
 
 void schedule_pass_through_cpu(lowering::PassThroughCopy& c, const RopeSpec& spec, const Target& target) {
-  tile_tokens(c.output, c, spec.layout, tokens_per_tile(spec), {c.d});
+  tile_tokens(c.output, c, spec.layout, tokens_per_tile(spec, c.output, c), {c.d});
   c.output.vectorize(c.d, vector_lanes(target), TailStrategy::GuardWithIf);
 }
 
@@ -196,7 +207,8 @@ void schedule_rope_cpu(lowering::RopeAlgorithm& a, const RopeSpec& spec, const T
   const int lanes = vector_lanes(target);
   if (a.inv_freq.defined()) a.inv_freq.compute_root();  // undefined: cos/sin read from a cache (scheme table)
   if (a.quarter_turns.defined()) a.quarter_turns.compute_root();
-  const Var tile = schedule_tensor(a, a.q, spec, target);
+  const Expr tokens = tokens_per_tile(spec, a.q.output, a);
+  const Var tile = schedule_tensor(a, a.q, spec, target, tokens);
   if (a.variant.with_k) {
     // k has q's tokens and batch, only its heads differ (call/prepare_call
     // checks); said here, the fused loops need no guards for k.
@@ -204,7 +216,7 @@ void schedule_rope_cpu(lowering::RopeAlgorithm& a, const RopeSpec& spec, const T
       const auto q_dim = a.q.output.output_buffer().dim(dim);
       a.k.output.output_buffer().dim(dim).set_bounds(q_dim.min(), q_dim.extent());
     }
-    schedule_tensor(a, a.k, spec, target);
+    schedule_tensor(a, a.k, spec, target, tokens);
     a.k.output.compute_with(a.q.output, tile);
   }
   // cos/sin once per token of the tile, shared by every head (computed, or
