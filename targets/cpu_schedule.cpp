@@ -229,11 +229,16 @@ void schedule_rope_cpu(lowering::RopeAlgorithm& a, const RopeSpec& spec, const T
   // 40, f32 [4, 4096] 20100-20400 -> 19300-20100, [64, 1] random ids 29.3
   // -> 28.0. Multi-axis rows are per pair (gathers): read in place they cost
   // 490 us at [1, 128] against 54 us copied once per tile.
+  // The tile's size is the call's (tokens_per_tile), so these stages' size
+  // is too: on Halide's pseudo-stack, short tiles (decode: 8 tokens, 2 KiB
+  // each) are stack memory and only long ones (over 16 KiB) are allocated,
+  // once per task. On the heap, two malloc/free pairs per 8-token task took
+  // 13% of a [64, 1] q 1 + k 1 heads call (perf).
   if (!cos_sin_are_row_loads(a, spec))
-    a.cos_sin.compute_at(a.q.output, tile).vectorize(a.r, lanes, TailStrategy::GuardWithIf);
+    a.cos_sin.compute_at(a.q.output, tile).store_in(MemoryType::Stack).vectorize(a.r, lanes, TailStrategy::GuardWithIf);
   if (a.reduced.defined()) a.reduced.compute_at(a.cos_sin, a.r).vectorize(a.r);  // once for both sin and cos
   if (a.xpos_scale.defined())
-    a.xpos_scale.compute_at(a.q.output, tile).vectorize(a.r, lanes, TailStrategy::GuardWithIf);
+    a.xpos_scale.compute_at(a.q.output, tile).store_in(MemoryType::Stack).vectorize(a.r, lanes, TailStrategy::GuardWithIf);
   if (a.k_cache.defined()) schedule_kv_append(a, target);
   schedule_frequency_gradient(a, target);
 }

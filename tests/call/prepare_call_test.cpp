@@ -112,6 +112,19 @@ TEST_F(CosSinCacheCall, EveryPositionHasARow) {
             "pass a longer cache or smaller positions\n");
   ids[1] = 5;
   EXPECT_EQ(messages(kTableIds, e), "");
+  // int32 ids, dense (scanned as one array) and strided (every other one):
+  // the strided view reads 0, 4 and 9, never the 7 between.
+  std::vector<int32_t> ids32 = {0, 7, 4, 7, 9};
+  e.positions = Tensor::dense(ids32.data(), ElementType::Int32, {3});
+  EXPECT_EQ(messages(kTableIds, e),
+            "cos_sin_cache: error: position id 7 is outside cos_sin_cache: it has 6 rows (positions 0..5); "
+            "pass a longer cache or smaller positions\n");
+  e.positions = Tensor::strided(ids32.data(), ElementType::Int32, {3}, {2});
+  EXPECT_EQ(messages(kTableIds, e),
+            "cos_sin_cache: error: position id 9 is outside cos_sin_cache: it has 6 rows (positions 0..5); "
+            "pass a longer cache or smaller positions\n");
+  ids32[4] = 5;
+  EXPECT_EQ(messages(kTableIds, e), "");
 }
 
 // The kernels are handed (c, position), only the rows up to the largest
