@@ -4,6 +4,8 @@
 // columns; learned PE is a row of a run-time table.
 #include "rope_algorithm.h"
 
+#include <cmath>
+
 #include "ropegen/rope_math.h"
 #include "constant_table.h"
 #include "trig.h"
@@ -14,16 +16,72 @@ using namespace Halide;
 
 namespace {
 
-// The value of sinusoidal column d (rope_math's sinusoidal_column).
-Expr sinusoidal_value(const RopeSpec& spec, const RopeAlgorithm& a) {
-  const auto [column_pair, cos_flag] = sinusoidal_column(spec, Expr(a.d));
-  // Clamped so that bounds inference sees the table's range, not a select's union.
-  const Expr pair = clamp(column_pair, 0, (spec.dim + 1) / 2 - 1);
-  const Expr is_cos = cos_flag == 1;
-  // Implicit positions are the same in every batch: one table row serves all.
-  const Expr b = spec.positions == PositionsMode::Explicit ? Expr(a.b) : Expr(0);
-  const Tuple cs = a.cos_sin(pair, a.s, b);
-  return select(is_cos, cs[0], cs[1]);
+// Sinusoidal PE by angle addition from the start of each position's block
+// of 16. Column c uses pair i's angle a = p f_i, p = p0 + k (p0 = p - p % 16):
+//   sin a = sin(p0 f) cos(k f) + cos(p0 f) sin(k f)
+//   cos a = cos(p0 f) cos(k f) - sin(p0 f) sin(k f)
+// so PE(c, p) = u(c, p0) step_cos(c, k) + v(c, p0) step_sin(c, k), with
+// (u, v) = (sin, cos)(p0 f) for a sin column, (cos, -sin)(p0 f) for a cos
+// column: RoPE's exact fixed-point cos/sin once per block and column, and
+// the steps from a table (float64 cos/sin rounded to float32: the same
+// values on every target). Everything is in column order, so a row of PE
+// is dense loads and multiply-adds, no gathers. Implicit positions of
+// unpacked layouts compute (u, v) once per block (cos_sin_base, blocks
+// counted from the offset's); ids and packed sequences per token: the same
+// bits. At most ~3e-7 more error than an exact cos/sin per position.
+constexpr int kBlock = 16;
+
+Expr define_sinusoidal(const RopeSpec& spec, RopeAlgorithm& a) {
+  const std::vector<double> freqs = sinusoidal_frequencies(spec);
+  std::vector<int> pair(spec.dim), is_cos(spec.dim);
+  for (int c = 0; c < spec.dim; ++c) std::tie(pair[c], is_cos[c]) = sinusoidal_column(spec, c);
+  std::vector<float> step(2 * kBlock * spec.dim);  // [k][cos(k f) of every column | sin(k f)]
+  for (int k = 0; k < kBlock; ++k)
+    for (int c = 0; c < spec.dim; ++c) {
+      step[(2 * k) * spec.dim + c] = static_cast<float>(std::cos(k * freqs[pair[c]]));
+      step[(2 * k + 1) * spec.dim + c] = static_cast<float>(std::sin(k * freqs[pair[c]]));
+    }
+  const Buffer<float> steps = constant_table_f32(step, "sinusoidal_step_table");
+  const Buffer<double> pairs = constant_table(std::vector<double>(pair.begin(), pair.end()), "sinusoidal_pair_table");
+  const Buffer<double> cos_columns = constant_table(std::vector<double>(is_cos.begin(), is_cos.end()), "sinusoidal_cos_table");
+
+  a.inv_freq = Func("inv_freq");
+  a.inv_freq(a.r) = constant_table(freqs, "sinusoidal_inv_freq_table")(a.r);
+  a.quarter_turns = Func("quarter_turns");
+  a.quarter_turns(a.r) = quarter_turns_split(a.inv_freq(a.r));
+
+  // Columns clamped so that bounds inference sees the tables' range.
+  const Expr column = clamp(a.r, 0, spec.dim - 1);
+  const Expr column_pair = clamp(cast<int>(pairs(column)), 0, static_cast<int>(freqs.size()) - 1);
+  // (u, v) of a column at the position whose fixed-point reduction is `reduced`.
+  auto u_v = [&](const Tuple& reduced) {
+    const SinCos sc = sincos_of_reduced(reduced[0], reduced[1]);
+    const Expr cos_column = cast<float>(cos_columns(column)) != 0.0f;
+    return Tuple(select(cos_column, sc.cos, sc.sin), select(cos_column, -sc.sin, sc.cos));
+  };
+  const Expr id = a.position_id(0, a.s, a.b);
+  const Expr in_block = id & cast(id.type(), kBlock - 1);
+  a.reduced = Func("reduced");
+  Tuple uv(std::vector<Expr>(2));
+  if (a.uses_offset && !a.uses_cu_seqlens) {
+    // Blocks relative to the offset's, so that an int32 indexes them at any offset.
+    Var block("block");
+    const Expr first_block = a.offset >> 4;
+    a.reduced(a.r, block) = reduce_angle_fixed((first_block + block) * kBlock, a.quarter_turns(column_pair));
+    a.cos_sin_base = Func("cos_sin_base");
+    a.cos_sin_base(a.r, block) = u_v(a.reduced(a.r, block));
+    uv = a.cos_sin_base(a.r, cast<int>((id >> 4) - first_block));
+  } else {
+    a.reduced(a.r, a.s, a.b) = reduce_angle_fixed(id - in_block, a.quarter_turns(column_pair));
+    uv = u_v(a.reduced(a.r, a.s, a.b));
+  }
+  const Expr k = cast<int>(in_block);
+  const Expr step_cos = steps((2 * k) * spec.dim + column);
+  const Expr step_sin = steps((2 * k + 1) * spec.dim + column);
+  a.cos_sin = Func("pe");
+  a.cos_sin(a.r, a.s, a.b) = strict_float(uv[0] * step_cos + uv[1] * step_sin);
+  // Implicit positions are the same in every batch: one row serves all.
+  return a.cos_sin(a.d, a.s, spec.positions == PositionsMode::Explicit ? Expr(a.b) : Expr(0));
 }
 
 }  // namespace
@@ -41,14 +99,7 @@ RopeAlgorithm build_sinusoidal_or_learned(const RopeSpec& spec, const KernelVari
 
   Expr added;
   if (spec.encoding == Encoding::Sinusoidal) {
-    a.inv_freq = Func("inv_freq");
-    a.inv_freq(a.r) = constant_table(sinusoidal_frequencies(spec), "sinusoidal_inv_freq_table")(a.r);
-    // Integer positions: the fixed-point reduction, as RoPE's (float32
-    // vectors at full width instead of float64 ones).
-    a.quarter_turns = Func("quarter_turns");
-    a.quarter_turns(a.r) = quarter_turns_split(a.inv_freq(a.r));
-    define_cos_sin(a, 1.0f);
-    added = sinusoidal_value(spec, a);
+    added = define_sinusoidal(spec, a);
   } else {
     a.uses_table = true;
     a.table = ImageParam(type, 2, "table");

@@ -23,6 +23,10 @@ inline constexpr int kTableRowEntries = 256 / sizeof(double);
 // values, zero-padded to a multiple of kTableRowEntries.
 Halide::Buffer<double> constant_table(const std::vector<double>& values, const std::string& name);
 
+// float32 values, zero-padded to 256 bytes likewise (tables of float32
+// results, read without a conversion).
+Halide::Buffer<float> constant_table_f32(const std::vector<float>& values, const std::string& name);
+
 // One float64 constant, exact on every backend.
 Halide::Expr f64_constant(double value, const std::string& name);
 

@@ -73,6 +73,10 @@ struct RopeAlgorithm {
   Halide::Func position_id;    // (r, s, b) the position as an integer (int32 or int64)
   Halide::Func quarter_turns;  // (r): quarter_turns_split(inv_freq)
   Halide::Func cos_sin;       // (r, s, b) -> {cos, sin} * attention factor, float32 (scheme table: read from the cache)
+  // Sinusoidal with implicit positions (unpacked): (r, block) -> {cos, sin}
+  // at the start of the offset's block + block (16 positions each), whose
+  // `reduced` is then (r, block); undefined otherwise.
+  Halide::Func cos_sin_base;
   Halide::Func xpos_scale;    // (r, s, b) -> {query scale s_r^p, key scale s_r^-p}; undefined without xPos
 
   // q, k for rope; q alone holds the single tensor of the other encodings

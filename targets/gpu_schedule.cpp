@@ -313,8 +313,9 @@ void schedule_rope_gpu(lowering::RopeAlgorithm& a, const RopeSpec& spec, const T
 
 // Sinusoidal, learned, ALiBi: one thread per element of a row chunk,
 // blocks over (token, chunk x head, batch) — tokens on the grid dim the
-// runtime splits calls along (runtime/device_call.h). Sinusoidal cos/sin
-// are computed per element: cheap next to a memory access on a GPU.
+// runtime splits calls along (runtime/device_call.h). Sinusoidal PE is
+// computed per block, each column once (exact cos/sin at its 16-position
+// block start and the angle addition): cheap next to a memory access.
 void schedule_encoding_gpu(lowering::RopeAlgorithm& a, const RopeSpec& spec, const Target& target) {
   Var dt("dt"), ds("ds"), dh("dh");
   a.q.output.split(a.d, ds, dt, thread_budget(target), TailStrategy::GuardWithIf)
@@ -326,6 +327,14 @@ void schedule_encoding_gpu(lowering::RopeAlgorithm& a, const RopeSpec& spec, con
   const int padded_pairs = ((spec.dim + 1) / 2 + 31) / 32 * 32;
   if (a.inv_freq.defined()) a.inv_freq.compute_root().bound(a.r, 0, padded_pairs);
   if (a.quarter_turns.defined()) a.quarter_turns.compute_root().bound(a.r, 0, padded_pairs);
+  // Sinusoidal PE (u cd + v sd) per block, in its memory, before x + PE:
+  // inline, lavapipe computed x + (u cd + v sd) as (x + u cd) + v sd (Halide
+  // 21's SPIR-V has no NoContraction: strict_float is not kept), 1 ulp off
+  // the host's.
+  if (spec.encoding == Encoding::Sinusoidal) {
+    Var rt("rt"), rs("rs");
+    a.cos_sin.compute_at(a.q.output, dh).split(a.r, rs, rt, thread_budget(target), TailStrategy::GuardWithIf).gpu_threads(rt);
+  }
 }
 
 void schedule_pass_through_gpu(lowering::PassThroughCopy& c, const RopeSpec& spec, const Target& target) {

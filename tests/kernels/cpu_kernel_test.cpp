@@ -42,6 +42,19 @@ TEST(CpuKernelAccuracy, TrigErrorAtLongPositions) {
     }
 }
 
+// Sinusoidal PE by angle addition from 16-position blocks (lowering/additive_algorithm.cpp).
+TEST(CpuKernelAccuracy, SinusoidalErrorAtLongPositions) {
+  using test::TrigPositions;
+  const char* names[] = {"int64 ids", "int32 ids", "implicit"};
+  for (TrigPositions how : {TrigPositions::Int64Ids, TrigPositions::Int32Ids, TrigPositions::Implicit})
+    for (int64_t max_position : {int64_t{1} << 12, int64_t{1} << 20, int64_t{1} << 24, (int64_t{1} << 31) - 1}) {
+      const double err = test::max_sinusoidal_error(max_position, Halide::get_host_target(), how);
+      std::printf("sinusoidal PE max error, %s, positions up to %lld: %.3g\n", names[static_cast<int>(how)],
+                  static_cast<long long>(max_position), err);
+      EXPECT_LT(err, 1e-6);
+    }
+}
+
 TEST(CpuKernel, FusedQkvViewsWithoutCopy) {
   for (const char* layout : {"bshd", "sbhd"})
     for (bool in_place : {true, false}) test::check_fused_qkv(layout, in_place, Halide::get_host_target());

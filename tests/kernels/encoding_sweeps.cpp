@@ -144,7 +144,7 @@ std::vector<EncodingCase> sweep_sinusoidal_and_learned() {
           const std::vector<int64_t> shape = packed ? std::vector<int64_t>{11, dim} : std::vector<int64_t>{2, 5, dim};
           EncodingCase c = make(spec, tensor(shape, dt, seed++));
           if (packed) c.request.cu_seqlens = std::vector<int64_t>{0, 4, 4, 11};
-          else c.request.offset = dim % 2 ? 7 : 0;
+          else c.request.offset = dim % 2 ? 7 : 65533;  // across a 16-position block boundary
           out.push_back(std::move(c));
         }
   // Explicit ids ([B, S] int64, [S] shared int32), long positions.

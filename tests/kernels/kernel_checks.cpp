@@ -62,6 +62,38 @@ double max_trig_error(double theta, int64_t max_position, const Halide::Target& 
   return worst;
 }
 
+double max_sinusoidal_error(int64_t max_position, const Halide::Target& target, TrigPositions positions) {
+  const bool implicit = positions == TrigPositions::Implicit;
+  const RopeSpec spec = *parse_spec(fmt::format("name: acc\nencoding: sinusoidal\ndim: 128\ntable_form: interleaved\n"
+                                                "positions: {}\n", implicit ? "implicit" : "explicit"), "acc");
+  const int64_t tokens = 4096;
+  std::vector<int64_t> ids(tokens);
+  for (int64_t t = 0; t < tokens; ++t)
+    ids[t] = implicit ? max_position - (tokens - 1) + t : max_position - t * 997 % max_position;
+  std::vector<int32_t> ids32(ids.begin(), ids.end());
+  runtime::HostStorage in = runtime::to_storage(std::vector<float>(tokens * 128, 0.0f), DType::F32), out = in.empty_like();
+  lowering::KernelVariant variant;
+  variant.position_type = positions == TrigPositions::Int32Ids ? IdType::Int32 : IdType::Int64;
+  runtime::JitKernel kernel(spec, variant, target);
+  Call call;
+  const std::vector<int64_t> shape = {1, tokens, 128};
+  call.q = host_tensor(in.data(), in.element_type(), shape);
+  call.out_q = host_tensor(out.data(), in.element_type(), shape);
+  if (implicit) call.offset = ids[0];
+  else if (positions == TrigPositions::Int32Ids) call.positions = host_tensor(ids32.data(), ElementType::Int32, {1, tokens});
+  else call.positions = host_tensor(ids.data(), ElementType::Int64, {1, tokens});
+  run_prepared(kernel, spec, call);
+  const std::vector<float> got = out.to_float();
+  double worst = 0;
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int i = 0; i < 64; ++i) {
+      const long double angle = static_cast<long double>(ids[t]) * powl(10000.0L, -2.0L * i / 128);
+      worst = std::max(worst, static_cast<double>(std::fabs(got[t * 128 + 2 * i] - sinl(angle))));
+      worst = std::max(worst, static_cast<double>(std::fabs(got[t * 128 + 2 * i + 1] - cosl(angle))));
+    }
+  return worst;
+}
+
 // q and k sliced from one fused qkv projection [.., Hq + 2 Hk, D] (bshd,
 // sbhd) are rotated where they lie, without a copy; v and everything else
 // (canaries) is untouched, in place and out of place.

@@ -23,6 +23,12 @@ enum class TrigPositions { Int64Ids, Int32Ids, Implicit };
 double max_trig_error(double theta, int64_t max_position, const Halide::Target& target,
                       std::vector<float>* outputs = nullptr, TrigPositions positions = TrigPositions::Int64Ids);
 
+// The largest |error| of the sinusoidal PE (dim 128, base 10000,
+// interleaved: column 2i sin, 2i + 1 cos; x = 0) at positions spread up to
+// max_position (ids), or the last 4096 up to it (implicit, from an
+// offset), against long double.
+double max_sinusoidal_error(int64_t max_position, const Halide::Target& target, TrigPositions positions);
+
 // gtest failures if the fused-qkv views are not rotated exactly where they
 // lie (bshd or sbhd; in place or into a canary-filled output), the buffers
 // in `memory` (device: q and k views of one device allocation).
