@@ -1,7 +1,8 @@
 // Sinusoidal and learned absolute position encodings: out = x + PE[pos],
-// over rows of x seen as (d, 1, s, b). Sinusoidal PE comes from the same
-// cos/sin stages as RoPE (accurate on every target), one per pair of
-// columns; learned PE is a row of a run-time table.
+// over rows of x seen as (d, 1, s, b). Sinusoidal PE comes from RoPE's
+// exact cos/sin (trig: accurate on every target) at the start of each
+// position's block of 16, by angle addition; learned PE is a row of a
+// run-time table.
 #include "rope_algorithm.h"
 
 #include <cmath>
@@ -29,7 +30,7 @@ namespace {
 // unpacked layouts compute (u, v) once per block (cos_sin_base, blocks
 // counted from the offset's); ids and packed sequences per token: the same
 // bits. At most ~3e-7 more error than an exact cos/sin per position.
-constexpr int kBlock = 16;
+constexpr int kBlockBits = 4, kBlock = 1 << kBlockBits;
 
 Expr define_sinusoidal(const RopeSpec& spec, RopeAlgorithm& a) {
   const std::vector<double> freqs = sinusoidal_frequencies(spec);
@@ -66,11 +67,11 @@ Expr define_sinusoidal(const RopeSpec& spec, RopeAlgorithm& a) {
   if (a.uses_offset && !a.uses_cu_seqlens) {
     // Blocks relative to the offset's, so that an int32 indexes them at any offset.
     Var block("block");
-    const Expr first_block = a.offset >> 4;
+    const Expr first_block = a.offset >> kBlockBits;
     a.reduced(a.r, block) = reduce_angle_fixed((first_block + block) * kBlock, a.quarter_turns(column_pair));
     a.cos_sin_base = Func("cos_sin_base");
     a.cos_sin_base(a.r, block) = u_v(a.reduced(a.r, block));
-    uv = a.cos_sin_base(a.r, cast<int>((id >> 4) - first_block));
+    uv = a.cos_sin_base(a.r, cast<int>((id >> kBlockBits) - first_block));
   } else {
     a.reduced(a.r, a.s, a.b) = reduce_angle_fixed(id - in_block, a.quarter_turns(column_pair));
     uv = u_v(a.reduced(a.r, a.s, a.b));

@@ -72,7 +72,8 @@ struct RopeAlgorithm {
   // encodings) `reduced` is the float64 reduction of position * inv_freq.
   Halide::Func position_id;    // (r, s, b) the position as an integer (int32 or int64)
   Halide::Func quarter_turns;  // (r): quarter_turns_split(inv_freq)
-  Halide::Func cos_sin;       // (r, s, b) -> {cos, sin} * attention factor, float32 (scheme table: read from the cache)
+  Halide::Func cos_sin;       // (r, s, b) -> {cos, sin} * attention factor, float32 (scheme table: read from the cache);
+                              // sinusoidal: (column, s, b) -> the PE value
   // Sinusoidal with implicit positions (unpacked): (r, block) -> {cos, sin}
   // at the start of the offset's block + block (16 positions each), whose
   // `reduced` is then (r, block); undefined otherwise.

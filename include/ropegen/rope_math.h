@@ -43,8 +43,9 @@ inline int select(bool condition, int if_true, int if_false) { return condition 
 
 // Column c of the sinusoidal table in the spec's table_form: {the pair whose
 // frequency it uses, 1 for cos / 0 for sin}. interleaved: (sin, cos) per
-// pair; roformer: [sin of every pair | cos of every pair]. A template so the
-// kernels evaluate this very mapping on a column expression (T = Halide::Expr).
+// pair; roformer: [sin of every pair | cos of every pair]. The kernels'
+// tables and rope_table read it with T = int; a template, so that it also
+// maps a column expression (T = Halide::Expr).
 template <typename T>
 std::pair<T, T> sinusoidal_column(const RopeSpec& spec, const T& c) {
   if (spec.table_form == TableForm::Interleaved) return {c / 2, c % 2};
