@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <new>
+#include <vector>
 
 namespace ropegen::runtime {
 namespace {
@@ -14,7 +15,8 @@ struct Gate {
   std::condition_variable changed;  // running fell, or a fork ended
   int running = 0;
   bool forking = false;
-  void (*shutdown_jit_pool)() = nullptr;
+  bool jit_pool_guarded = false;
+  std::vector<void (*)()> shutdown_pools;  // the JIT runtime's and each loaded object's
 };
 
 // Never destroyed: a fork may come during static destruction.
@@ -28,7 +30,7 @@ void before_fork() {
   std::unique_lock<std::mutex> lock(g.mutex);
   g.forking = true;
   g.changed.wait(lock, [&] { return g.running == 0; });
-  if (g.shutdown_jit_pool) g.shutdown_jit_pool();  // joins the idle workers
+  for (void (*shutdown)() : g.shutdown_pools) shutdown();  // joins the idle workers
   lock.release();  // held across fork(); the handlers below unlock it
 }
 
@@ -73,16 +75,23 @@ NotDuringFork::~NotDuringFork() {
   if (--g.running == 0) g.changed.notify_all();
 }
 
+void guard_thread_pool(void (*shutdown_pool)()) {
+  Gate& g = gate();
+  std::lock_guard<std::mutex> lock(g.mutex);
+  g.shutdown_pools.push_back(shutdown_pool);
+}
+
 void guard_jit_thread_pool(const Halide::Target& target) {
   if (target.has_gpu_feature()) return;
   Gate& g = gate();
   std::lock_guard<std::mutex> lock(g.mutex);
-  if (g.shutdown_jit_pool) return;
+  if (g.jit_pool_guarded) return;
+  g.jit_pool_guarded = true;
   // One shared runtime serves every JIT pipeline of the process.
   for (const Halide::Internal::JITModule& m : Halide::Internal::JITSharedRuntime::get(nullptr, target, false)) {
     const auto& exports = m.exports();
     if (auto it = exports.find("halide_shutdown_thread_pool"); it != exports.end() && it->second.address)
-      g.shutdown_jit_pool = reinterpret_cast<void (*)()>(it->second.address);
+      g.shutdown_pools.push_back(reinterpret_cast<void (*)()>(it->second.address));
   }
 }
 

@@ -8,9 +8,13 @@
 // registers pthread_atfork handlers that touch only its own state: before a
 // fork they wait until no rope-gen kernel is running (new runs wait) and
 // shut down the thread pool of the JIT runtime rope-gen's kernels use (it
-// restarts on the next run); after it they let runs go on, in the parent and
-// the child. Kernels loaded from the disk cache keep their pools private
-// (not exported); they are only drained.
+// restarts on the next run), and the pool of every kernel object loaded
+// from the disk cache (each has a runtime of its own, whose
+// halide_shutdown_thread_pool it exports): drained is not enough, a worker
+// of a drained pool may hold the pool's lock for a moment, and a fork then
+// would copy it held (the likely cause of a test's child failing, once in
+// about a thousand forks under load). After the fork they let runs go on,
+// in the parent and the child.
 #pragma once
 
 #include <Halide.h>
@@ -33,5 +37,9 @@ class NotDuringFork {
 // shut down before every fork. GPU targets are left alone (their drivers
 // do not survive a fork anyway).
 void guard_jit_thread_pool(const Halide::Target& target);
+
+// After a kernel object is loaded: `shutdown_pool` (its runtime's
+// halide_shutdown_thread_pool) runs before every fork.
+void guard_thread_pool(void (*shutdown_pool)());
 
 }  // namespace ropegen::runtime

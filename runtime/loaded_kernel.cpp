@@ -1,5 +1,7 @@
 #include "loaded_kernel.h"
 
+#include "fork_guard.h"
+
 #include <cerrno>
 #include <cstring>
 #include <mutex>
@@ -84,6 +86,8 @@ Result<std::shared_ptr<CompiledKernel>> load_kernel(int fd, const std::string& p
   (void)own.release();
   if (auto set_handler = reinterpret_cast<SetErrorHandler>(dlsym(handle, "halide_set_error_handler")))
     set_handler(capture_error);
+  if (auto shutdown_pool = reinterpret_cast<void (*)()>(dlsym(handle, "halide_shutdown_thread_pool")))
+    guard_thread_pool(shutdown_pool);
   Result<call::ArgvEntry> rope = resolve(handle, path, symbols.rope, false);
   if (!rope) return rope.errors();
   std::optional<call::ArgvEntry> pass_through;
