@@ -1,5 +1,6 @@
 #include "call/argv_entry.h"
 
+#include <algorithm>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -23,8 +24,10 @@ void* raw(RawBuffer& b) { return b.defined() ? b.get() : nullptr; }
 // __user_context argument, like its scalars, is the address of the value.
 int run_part(const ArgvEntry& rope, const ArgvEntry* pass_through, BoundPart& part, void* user_context,
              const ArgvEntry** failed) {
+  int64_t pool_threads = rope.pool_threads ? std::max(rope.pool_threads(), 1) : 1;
   int code = invoke(rope, [&](const ArgumentSource& s) -> void* {
     if (s.user_context) return &user_context;
+    if (s.pool_threads) return &pool_threads;
     if (s.rope_scalar) return &(part.rope.*s.rope_scalar);
     if (s.rope_float) return &(part.rope.*s.rope_float);
     return raw(part.rope.*s.rope_buffer);
@@ -42,13 +45,13 @@ int run_part(const ArgvEntry& rope, const ArgvEntry* pass_through, BoundPart& pa
 }  // namespace
 
 Result<ArgvEntry> resolve_entry(const std::string& where, const std::string& name, ArgvFunction argv,
-                                const halide_filter_metadata_t* md, bool pass_through) {
+                                const halide_filter_metadata_t* md, bool pass_through, int (*pool_threads)()) {
   auto error = [&](std::string message) { return Diagnostic{{where, -1, -1}, std::move(message), {}}; };
   if (!argv || !md) return error(fmt::format("{} has no entry point {}", where, name));
   if (md->version != 1 || md->num_arguments < 1 || md->num_arguments > kMostArguments)
     return error(fmt::format("{}: unexpected Halide metadata for {}", where, name));
   ArgvEntry f;
-  f.name = name, f.argv = argv;
+  f.name = name, f.argv = argv, f.pool_threads = pool_threads;
   for (int i = 0; i < md->num_arguments; ++i) {
     const halide_filter_argument_t& a = md->arguments[i];
     if (a.name && std::string_view(a.name) == "__user_context" && a.kind == halide_argument_kind_input_scalar &&
@@ -61,9 +64,11 @@ Result<ArgvEntry> resolve_entry(const std::string& where, const std::string& nam
     const std::optional<ArgumentSource> source = pass_through ? pass_through_argument(a.name ? a.name : "")
                                                               : rope_argument(a.name ? a.name : "");
     const bool scalar = a.kind == halide_argument_kind_input_scalar;
-    const bool int64_scalar = source && source->rope_scalar && a.type.code == halide_type_int && a.type.bits == 64;
+    const bool int64_scalar =
+        source && (source->rope_scalar || source->pool_threads) && a.type.code == halide_type_int && a.type.bits == 64;
     const bool float_scalar = source && source->rope_float && a.type.code == halide_type_float && a.type.bits == 32;
-    const bool fits = source && (scalar ? int64_scalar || float_scalar : !source->rope_scalar && !source->rope_float);
+    const bool fits =
+        source && (scalar ? int64_scalar || float_scalar : !source->rope_scalar && !source->rope_float && !source->pool_threads);
     if (!fits) return error(fmt::format("{}: {} takes an argument `{}` rope-gen does not bind", where, name, a.name));
     f.sources.push_back(*source);
   }

@@ -17,11 +17,16 @@ struct ArgvEntry {
   std::string name;
   ArgvFunction argv = nullptr;
   std::vector<ArgumentSource> sources;  // in call order
+  // The halide_get_num_threads of the runtime the entry runs on, for its
+  // pool_threads argument (null: 1). 0 until the pool's first parallel loop.
+  int (*pool_threads)() = nullptr;
 };
 
-// A diagnostic (naming `where`) when an argument is one rope-gen does not bind.
+// A diagnostic (naming `where`) when an argument is one rope-gen does not
+// bind. pool_threads: ArgvEntry::pool_threads.
 Result<ArgvEntry> resolve_entry(const std::string& where, const std::string& name, ArgvFunction argv,
-                                const halide_filter_metadata_t* metadata, bool pass_through);
+                                const halide_filter_metadata_t* metadata, bool pass_through,
+                                int (*pool_threads)() = nullptr);
 
 // What a device call's launches through an AOT library's GPU entries need
 // beyond their views (call/library_run.cpp).

@@ -17,6 +17,10 @@
 #include "call/prepare_call.h"
 #include "ropegen/ropegen_c.h"
 
+// The Halide runtime's, from the AOT archive this file is merged into. Weak:
+// rope-gen's own call library has no Halide runtime (null: 1 thread).
+extern "C" __attribute__((weak)) int halide_get_num_threads();
+
 namespace ropegen::call {
 namespace {
 
@@ -137,7 +141,8 @@ int run(const ropegen_library& lib, const ropegen_call& c, ropegen_message* mess
                             v.with_v ? ", v" : "", v.backward ? ", backward" : "",
                             v.position_type == IdType::Int64 ? ", int64 ids" : "", to_string(device.type)));
   const std::string where = fmt::format("lib{}.a", lib.name);
-  Result<ArgvEntry> rope = resolve_entry(where, "rope", entry->argv, entry->metadata ? entry->metadata() : nullptr, false);
+  Result<ArgvEntry> rope = resolve_entry(where, "rope", entry->argv, entry->metadata ? entry->metadata() : nullptr, false,
+                                         halide_get_num_threads);
   if (!rope) return fail(message, ROPEGEN_ERROR_UNSUPPORTED, lines(rope.errors()));
   if (!prepared->seq_len_known && reads_seq_len(*rope))
     return fail(message, ROPEGEN_ERROR_INVALID_ARGUMENT,

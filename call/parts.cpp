@@ -233,6 +233,7 @@ std::optional<ArgumentSource> rope_argument(std::string_view name) {
   else if (name == "cache_positions") s.rope_buffer = &RopeArguments::cache_positions;
   else if (name == "offset") s.rope_scalar = &RopeArguments::offset;
   else if (name == "seq_len") s.rope_scalar = &RopeArguments::seq_len;
+  else if (name == "pool_threads") s.pool_threads = true;
   else if (name == "k_scale") s.rope_float = &RopeArguments::k_scale;
   else if (name == "v_scale") s.rope_float = &RopeArguments::v_scale;
   else return std::nullopt;

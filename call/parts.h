@@ -127,6 +127,7 @@ struct ArgumentSource {
   float RopeArguments::*rope_float = nullptr;          // float32 scalars
   RawBuffer PassThroughArguments::*copy_buffer = nullptr;
   bool user_context = false;  // Halide's __user_context (GPU entries of AOT libraries: call/device_context.h)
+  bool pool_threads = false;  // int64: the entry's runtime's thread pool size (ArgvEntry::pool_threads)
 };
 std::optional<ArgumentSource> rope_argument(std::string_view name);
 std::optional<ArgumentSource> pass_through_argument(std::string_view name);

@@ -472,7 +472,7 @@ std::vector<Argument> RopeAlgorithm::arguments() const {
   // Fixed order (documented in manifest.json): q (or x), k, positions,
   // cu_seqlens, table, freqs, cos_sin_cache, saved_q, saved_k, offset, seq_len
   // (kv_cache specs: v after k, the page table or slot mapping after
-  // cos_sin_cache, fp8 caches' k_scale, v_scale last).
+  // cos_sin_cache, fp8 caches' k_scale, v_scale; CPU schedules' pool_threads last).
   std::vector<Argument> args = {q.input};
   if (k.input.defined()) args.push_back(k.input);
   if (v.defined()) args.push_back(v);
@@ -489,6 +489,7 @@ std::vector<Argument> RopeAlgorithm::arguments() const {
   if (uses_seq_len) args.push_back(seq_len);
   if (uses_k_scale) args.push_back(k_scale);
   if (uses_v_scale) args.push_back(v_scale);
+  if (uses_pool_threads) args.push_back(pool_threads);
   return args;
 }
 

@@ -62,6 +62,10 @@ struct RopeAlgorithm {
   Halide::ImageParam cos_sin_cache;
   Halide::Param<int64_t> offset{"offset", 0};
   Halide::Param<int64_t> seq_len{"seq_len", 1};
+  // Threads of the Halide thread pool that runs the kernel (from that
+  // runtime, not the call): a CPU schedule sizes its parallel tasks by it.
+  // Results never depend on it.
+  Halide::Param<int64_t> pool_threads{"pool_threads", 1};
 
   Halide::Func position;      // (r, s, b) float64: the position pair r of token (s, b) is rotated by
   // Computed frequencies only (undefined with scheme table):
@@ -129,6 +133,7 @@ struct RopeAlgorithm {
   KernelVariant variant;
   // Which run-time arguments the spec reads; arguments() lists exactly these.
   bool uses_positions = false, uses_cu_seqlens = false, uses_offset = false, uses_seq_len = false;
+  bool uses_pool_threads = false;  // set by the schedule that reads pool_threads
   bool uses_table = false, uses_freqs = false, uses_cos_sin_cache = false;
 
   std::vector<Halide::Argument> arguments() const;

@@ -1,5 +1,7 @@
 #include "fork_guard.h"
 
+#include "jit_runtime.h"
+
 #include <pthread.h>
 
 #include <condition_variable>
@@ -87,12 +89,8 @@ void guard_jit_thread_pool(const Halide::Target& target) {
   std::lock_guard<std::mutex> lock(g.mutex);
   if (g.jit_pool_guarded) return;
   g.jit_pool_guarded = true;
-  // One shared runtime serves every JIT pipeline of the process.
-  for (const Halide::Internal::JITModule& m : Halide::Internal::JITSharedRuntime::get(nullptr, target, false)) {
-    const auto& exports = m.exports();
-    if (auto it = exports.find("halide_shutdown_thread_pool"); it != exports.end() && it->second.address)
-      g.shutdown_pools.push_back(reinterpret_cast<void (*)()>(it->second.address));
-  }
+  if (void* shutdown = jit_runtime_export(target, "halide_shutdown_thread_pool"))
+    g.shutdown_pools.push_back(reinterpret_cast<void (*)()>(shutdown));
 }
 
 }  // namespace ropegen::runtime

@@ -1,5 +1,6 @@
 #include "jit_kernel.h"
 
+#include <algorithm>
 #include <optional>
 #include <stdexcept>
 
@@ -13,6 +14,7 @@
 #include "runtime/device_memory.h"
 #include "runtime/fork_guard.h"
 #include "runtime/halide_messages.h"
+#include "runtime/jit_runtime.h"
 #include "targets/schedule.h"
 
 namespace ropegen::runtime {
@@ -36,6 +38,8 @@ JitKernel::JitKernel(const RopeSpec& spec, const lowering::KernelVariant& varian
     device_interface_ = Halide::get_device_interface_for_device_api(Halide::get_default_device_api_for_target(target_),
                                                                      target_);
   guard_jit_thread_pool(target_);
+  if (!target_.has_gpu_feature())
+    pool_threads_ = reinterpret_cast<int (*)()>(jit_runtime_export(target_, "halide_get_num_threads"));
 }
 
 void JitKernel::run(const call::PreparedCall& call) {
@@ -110,6 +114,7 @@ void JitKernel::realize(const PipelineArguments& args, Halide::JITUserContext* c
   if (a.k.saved.defined()) a.k.saved.set(args.saved_k);
   a.offset.set(args.offset);
   a.seq_len.set(args.seq_len);
+  a.pool_threads.set(pool_threads_ ? std::max(pool_threads_(), 1) : 1);  // 0 before the pool's first loop
   a.k_scale.set(args.k_scale);
   a.v_scale.set(args.v_scale);
   pipeline_.realize(context, Halide::Realization(args.outputs()), target_);

@@ -38,6 +38,7 @@ class JitKernel : public CompiledKernel {
   std::unique_ptr<lowering::PassThroughCopy> pass_through_;
   Halide::Pipeline pass_through_pipeline_;
   Halide::Target target_;
+  int (*pool_threads_)() = nullptr;  // the JIT runtime's halide_get_num_threads (CPU targets)
   // GPU targets: the JIT runtime's interface for the target's device API,
   // which device calls' views carry (call/parts.h).
   const halide_device_interface_t* device_interface_ = nullptr;

@@ -39,7 +39,9 @@ Diagnostic error(const std::string& path, std::string message) { return Diagnost
 Result<call::ArgvEntry> resolve(void* handle, const std::string& path, const std::string& symbol, bool pass_through) {
   auto argv = reinterpret_cast<call::ArgvFunction>(dlsym(handle, (symbol + "_argv").c_str()));
   auto metadata = reinterpret_cast<MetadataFunction>(dlsym(handle, (symbol + "_metadata").c_str()));
-  return call::resolve_entry(path, symbol, argv, metadata ? metadata() : nullptr, pass_through);
+  // The object's own runtime's pool (shared_object.cpp exports it).
+  auto pool_threads = reinterpret_cast<int (*)()>(dlsym(handle, "halide_get_num_threads"));
+  return call::resolve_entry(path, symbol, argv, metadata ? metadata() : nullptr, pass_through, pool_threads);
 }
 
 class LoadedKernel : public CompiledKernel {

@@ -24,19 +24,47 @@ Expr token_extent(Func f, const V& vars) {
   return Expr(1);
 }
 
-// Tokens per parallel task (tile), from the call's tokens per sequence:
-// 8 (16 below 64 pairs) for short calls, so that they still spread over the
-// threads, up to 256 for long sequences. Evidence (2-core Zen 5, llama3-8B
-// q 32 + k 8 heads bf16 [4, 4096] out of place, ratio to the same-run
-// memcpy, 1 / 2 threads; the table kernel 0.94-0.97 / 0.99): tiles of 8
-// tokens 0.75 / -, 16 0.78 / 0.92, 32 0.84 / 0.96, 64 0.88 / -, 128 0.91 /
-// 0.98, 256 0.93 / 0.99, 1024 0.95 / 0.98. perf shows no per-task cost;
+// The extent of a Func's batch dim (b), read from its output buffer.
+template <typename V>
+Expr batch_extent(Func f, const V& vars) {
+  const std::vector<Var> args = f.args();
+  for (size_t i = 0; i < args.size(); ++i)
+    if (args[i].same_as(vars.b)) return f.output_buffer().dim(static_cast<int>(i)).extent();
+  return Expr(1);
+}
+
+// Tokens per parallel task (tile): the call's tokens shared out, one task
+// per thread of the pool, but at least S / 16 of a sequence's tokens; at
+// least 8 (16 below 64 pairs), at most 256. Without `threads`, S / 16.
+// `threads` is the kernel's pool_threads argument, which the caller reads
+// from the runtime: read inside the pipeline, the pool's size was read once
+// per use, and another thread resizing the pool during a call could give
+// the tile's loops and its cos/sin allocation different sizes.
+// Short calls (decode, small prefill): one task per thread, where 8-token
+// tasks cost more than they balance. Evidence (2-core Zen 5, llama3-8B
+// q 32 + k 8 heads bf16 out of place, 1 / 2 threads, us; the table kernel
+// in the same runs): 8-token tasks -> this, decode [64, 1] random ids
+// 16.4 / 9.9-10.7 -> 14.8-15.2 / 8.4-8.7 (table 14.0-14.6 / 7.3-7.6);
+// [1, 128] 31-32 / 19.1-19.9 -> 28.7-29.8 / 16.7-16.8 (table 26.8-27.8 /
+// 14.4).
+// Long sequences (2-core Zen 5, llama3-8B q 32 + k 8 heads bf16 [4, 4096]
+// out of place, ratio to the same-run memcpy, 1 / 2 threads; the table
+// kernel 0.94-0.97 / 0.99): tiles of 8 tokens 0.75 / -, 16 0.78 / 0.92, 32
+// 0.84 / 0.96, 64 0.88 / -, 128 0.91 / 0.98, 256 0.93 / 0.99, 1024 0.95 /
+// 0.98. perf shows no per-task cost;
 // likely cause: a tile streams q's rows, then k's, from four places, and
 // short runs of each restart the hardware prefetchers (not verified). A
 // tile's cos/sin (up to 128 KiB) is then read from L2, at no measurable cost.
 template <typename V>
-Expr tokens_per_tile(const RopeSpec& spec, Func f, const V& vars) {
-  return clamp(token_extent(f, vars) / 16, spec.num_pairs() >= 64 ? 8 : 16, 256);
+Expr tokens_per_tile(const RopeSpec& spec, Func f, const V& vars, Expr threads = Expr()) {
+  const Expr tokens = token_extent(f, vars), fewest = spec.num_pairs() >= 64 ? 8 : 16;
+  if (!threads.defined()) return clamp(tokens / 16, fewest, 256);
+  threads = clamp(threads, 1, 1024);
+  // sbhd tiles hold every sequence of their tokens (tile_tokens).
+  const Expr sequences = spec.layout == Layout::SBHD ? Expr(1) : batch_extent(f, vars);
+  const Expr call_tokens = cast<int64_t>(tokens) * sequences;
+  const Expr per_thread = cast<int32_t>(min((call_tokens + threads - 1) / threads, 256));
+  return clamp(max(tokens / 16, per_thread), fewest, 256);
 }
 
 // cos/sin read from a cache (scheme table) with one position per token: a
@@ -207,7 +235,8 @@ void schedule_rope_cpu(lowering::RopeAlgorithm& a, const RopeSpec& spec, const T
   const int lanes = vector_lanes(target);
   if (a.inv_freq.defined()) a.inv_freq.compute_root();  // undefined: cos/sin read from a cache (scheme table)
   if (a.quarter_turns.defined()) a.quarter_turns.compute_root();
-  const Expr tokens = tokens_per_tile(spec, a.q.output, a);
+  a.uses_pool_threads = true;
+  const Expr tokens = tokens_per_tile(spec, a.q.output, a, a.pool_threads);
   const Var tile = schedule_tensor(a, a.q, spec, target, tokens);
   if (a.variant.with_k) {
     // k has q's tokens and batch, only its heads differ (call/prepare_call

@@ -137,6 +137,9 @@ ordered_json describe_entry(const LibraryDescription& lib, const CompiledEntry& 
       arg["dimensions"] = a.dimensions;
       describe_buffer(lowering::kernel_spec(spec, e.entry.variant), name, arg);  // backward: written in `pairing`
     }
+    if (name == "pool_threads")
+      arg["note"] = "the library runtime's halide_get_num_threads() (at least 1; <name>_run passes it): the size of "
+                    "the parallel tasks follows it, the results do not";
     args.push_back(arg);
   }
   j["arguments"] = args;

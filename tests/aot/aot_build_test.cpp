@@ -290,8 +290,9 @@ TEST_F(AotBuild, HostLibraryFilesManifestAndNumbers) {
                                               "aot_a_qk_backward_i64", "aot_a_pass_through"));
   std::vector<std::string> args;
   for (const auto& a : manifest["entry_points"][3]["arguments"]) args.push_back(a["name"]);
-  EXPECT_THAT(args, ::testing::ElementsAre("q", "k", "positions", "seq_len", "out_q", "out_k"));
-  const auto& out_q = manifest["entry_points"][3]["arguments"][4];
+  EXPECT_THAT(args, ::testing::ElementsAre("q", "k", "positions", "seq_len", "pool_threads", "out_q", "out_k"));
+  EXPECT_EQ(manifest["entry_points"][3]["arguments"][4]["type"], "int64");
+  const auto& out_q = manifest["entry_points"][3]["arguments"][5];
   EXPECT_EQ(manifest["entry_points"][3]["arguments"][2]["type"], "int64");
   EXPECT_EQ(out_q["kind"], "output_buffer");
   EXPECT_EQ(out_q["dims"], nlohmann::json::array({"m", "r", "h", "s", "b"}));  // interleaved rotary view
@@ -934,8 +935,8 @@ TEST_F(AotBuild, KvCacheFp8LibraryAppendsFromC) {
   std::vector<std::string> args;
   for (const auto& a : manifest["entry_points"][7]["arguments"]) args.push_back(a["name"]);
   EXPECT_THAT(args, ::testing::ElementsAre("q", "k", "v", "positions", "kv_indices", "kv_indptr", "batch_indices",
-                                           "cache_positions", "k_scale", "v_scale", "out_q", "out_k", "k_cache",
-                                           "v_cache"));
+                                           "cache_positions", "k_scale", "v_scale", "pool_threads", "out_q", "out_k",
+                                           "k_cache", "v_cache"));
   const std::string header = test::read_text(lib + "/aot_kv.h");
   EXPECT_THAT(header, HasSubstr("{aot_kv_append_v_out_k_i64_argv, aot_kv_append_v_out_k_i64_metadata, 1, 1, 0, 0, 1, ROPEGEN_DEVICE_CPU},"));
   EXPECT_THAT(header, HasSubstr("uint8 (fp8_e4m3 codes)"));

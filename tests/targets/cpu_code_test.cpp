@@ -75,6 +75,19 @@ TEST(CpuCode, CosSinCacheReadInPlaceOrGatheredPerTile) {
   }
 }
 
+// Tiles follow the pool's size (targets/cpu_schedule.cpp, tokens_per_tile)
+// as an argument: read inside the pipeline, it was read once per use, and
+// the tile's loops and its cos/sin allocation could see different values
+// if another thread resized the pool during the call.
+TEST(CpuCode, PoolSizeIsAnArgumentNotReadInside) {
+  for (const char* dtype : {"bf16", "f32"}) {
+    SCOPED_TRACE(dtype);
+    const std::string stmt = llama3_stmt(dtype);
+    EXPECT_EQ(stmt.find("halide_get_num_threads"), std::string::npos) << stmt;
+    EXPECT_NE(stmt.find("pool_threads"), std::string::npos) << stmt;
+  }
+}
+
 // bf16 stores: vcvtne2ps2bf16 (32 floats to 32 bf16 per instruction) where
 // the CPU has AVX512-BF16, the integer rounding and a narrowing move elsewhere.
 TEST(CpuCode, Bf16StoresUseTheInstructionWhereTheCpuHasIt) {

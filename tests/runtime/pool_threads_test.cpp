@@ -1,0 +1,134 @@
+// The CPU kernels size their parallel tasks by the thread pool of the
+// runtime that runs them (pool_threads, targets/cpu_schedule.cpp): every
+// pool size gives the same bits, tails and all, through the JIT and through
+// kernels loaded from the disk cache, which export their pool's size.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <random>
+
+#include <dlfcn.h>
+
+#include <fmt/format.h>
+
+#include "call/prepare_call.h"
+#include "ropegen/runtime.h"
+#include "ropegen/spec_io.h"
+#include "runtime/host_tensor.h"
+#include "runtime/jit_kernel.h"
+#include "runtime/jit_runtime.h"
+#include "support/run_command.h"
+
+namespace ropegen {
+namespace {
+
+namespace fs = std::filesystem;
+using runtime::HostStorage;
+
+// llama3-8B-like rows (64 pairs: 8-token tiles at the least), explicit ids.
+const char* kSpec = "name: pool\nhead_dim: 128\ndtype: bf16\npositions: explicit\n";
+
+struct Shape {
+  int64_t batch, seq;
+  bool in_place;
+};
+
+size_t bytes(const HostStorage& s) { return s.elements() * element_bytes(s.element_type()); }
+
+// q (5 heads) and k (2) from a fixed seed, rotated by `run`; both outputs' bytes.
+template <typename Run>
+std::string rotate(const RopeSpec& spec, const Shape& s, Run run) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> dist(0.0f, 1.5f);
+  auto storage = [&](int64_t heads) {
+    std::vector<float> v(s.batch * s.seq * heads * spec.head_dim);
+    for (float& x : v) x = dist(rng);
+    return runtime::to_storage(v, spec.dtype);
+  };
+  HostStorage q = storage(5), k = storage(2), out_q = q.empty_like(), out_k = k.empty_like();
+  std::memset(out_q.data(), 0x5a, bytes(out_q)), std::memset(out_k.data(), 0x5a, bytes(out_k));
+  std::vector<int32_t> ids(s.batch * s.seq);
+  std::uniform_int_distribution<int32_t> id(0, 8191);
+  for (int32_t& i : ids) i = id(rng);
+  const std::vector<int64_t> q_shape = {s.batch, s.seq, 5, spec.head_dim}, k_shape = {s.batch, s.seq, 2, spec.head_dim};
+  Call call;
+  call.q = Tensor::dense(q.data(), q.element_type(), q_shape.data(), 4);
+  call.k = Tensor::dense(k.data(), k.element_type(), k_shape.data(), 4);
+  HostStorage& oq = s.in_place ? q : out_q;
+  HostStorage& ok = s.in_place ? k : out_k;
+  call.out_q = Tensor::dense(oq.data(), oq.element_type(), q_shape.data(), 4);
+  call.out_k = Tensor::dense(ok.data(), ok.element_type(), k_shape.data(), 4);
+  call.positions = Tensor::dense(ids.data(), ElementType::Int32, {s.batch, s.seq});
+  run(call);
+  return std::string(static_cast<const char*>(oq.data()), bytes(oq)) +
+         std::string(static_cast<const char*>(ok.data()), bytes(ok));
+}
+
+// Decode (one token per sequence, 67 of them) and a short prefill, so that
+// tasks of every size below leave tails.
+const Shape kShapes[] = {{67, 1, false}, {67, 1, true}, {3, 70, false}, {3, 70, true}};
+
+TEST(PoolThreads, EveryPoolSizeGivesTheSameBitsThroughTheJit) {
+  const RopeSpec spec = parse_spec(kSpec, "pool.yaml").value();
+  lowering::KernelVariant variant;
+  variant.with_k = true;
+  const Halide::Target host = Halide::get_host_target();
+  runtime::JitKernel jit(spec, variant, host);
+  auto set_threads = reinterpret_cast<int (*)(int)>(runtime::jit_runtime_export(host, "halide_set_num_threads"));
+  auto get_threads = reinterpret_cast<int (*)()>(runtime::jit_runtime_export(host, "halide_get_num_threads"));
+  ASSERT_NE(set_threads, nullptr);
+  ASSERT_NE(get_threads, nullptr);
+  auto run = [&](Call& call) {
+    Result<call::PreparedCall> prepared = call::prepare_call(spec, call);
+    ASSERT_TRUE(prepared.ok()) << format(prepared.errors());
+    jit.run(*prepared);
+  };
+  const int before = set_threads(1);
+  for (const Shape& s : kShapes) {
+    SCOPED_TRACE(fmt::format("[{}, {}] in_place={}", s.batch, s.seq, s.in_place));
+    set_threads(1);
+    const std::string serial = rotate(spec, s, run);
+    for (int threads : {2, 3, 5, 8, 64}) {
+      SCOPED_TRACE(threads);
+      set_threads(threads);
+      ASSERT_EQ(get_threads(), threads);
+      EXPECT_EQ(rotate(spec, s, run), serial);
+    }
+  }
+  set_threads(before);
+}
+
+TEST(PoolThreads, CachedKernelsExportTheirPoolSize) {
+  const std::string dir = test::make_temp_dir();
+  const RopeSpec spec = parse_spec(kSpec, "pool.yaml").value();
+  lowering::KernelVariant variant;
+  variant.with_k = true;
+  {
+    Runtime r(RuntimeOptions{dir + "/cache", uint64_t{1} << 30});
+    Result<std::shared_ptr<Kernel>> kernel = r.get(spec, variant);
+    ASSERT_TRUE(kernel.ok()) << format(kernel.errors());
+    const std::string from_runtime =
+        rotate(spec, kShapes[0], [&](Call& call) { ASSERT_TRUE((*kernel)->run(call).ok()); });
+    // The kernel holds its object open: dlopen finds the same one, whose pool ran the call.
+    int objects = 0;
+    for (const auto& f : fs::directory_iterator(dir + "/cache/kernels")) {
+      if (f.path().extension() != ".so") continue;
+      ++objects;
+      void* so = dlopen(f.path().c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+      ASSERT_NE(so, nullptr) << f.path() << " is not the object the kernel runs";
+      auto get_threads = reinterpret_cast<int (*)()>(dlsym(so, "halide_get_num_threads"));
+      ASSERT_NE(get_threads, nullptr) << f.path();
+      EXPECT_GE(get_threads(), 1);
+      dlclose(so);
+    }
+    EXPECT_EQ(objects, 1);
+    // The same bits as the JIT kernel at any pool size (the test above).
+    runtime::JitKernel jit(spec, variant, Halide::get_host_target());
+    EXPECT_EQ(rotate(spec, kShapes[0], [&](Call& call) { jit.run(call::prepare_call(spec, call).value()); }), from_runtime);
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace ropegen
