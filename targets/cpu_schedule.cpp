@@ -15,21 +15,11 @@ using namespace Halide;
 
 int vector_lanes(const Target& target) { return target.natural_vector_size<float>(); }
 
-// The extent of a Func's token dim (s), read from its output buffer.
-template <typename V>
-Expr token_extent(Func f, const V& vars) {
+// The extent of a Func's dim `v`, read from its output buffer (1 if it has none).
+Expr extent_of(Func f, const Var& v) {
   const std::vector<Var> args = f.args();
   for (size_t i = 0; i < args.size(); ++i)
-    if (args[i].same_as(vars.s)) return f.output_buffer().dim(static_cast<int>(i)).extent();
-  return Expr(1);
-}
-
-// The extent of a Func's batch dim (b), read from its output buffer.
-template <typename V>
-Expr batch_extent(Func f, const V& vars) {
-  const std::vector<Var> args = f.args();
-  for (size_t i = 0; i < args.size(); ++i)
-    if (args[i].same_as(vars.b)) return f.output_buffer().dim(static_cast<int>(i)).extent();
+    if (args[i].same_as(v)) return f.output_buffer().dim(static_cast<int>(i)).extent();
   return Expr(1);
 }
 
@@ -57,11 +47,11 @@ Expr batch_extent(Func f, const V& vars) {
 // tile's cos/sin (up to 128 KiB) is then read from L2, at no measurable cost.
 template <typename V>
 Expr tokens_per_tile(const RopeSpec& spec, Func f, const V& vars, Expr threads = Expr()) {
-  const Expr tokens = token_extent(f, vars), fewest = spec.num_pairs() >= 64 ? 8 : 16;
+  const Expr tokens = extent_of(f, vars.s), fewest = spec.num_pairs() >= 64 ? 8 : 16;
   if (!threads.defined()) return clamp(tokens / 16, fewest, 256);
   threads = clamp(threads, 1, 1024);
   // sbhd tiles hold every sequence of their tokens (tile_tokens).
-  const Expr sequences = spec.layout == Layout::SBHD ? Expr(1) : batch_extent(f, vars);
+  const Expr sequences = spec.layout == Layout::SBHD ? Expr(1) : extent_of(f, vars.b);
   const Expr call_tokens = cast<int64_t>(tokens) * sequences;
   const Expr per_thread = cast<int32_t>(min((call_tokens + threads - 1) / threads, 256));
   return clamp(max(tokens / 16, per_thread), fewest, 256);
@@ -99,7 +89,7 @@ Var tile_tokens(Func f, const V& vars, Layout layout, const Expr& tokens, std::v
     f.reorder(inner).parallel(so);
     return so;
   }
-  const Expr sequences_per_tile = max(1, tokens / max(token_extent(f, vars), 1));
+  const Expr sequences_per_tile = max(1, tokens / max(extent_of(f, vars.s), 1));
   f.split(vars.b, bo, bi, sequences_per_tile, TailStrategy::GuardWithIf);
   inner.insert(inner.end(), {bi, so, bo});
   f.reorder(inner).parallel(so).parallel(bo);
