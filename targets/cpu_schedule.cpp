@@ -34,9 +34,9 @@ Expr extent_of(Func f, const Var& v) {
 // tasks cost more than they balance. Evidence (2-core Zen 5, llama3-8B
 // q 32 + k 8 heads bf16 out of place, 1 / 2 threads, us; the table kernel
 // in the same runs): 8-token tasks -> this, decode [64, 1] random ids
-// 16.4 / 9.9-10.7 -> 14.8-15.2 / 8.4-8.7 (table 14.0-14.6 / 7.3-7.6);
-// [1, 128] 31-32 / 19.1-19.9 -> 28.7-29.8 / 16.7-16.8 (table 26.8-27.8 /
-// 14.4).
+// 16.4 / 9.9-10.7 -> 14.8-15.2 / 8.4-8.8 (table 14.0-14.6 / 7.3-7.7);
+// [1, 128] 31-32 / 19.1-19.9 -> 28.7-29.8 / 16.7-17.3 (table 24.9-27.8 /
+// 13.8-14.4), over two rope-gen bench and two make bench runs.
 // Long sequences (2-core Zen 5, llama3-8B q 32 + k 8 heads bf16 [4, 4096]
 // out of place, ratio to the same-run memcpy, 1 / 2 threads; the table
 // kernel 0.94-0.97 / 0.99): tiles of 8 tokens 0.75 / -, 16 0.78 / 0.92, 32
