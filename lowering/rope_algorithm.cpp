@@ -7,6 +7,7 @@
 #include "ropegen/rope_math.h"
 #include "constant_table.h"
 #include "exp.h"
+#include "fma.h"
 #include "fp8.h"
 #include "trig.h"
 
@@ -176,10 +177,13 @@ void define_rotation(const RopeSpec& spec, const RopeAlgorithm& a, RotatedTensor
   const Expr x1 = load_as_float(t.input(dim_of(spec, spec.pairing, a.r, 1), a.h, a.s, a.b), spec.dtype);
   const Expr c = cos_sin(a.r, a.s, a.b)[0];
   const Expr sn = a.variant.backward ? -cos_sin(a.r, a.s, a.b)[1] : cos_sin(a.r, a.s, a.b)[1];
-  Expr value = select(a.m == 0, x0 * c - x1 * sn, x1 * c + x0 * sn);
+  // x0 c - x1 s and x1 c + x0 s: one product rounded, the other fused with
+  // the sum (fma.h: the same bits on every target, the instruction where
+  // there is one). The negation flips the sign bit, as on every target.
+  const Expr x1_sn = strict_float(x1 * sn);
+  const Expr minus_x1_sn = reinterpret<float>(reinterpret<uint32_t>(x1_sn) ^ Expr(0x80000000u));
+  Expr value = select(a.m == 0, fused_multiply_add(x0, c, minus_x1_sn), fused_multiply_add(x1, c, strict_float(x0 * sn)));
   if (spec.xpos.enabled) value *= xpos_scale(a.r, a.s, a.b)[is_key ? 1 : 0];
-  // No fused multiply-add: the same roundings on every target (trig.cpp).
-  // Measured free on CPU (memory-bound: ratio to copy unchanged).
   t.rotated(a.r, a.m, a.h, a.s, a.b) = strict_float(value);
   if (!with_output) return;  // kv_cache specs without out_k: k only goes to the cache
 

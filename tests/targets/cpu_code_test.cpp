@@ -98,5 +98,24 @@ TEST(CpuCode, Bf16StoresUseTheInstructionWhereTheCpuHasIt) {
   EXPECT_NE(skylake.find("vpmovdw"), std::string::npos);
 }
 
+// The rotation's multiply-adds (lowering/fma.h): vector FMA instructions
+// where the CPU has them, nowhere a call to the C library's fmaf (what LLVM
+// makes of its intrinsic on a CPU without them, one call per lane); the
+// float64 emulation on SSE-only x86.
+TEST(CpuCode, RotationUsesVectorFmaWhereTheCpuHasIt) {
+  for (const char* dtype : {"bf16", "f32"}) {
+    SCOPED_TRACE(dtype);
+    const std::string zen4 = llama3_code(dtype, kLlama3, "x86-64-linux-avx512_zen4", targets::PipelineCode::Assembly);
+    EXPECT_TRUE(std::regex_search(zen4, std::regex("vfn?m(add|sub)[0-9]+ps\\s[^\\n]*%zmm")));
+    EXPECT_EQ(zen4.find("fmaf"), std::string::npos);
+    const std::string avx2 = llama3_code(dtype, kLlama3, "x86-64-linux-avx-avx2-f16c-fma-sse41", targets::PipelineCode::Assembly);
+    EXPECT_TRUE(std::regex_search(avx2, std::regex("vfn?m(add|sub)[0-9]+ps\\s[^\\n]*%ymm")));
+    EXPECT_EQ(avx2.find("fmaf"), std::string::npos);
+    const std::string sse41 = llama3_code(dtype, kLlama3, "x86-64-linux-sse41", targets::PipelineCode::Assembly);
+    EXPECT_EQ(sse41.find("fma"), std::string::npos);
+    EXPECT_NE(sse41.find("addpd"), std::string::npos);  // the emulation's float64 sums
+  }
+}
+
 }  // namespace
 }  // namespace ropegen

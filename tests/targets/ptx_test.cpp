@@ -97,5 +97,16 @@ TEST(Ptx, WideLoadsAndStoresOfTheHeadDim) {
   EXPECT_NE(ptx->find("st.global.v4."), std::string::npos) << *ptx;
 }
 
+// The rotation's multiply-adds are CUDA's own fused operation (lowering/fma.h),
+// not the float64 emulation.
+TEST(Ptx, RotationUsesTheFusedInstruction) {
+  const RopeSpec spec = *parse_spec("name: w\nhead_dim: 128\ndtype: bf16\n", "w");
+  const Result<std::string> ptx =
+      targets::cuda_ptx(spec, lowering::KernelVariant{}, *targets::parse_target("host-cuda-cuda_capability_80"));
+  ASSERT_TRUE(ptx.ok()) << format(ptx.errors());
+  EXPECT_NE(ptx->find("fma.rn.f32"), std::string::npos) << *ptx;
+  EXPECT_EQ(ptx->find("cvt.f64.f32"), std::string::npos) << *ptx;  // the emulation widens its operands
+}
+
 }  // namespace
 }  // namespace ropegen
