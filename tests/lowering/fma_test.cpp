@@ -9,7 +9,6 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -19,22 +18,15 @@
 
 #include "kernels/gpu_parity.h"
 #include "lowering/fma.h"
+#include "support/float_bits.h"
 
 namespace ropegen {
 namespace {
 
 using Triple = std::array<float, 3>;
 
-float from_bits(uint32_t w) {
-  float f;
-  std::memcpy(&f, &w, 4);
-  return f;
-}
-uint32_t bits_of(float f) {
-  uint32_t w;
-  std::memcpy(&w, &f, 4);
-  return w;
-}
+using test::bits_of;
+using test::float_from_bits;
 
 std::vector<Triple> inputs() {
   std::vector<Triple> t;
@@ -44,7 +36,7 @@ std::vector<Triple> inputs() {
   // Every class of value, each with each.
   const float inf = std::numeric_limits<float>::infinity();
   const std::vector<float> special = {0.0f, 1.0f, inf, std::numeric_limits<float>::quiet_NaN(),
-                                      std::numeric_limits<float>::denorm_min(), from_bits(0x007fffffu),
+                                      std::numeric_limits<float>::denorm_min(), float_from_bits(0x007fffffu),
                                       std::numeric_limits<float>::min(), std::numeric_limits<float>::max(),
                                       1.0f + 0x1p-23f, 0x1p-75f};
   for (float a : special)
@@ -54,7 +46,7 @@ std::vector<Triple> inputs() {
           t.push_back({s & 1 ? -a : a, s & 2 ? -b : b, s & 4 ? -c : c});
   // Random words: every class, any exponents.
   for (int i = 0; i < 100000; ++i)
-    t.push_back({from_bits(random()), from_bits(random()), from_bits(random())});
+    t.push_back({float_from_bits(random()), float_from_bits(random()), float_from_bits(random())});
   // Products that are exact float32 ties (an odd 24-bit mantissa times 3, 5,
   // 7: 25 significant bits, odd), plus an addend 1 to 60 bits below their
   // last bit, either sign, or none: the exact sum is just off the tie.
@@ -74,9 +66,9 @@ std::vector<Triple> inputs() {
     const float b = sign() * std::ldexp(static_cast<float>(uniform(1, 1 << 24)), uniform(-30, 0));
     switch (i % 3) {
       case 0: t.push_back({a, b, -a * b * (1.0f + uniform(-4, 4) * 0x1p-23f)}); break;
-      case 1: t.push_back({from_bits(bits_of(a) & 0xffff0000u), b, sign() * a * std::ldexp(1.0f, uniform(-40, 0))}); break;
+      case 1: t.push_back({float_from_bits(bits_of(a) & 0xffff0000u), b, sign() * a * std::ldexp(1.0f, uniform(-40, 0))}); break;
       default:
-        t.push_back({std::ldexp(a, -100), std::ldexp(b, -40), sign() * std::ldexp(from_bits(random() & 0x00ffffffu), uniform(-10, 20))});
+        t.push_back({std::ldexp(a, -100), std::ldexp(b, -40), sign() * std::ldexp(float_from_bits(random() & 0x00ffffffu), uniform(-10, 20))});
     }
   }
   return t;

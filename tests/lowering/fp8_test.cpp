@@ -13,6 +13,7 @@
 #include <Halide.h>
 
 #include "lowering/fp8.h"
+#include "support/float_bits.h"
 #include "support/reference.h"
 
 namespace ropegen {
@@ -20,16 +21,8 @@ namespace {
 
 using namespace Halide;
 
-float bits_to_float(uint32_t b) {
-  float f;
-  std::memcpy(&f, &b, 4);
-  return f;
-}
-uint32_t float_bits(float f) {
-  uint32_t b;
-  std::memcpy(&b, &f, 4);
-  return b;
-}
+using test::bits_of;
+using test::float_from_bits;
 
 TEST(Fp8Lowering, CorrectedQuotientIsIeeeWhateverTheApproximation) {
   std::mt19937 gen(11);
@@ -49,11 +42,11 @@ TEST(Fp8Lowering, CorrectedQuotientIsIeeeWhateverTheApproximation) {
     fixed(i) = lowering::detail::correctly_rounded_quotient(x(i), scale(i), q0(i));
     Buffer<float> got = fixed.realize({n});
     for (int j = 0; j < n; ++j)
-      ASSERT_EQ(float_bits(got(j)), float_bits(x(j) / scale(j)))
+      ASSERT_EQ(bits_of(got(j)), bits_of(x(j) / scale(j)))
           << "off " << off << ": " << x(j) << " / " << scale(j) << " gave " << got(j);
   }
   // The correction is not a no-op: the perturbed quotients differ.
-  EXPECT_NE(float_bits(bits_to_float(float_bits(x(0) / scale(0)) + 1)), float_bits(x(0) / scale(0)));
+  EXPECT_NE(bits_of(float_from_bits(bits_of(x(0) / scale(0)) + 1)), bits_of(x(0) / scale(0)));
 }
 
 TEST(Fp8Lowering, CodesOfMidpointsAndNeighboursMatchTheReference) {
