@@ -18,6 +18,7 @@
 
 #include "kernels/gpu_parity.h"
 #include "lowering/fma.h"
+#include "support/run_elementwise.h"
 #include "support/float_bits.h"
 
 namespace ropegen {
@@ -80,18 +81,8 @@ std::vector<float> run(const std::vector<Triple>& triples, const Halide::Target&
   for (int i = 0; i < n; ++i)
     for (int j = 0; j < 3; ++j) in(i, j) = triples[i][j];
   in.set_host_dirty();
-  Halide::Func f("fma");
-  Halide::Var x("x"), xo("xo"), xi("xi");
-  f(x) = lowering::fused_multiply_add(in(x, 0), in(x, 1), in(x, 2));
-  if (target.has_gpu_feature())
-    f.gpu_tile(x, xo, xi, 64, Halide::TailStrategy::GuardWithIf);
-  else
-    f.vectorize(x, target.natural_vector_size<float>() * 2, Halide::TailStrategy::GuardWithIf);
-  // CPU: an odd extent, so the vector tail runs too; GPU: whole tiles (storage_test says why).
-  const int extent = target.has_gpu_feature() ? n / 64 * 64 : n - 3;
-  Halide::Buffer<float> out = f.realize({extent}, target);
-  out.copy_to_host();
-  return {out.data(), out.data() + out.width()};
+  Halide::Var x("x");
+  return test::run_elementwise<float>(lowering::fused_multiply_add(in(x, 0), in(x, 1), in(x, 2)), x, n, target);
 }
 
 void expect_correctly_rounded(const std::string& what, const Halide::Target& target) {

@@ -13,6 +13,7 @@
 #include <Halide.h>
 
 #include "kernels/gpu_parity.h"
+#include "support/run_elementwise.h"
 #include "lowering/storage.h"
 
 namespace ropegen {
@@ -43,20 +44,8 @@ std::vector<uint16_t> run(const std::vector<uint32_t>& words, const Halide::Targ
   Halide::Buffer<float> in(n);
   std::memcpy(in.data(), words.data(), words.size() * sizeof(uint32_t));
   in.set_host_dirty();  // written through data(): a GPU run must copy it over
-  Halide::Func store("store");
-  Halide::Var x("x"), xo("xo"), xi("xi");
-  store(x) = lowering::store_from_float(in(x), DType::BF16, rounding);
-  if (target.has_gpu_feature())
-    store.gpu_tile(x, xo, xi, 64, Halide::TailStrategy::GuardWithIf);
-  else
-    store.vectorize(x, target.natural_vector_size<float>() * 2, Halide::TailStrategy::GuardWithIf);
-  // CPU: an odd extent, so the vector tail is checked too. GPU: whole tiles
-  // (a bare 1-D gpu_tile loses its guarded tail on lavapipe; the kernels'
-  // own schedules are checked at odd sizes by the parity sweeps).
-  const int extent = target.has_gpu_feature() ? n / 64 * 64 : n - 3;
-  Halide::Buffer<uint16_t> out = store.realize({extent}, target);
-  out.copy_to_host();
-  return {out.data(), out.data() + out.width()};
+  Halide::Var x("x");
+  return test::run_elementwise<uint16_t>(lowering::store_from_float(in(x), DType::BF16, rounding), x, n, target);
 }
 
 void expect_instruction_bits(const std::string& what, const Halide::Target& target,
