@@ -87,11 +87,15 @@ TEST(Ptx, AssemblesForSm80AndSm90) {
   std::printf("[ PTX      ] %d kernels assembled by %s\n", assembled, kPtxas.c_str());
 }
 
+// The forward q kernel's PTX of a spec, for sm_80.
+Result<std::string> forward_ptx(const std::string& spec_text) {
+  const RopeSpec spec = *parse_spec(spec_text, "w");
+  return targets::cuda_ptx(spec, lowering::KernelVariant{}, *targets::parse_target("host-cuda-cuda_capability_80"));
+}
+
 TEST(Ptx, WideLoadsAndStoresOfTheHeadDim) {
   // The half-split f32 kernel moves 16-byte vectors (4 pairs) per access.
-  const RopeSpec spec = *parse_spec("name: w\nhead_dim: 128\n", "w");
-  const Result<std::string> ptx =
-      targets::cuda_ptx(spec, lowering::KernelVariant{}, *targets::parse_target("host-cuda-cuda_capability_80"));
+  const Result<std::string> ptx = forward_ptx("name: w\nhead_dim: 128\n");
   ASSERT_TRUE(ptx.ok()) << format(ptx.errors());
   EXPECT_NE(ptx->find("ld.global.nc.v4."), std::string::npos) << *ptx;
   EXPECT_NE(ptx->find("st.global.v4."), std::string::npos) << *ptx;
@@ -100,9 +104,7 @@ TEST(Ptx, WideLoadsAndStoresOfTheHeadDim) {
 // The rotation's multiply-adds are CUDA's own fused operation (lowering/fma.h),
 // not the float64 emulation.
 TEST(Ptx, RotationUsesTheFusedInstruction) {
-  const RopeSpec spec = *parse_spec("name: w\nhead_dim: 128\ndtype: bf16\n", "w");
-  const Result<std::string> ptx =
-      targets::cuda_ptx(spec, lowering::KernelVariant{}, *targets::parse_target("host-cuda-cuda_capability_80"));
+  const Result<std::string> ptx = forward_ptx("name: w\nhead_dim: 128\ndtype: bf16\n");
   ASSERT_TRUE(ptx.ok()) << format(ptx.errors());
   EXPECT_NE(ptx->find("fma.rn.f32"), std::string::npos) << *ptx;
   EXPECT_EQ(ptx->find("cvt.f64.f32"), std::string::npos) << *ptx;  // the emulation widens its operands
