@@ -42,11 +42,9 @@ Expr fma_in_float64(const Expr& a, const Expr& b, const Expr& c) {
 // string may name only avx512_zen4); AArch64 always has it, and CUDA's
 // fma.rn.f32 is the same operation. Vulkan's GLSL Fma may round twice.
 Expr has_fma_instruction() {
-  Expr x86_fma = Halide::Internal::const_false();
-  for (Target::Feature f : {Target::FMA, Target::AVX2, Target::AVX512, Target::AVX512_KNL, Target::AVX512_Skylake,
-                            Target::AVX512_Cannonlake, Target::AVX512_Zen4, Target::AVX512_Zen5,
-                            Target::AVX512_SapphireRapids})
-    x86_fma = x86_fma || target_has_feature(f);
+  const Expr x86_fma = target_has_any_feature({Target::FMA, Target::AVX2, Target::AVX512, Target::AVX512_KNL,
+                                               Target::AVX512_Skylake, Target::AVX512_Cannonlake, Target::AVX512_Zen4,
+                                               Target::AVX512_Zen5, Target::AVX512_SapphireRapids});
   const Expr x86 = target_arch_is(Target::X86) && x86_fma;
   const Expr arm64 = target_arch_is(Target::ARM) && target_bits() == 64;
   return target_has_feature(Target::CUDA) || (!compiled_for_gpu() && (x86 || arm64));

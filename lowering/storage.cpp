@@ -13,7 +13,13 @@ Type storage_type(DType dtype) {
   return Float(32);
 }
 
-Expr compiled_for_gpu() { return target_has_feature(Target::Vulkan) || target_has_feature(Target::CUDA); }
+Expr compiled_for_gpu() { return target_has_any_feature({Target::Vulkan, Target::CUDA}); }
+
+Expr target_has_any_feature(std::initializer_list<Target::Feature> features) {
+  Expr any = Internal::const_false();
+  for (Target::Feature f : features) any = any || target_has_feature(f);
+  return any;
+}
 
 Expr load_as_float(const Expr& stored, DType dtype) {
   if (dtype == DType::BF16) return reinterpret<float>(cast<uint32_t>(stored) << 16);
@@ -49,11 +55,13 @@ Expr bf16_bits_native(const Expr& value) {
 Expr store_from_float(const Expr& value, DType dtype, Bf16Rounding rounding) {
   if (dtype != DType::BF16) return cast(storage_type(dtype), value);
   if (rounding == Bf16Rounding::IntegerOps) return bf16_bits_like_vcvtneps2bf16(value);
-  // Resolved when the pipeline is compiled: CPU targets with Halide's
-  // avx512_zen4 feature (AVX512-BF16; the host target and the AOT library's
-  // best x86 target have it where the CPU does) run the instruction, every
-  // other target the same rounding in integer ops.
-  const Expr native = target_has_feature(Target::AVX512_Zen4) && !compiled_for_gpu();
+  // Resolved when the pipeline is compiled: CPU targets with AVX512-BF16
+  // (Halide's avx512_zen4, or a level that implies it: an Intel Sapphire
+  // Rapids host target names avx512_sapphirerapids, not avx512_zen4) run the
+  // instruction, every other target the same rounding in integer ops.
+  const Expr native =
+      target_has_any_feature({Target::AVX512_Zen4, Target::AVX512_Zen5, Target::AVX512_SapphireRapids}) &&
+      !compiled_for_gpu();
   return select(native, bf16_bits_native(value), bf16_bits_like_vcvtneps2bf16(value));
 }
 

@@ -15,6 +15,12 @@ Halide::Type storage_type(DType dtype);
 // True where the pipeline is compiled for a GPU (Vulkan, CUDA), resolved
 // when it is compiled; a GPU target carries its host's CPU features too.
 Halide::Expr compiled_for_gpu();
+// True where the pipeline's target has any of `features`, resolved when it
+// is compiled. Halide's x86 code generator completes a target's features
+// (avx512_sapphirerapids and avx512_zen5 imply avx512_zen4, ...), but its
+// target queries see only those named, and the host target names its CPU's
+// newest level: a test of one feature misses the CPUs named by another.
+Halide::Expr target_has_any_feature(std::initializer_list<Halide::Target::Feature> features);
 Halide::Expr load_as_float(const Halide::Expr& stored, DType dtype);
 // How a bf16 store rounds: always the same bits, but vcvtne2ps2bf16 exists
 // in Halide only as a vector function (its runtime's vcvtne2ps2bf16x32), so
