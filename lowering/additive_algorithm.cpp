@@ -43,17 +43,19 @@ Expr define_sinusoidal(const RopeSpec& spec, RopeAlgorithm& a) {
       step[(2 * k + 1) * spec.dim + c] = static_cast<float>(std::sin(k * freqs[pair[c]]));
     }
   const Buffer<float> steps = constant_table_f32(step, "sinusoidal_step_table");
-  const Buffer<double> pairs = constant_table(std::vector<double>(pair.begin(), pair.end()), "sinusoidal_pair_table");
   const Buffer<double> cos_columns = constant_table(std::vector<double>(is_cos.begin(), is_cos.end()), "sinusoidal_cos_table");
+  // Frequencies by column, not by pair: the angle reduction then reads
+  // dense rows (indexed by pair, it gathered 4 words per column).
+  std::vector<double> column_freqs(spec.dim);
+  for (int c = 0; c < spec.dim; ++c) column_freqs[c] = freqs[pair[c]];
 
   a.inv_freq = Func("inv_freq");
-  a.inv_freq(a.r) = constant_table(freqs, "sinusoidal_inv_freq_table")(a.r);
+  a.inv_freq(a.r) = constant_table(column_freqs, "sinusoidal_inv_freq_table")(a.r);
   a.quarter_turns = Func("quarter_turns");
   a.quarter_turns(a.r) = quarter_turns_split(a.inv_freq(a.r));
 
   // Columns clamped so that bounds inference sees the tables' range.
   const Expr column = clamp(a.r, 0, spec.dim - 1);
-  const Expr column_pair = clamp(cast<int>(pairs(column)), 0, static_cast<int>(freqs.size()) - 1);
   // (u, v) of a column at the position whose fixed-point reduction is `reduced`.
   auto u_v = [&](const Tuple& reduced) {
     const SinCos sc = sincos_of_reduced(reduced[0], reduced[1]);
@@ -68,12 +70,12 @@ Expr define_sinusoidal(const RopeSpec& spec, RopeAlgorithm& a) {
     // Blocks relative to the offset's, so that an int32 indexes them at any offset.
     Var block("block");
     const Expr first_block = a.offset >> kBlockBits;
-    a.reduced(a.r, block) = reduce_angle_fixed((first_block + block) * kBlock, a.quarter_turns(column_pair));
+    a.reduced(a.r, block) = reduce_angle_fixed((first_block + block) * kBlock, a.quarter_turns(column));
     a.cos_sin_base = Func("cos_sin_base");
     a.cos_sin_base(a.r, block) = u_v(a.reduced(a.r, block));
     uv = a.cos_sin_base(a.r, cast<int>((id >> kBlockBits) - first_block));
   } else {
-    a.reduced(a.r, a.s, a.b) = reduce_angle_fixed(id - in_block, a.quarter_turns(column_pair));
+    a.reduced(a.r, a.s, a.b) = reduce_angle_fixed(id - in_block, a.quarter_turns(column));
     uv = u_v(a.reduced(a.r, a.s, a.b));
   }
   const Expr k = cast<int>(in_block);

@@ -323,10 +323,11 @@ void schedule_encoding_gpu(lowering::RopeAlgorithm& a, const RopeSpec& spec, con
       .fuse(ds, a.h, dh)
       .gpu_threads(dt)
       .gpu_blocks(a.s, dh, a.b);
-  // See schedule_rope_gpu: the table over a padded range, on the host.
-  const int padded_pairs = ((spec.dim + 1) / 2 + 31) / 32 * 32;
-  if (a.inv_freq.defined()) a.inv_freq.compute_root().bound(a.r, 0, padded_pairs);
-  if (a.quarter_turns.defined()) a.quarter_turns.compute_root().bound(a.r, 0, padded_pairs);
+  // See schedule_rope_gpu: the table over a padded range, on the host
+  // (sinusoidal's frequencies are by column).
+  const int padded_columns = (spec.dim + 31) / 32 * 32;
+  if (a.inv_freq.defined()) a.inv_freq.compute_root().bound(a.r, 0, padded_columns);
+  if (a.quarter_turns.defined()) a.quarter_turns.compute_root().bound(a.r, 0, padded_columns);
   // Sinusoidal PE (u cd + v sd) per block, in its memory, before x + PE:
   // inline, lavapipe computed x + (u cd + v sd) as (x + u cd) + v sd (Halide
   // 21's SPIR-V has no NoContraction: strict_float is not kept), 1 ulp off
