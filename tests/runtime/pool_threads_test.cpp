@@ -99,6 +99,48 @@ TEST(PoolThreads, EveryPoolSizeGivesTheSameBitsThroughTheJit) {
   set_threads(before);
 }
 
+// Learned PE with implicit positions shares each table row by the batch
+// when the sequence has a tile per thread, else tiles the batch too (a
+// specialization on pool_threads): both give x + table[offset + s].
+TEST(PoolThreads, LearnedEncodingIsRightOnEitherSideOfTheSharedRowsSwitch) {
+  const RopeSpec spec = parse_spec("name: wpe\nencoding: learned\ndim: 37\npositions: implicit\n", "wpe.yaml").value();
+  const Halide::Target host = Halide::get_host_target();
+  runtime::JitKernel jit(spec, lowering::KernelVariant{}, host);
+  auto set_threads = reinterpret_cast<int (*)(int)>(runtime::jit_runtime_export(host, "halide_set_num_threads"));
+  ASSERT_NE(set_threads, nullptr);
+  const int64_t rows = 90, offset = 9, dim = spec.dim;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> dist;
+  std::vector<float> table(rows * dim);
+  for (float& v : table) v = dist(rng);
+  const int before = set_threads(1);
+  // 70 tokens are 5 tiles of 16: shared at 1..5 threads, not at 8 or 64.
+  for (auto [batch, seq] : {std::pair<int64_t, int64_t>{3, 70}, {67, 1}})
+    for (int threads : {1, 2, 5, 8, 64}) {
+      SCOPED_TRACE(fmt::format("[{}, {}], {} threads", batch, seq, threads));
+      set_threads(threads);
+      std::vector<float> x(batch * seq * dim), out(x.size(), -1.0f);
+      for (float& v : x) v = dist(rng);
+      Call call;
+      call.q = Tensor::dense(x.data(), ElementType::Float32, {batch, seq, dim});
+      call.out_q = Tensor::dense(out.data(), ElementType::Float32, {batch, seq, dim});
+      call.table = Tensor::dense(table.data(), ElementType::Float32, {rows, dim});
+      call.offset = offset;
+      Result<call::PreparedCall> prepared = call::prepare_call(spec, call);
+      ASSERT_TRUE(prepared.ok()) << format(prepared.errors());
+      jit.run(*prepared);
+      int wrong = 0;
+      for (int64_t b = 0; b < batch; ++b)
+        for (int64_t t = 0; t < seq; ++t)
+          for (int64_t d = 0; d < dim; ++d) {
+            const int64_t i = (b * seq + t) * dim + d;
+            wrong += out[i] != x[i] + table[(offset + t) * dim + d];
+          }
+      EXPECT_EQ(wrong, 0);
+    }
+  set_threads(before);
+}
+
 TEST(PoolThreads, CachedKernelsExportTheirPoolSize) {
   const std::string dir = test::make_temp_dir();
   const RopeSpec spec = parse_spec(kSpec, "pool.yaml").value();
