@@ -36,18 +36,18 @@ Expr define_sinusoidal(const RopeSpec& spec, RopeAlgorithm& a) {
   const std::vector<double> freqs = sinusoidal_frequencies(spec);
   std::vector<int> pair(spec.dim), is_cos(spec.dim);
   for (int c = 0; c < spec.dim; ++c) std::tie(pair[c], is_cos[c]) = sinusoidal_column(spec, c);
-  std::vector<float> step(2 * kBlock * spec.dim);  // [k][cos(k f) of every column | sin(k f)]
-  for (int k = 0; k < kBlock; ++k)
-    for (int c = 0; c < spec.dim; ++c) {
-      step[(2 * k) * spec.dim + c] = static_cast<float>(std::cos(k * freqs[pair[c]]));
-      step[(2 * k + 1) * spec.dim + c] = static_cast<float>(std::sin(k * freqs[pair[c]]));
-    }
-  const Buffer<float> steps = constant_table_f32(step, "sinusoidal_step_table");
-  const Buffer<double> cos_columns = constant_table(std::vector<double>(is_cos.begin(), is_cos.end()), "sinusoidal_cos_table");
   // Frequencies by column, not by pair: the angle reduction then reads
   // dense rows (indexed by pair, it gathered 4 words per column).
   std::vector<double> column_freqs(spec.dim);
   for (int c = 0; c < spec.dim; ++c) column_freqs[c] = freqs[pair[c]];
+  std::vector<float> step(2 * kBlock * spec.dim);  // [k][cos(k f) of every column | sin(k f)]
+  for (int k = 0; k < kBlock; ++k)
+    for (int c = 0; c < spec.dim; ++c) {
+      step[(2 * k) * spec.dim + c] = static_cast<float>(std::cos(k * column_freqs[c]));
+      step[(2 * k + 1) * spec.dim + c] = static_cast<float>(std::sin(k * column_freqs[c]));
+    }
+  const Buffer<float> steps = constant_table_f32(step, "sinusoidal_step_table");
+  const Buffer<double> cos_columns = constant_table(std::vector<double>(is_cos.begin(), is_cos.end()), "sinusoidal_cos_table");
 
   a.inv_freq = Func("inv_freq");
   a.inv_freq(a.r) = constant_table(column_freqs, "sinusoidal_inv_freq_table")(a.r);
