@@ -298,19 +298,20 @@ void schedule_rope_cpu(lowering::RopeAlgorithm& a, const RopeSpec& spec, const T
 // 4096] 0.72 / 0.52 -> 0.74 / 0.61-0.64; [1, 4096], [64, 1] unchanged
 // (0.67, 0.65-0.78). Tiles of 32-128 tokens instead of 16: no difference.
 void schedule_encoding_cpu(lowering::RopeAlgorithm& a, const RopeSpec& spec, const Target& target) {
+  constexpr int kTileTokens = 16;
   const int lanes = vector_lanes(target);
   Func out = a.q.output;
   const Layout layout = lowering::kernel_layout(spec);
   const bool implicit = spec.positions == PositionsMode::Implicit;
   if (a.uses_table && implicit && layout != Layout::SBHD) {  // sbd: the batch is inside anyway
     a.uses_pool_threads = true;
-    const Expr tiles = (extent_of(out, a.s) + 15) / 16;
+    const Expr tiles = (extent_of(out, a.s) + kTileTokens - 1) / kTileTokens;
     Stage rows_shared = out.specialize(tiles >= clamp(a.pool_threads, 1, 1024));
-    tile_tokens(out, rows_shared, a, layout, 16, {a.d}, true);
+    tile_tokens(out, rows_shared, a, layout, kTileTokens, {a.d}, true);
     rows_shared.vectorize(a.d, lanes, TailStrategy::GuardWithIf);
   }
   const bool shared_rows = a.cos_sin.defined() && implicit;
-  const Var tile = tile_tokens(out, a, layout, 16, {a.d}, shared_rows);
+  const Var tile = tile_tokens(out, a, layout, kTileTokens, {a.d}, shared_rows);
   out.vectorize(a.d, lanes, TailStrategy::GuardWithIf);
   if (!a.cos_sin.defined()) return;
   schedule_frequencies(a, lanes);
