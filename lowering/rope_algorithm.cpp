@@ -175,15 +175,16 @@ void define_rotation(const RopeSpec& spec, const RopeAlgorithm& a, RotatedTensor
   const int half = spec.num_pairs();
   const Expr x0 = load_as_float(t.input(dim_of(spec, spec.pairing, a.r, 0), a.h, a.s, a.b), spec.dtype);
   const Expr x1 = load_as_float(t.input(dim_of(spec, spec.pairing, a.r, 1), a.h, a.s, a.b), spec.dtype);
-  const Expr c = cos_sin(a.r, a.s, a.b)[0];
-  const Expr sn = a.variant.backward ? -cos_sin(a.r, a.s, a.b)[1] : cos_sin(a.r, a.s, a.b)[1];
+  const Expr b = a.cos_sin_shared_by_batch ? Expr(0) : Expr(a.b);
+  const Expr c = cos_sin(a.r, a.s, b)[0];
+  const Expr sn = a.variant.backward ? -cos_sin(a.r, a.s, b)[1] : cos_sin(a.r, a.s, b)[1];
   // x0 c - x1 s and x1 c + x0 s: one product rounded, the other fused with
   // the sum (fma.h: the same bits on every target, the instruction where
   // there is one). The negation flips the sign bit, as on every target.
   const Expr x1_sn = strict_float(x1 * sn);
   const Expr minus_x1_sn = reinterpret<float>(reinterpret<uint32_t>(x1_sn) ^ Expr(0x80000000u));
   Expr value = select(a.m == 0, fused_multiply_add(x0, c, minus_x1_sn), fused_multiply_add(x1, c, strict_float(x0 * sn)));
-  if (spec.xpos.enabled) value *= xpos_scale(a.r, a.s, a.b)[is_key ? 1 : 0];
+  if (spec.xpos.enabled) value *= xpos_scale(a.r, a.s, b)[is_key ? 1 : 0];
   t.rotated(a.r, a.m, a.h, a.s, a.b) = strict_float(value);
   if (!with_output) return;  // kv_cache specs without out_k: k only goes to the cache
 
@@ -431,6 +432,7 @@ RopeAlgorithm build_rope(const RopeSpec& forward_spec, const KernelVariant& vari
   a.cos_sin_cache = ImageParam(Float(32), 2, "cos_sin_cache");
 
   detail::define_positions(spec, a, pair_axis(spec, a.r));
+  a.cos_sin_shared_by_batch = a.uses_offset && !a.uses_cu_seqlens;
 
   const RopeFrequencies freqs = compute_frequencies(spec);
   if (spec.frequency.scheme == FrequencyScheme::Table) {

@@ -78,9 +78,10 @@ bool heads_inside_tokens(Layout layout) { return layout != Layout::BHSD; }
 // made Halide 21 size each tile's cos/sin from the sequence's first token
 // (1 x 128 bf16, 1 thread: 50 -> 105 us).
 // `stage`: f's pure definition, or one of its specializations.
+// `sequences`: sequences per tile, if not as above.
 template <typename V>
 Var tile_tokens(Func f, Stage stage, const V& vars, Layout layout, const Expr& tokens, std::vector<VarOrRVar> inner,
-                bool batch_inside = false) {
+                bool batch_inside = false, Expr sequences = Expr()) {
   Var so("so"), si("si"), bo("bo"), bi("bi");
   stage.split(vars.s, so, si, tokens, TailStrategy::GuardWithIf);
   if (heads_inside_tokens(layout)) inner.insert(inner.end(), {vars.h, si});
@@ -90,8 +91,8 @@ Var tile_tokens(Func f, Stage stage, const V& vars, Layout layout, const Expr& t
     stage.reorder(inner).parallel(so);
     return so;
   }
-  const Expr sequences_per_tile = max(1, tokens / max(extent_of(f, vars.s), 1));
-  stage.split(vars.b, bo, bi, sequences_per_tile, TailStrategy::GuardWithIf);
+  if (!sequences.defined()) sequences = max(1, tokens / max(extent_of(f, vars.s), 1));
+  stage.split(vars.b, bo, bi, sequences, TailStrategy::GuardWithIf);
   inner.insert(inner.end(), {bi, so, bo});
   stage.reorder(inner).parallel(so).parallel(bo);
   return so;
@@ -99,14 +100,36 @@ Var tile_tokens(Func f, Stage stage, const V& vars, Layout layout, const Expr& t
 
 template <typename V>
 Var tile_tokens(Func f, const V& vars, Layout layout, const Expr& tokens, std::vector<VarOrRVar> inner,
-                bool batch_inside = false) {
-  return tile_tokens(f, Stage(f), vars, layout, tokens, std::move(inner), batch_inside);
+                bool batch_inside = false, const Expr& sequences = Expr()) {
+  return tile_tokens(f, Stage(f), vars, layout, tokens, std::move(inner), batch_inside, sequences);
+}
+
+// Sequences per tile where cos/sin are the batch's (lowering's
+// cos_sin_shared_by_batch): as many as still leave a tile per thread of
+// the pool, so that a tile computes its tokens' cos/sin once for all of
+// them (before, once per sequence); at least as many as tile_tokens groups
+// for short sequences. Evidence (2-core Zen 5, llama3-8B q 32 + k 8 heads,
+// bf16, us, rope-gen / the table kernel in the same runs, three A/B runs
+// of each binary): 1 thread, [4, 4096] in place 5629-5747 / 5000-5184 ->
+// 5429-5506 / 5029-5086, out of place 8610-8783 / 8407-8710 -> 8537-8564
+// / 8429-8725; [8, 512] out of place 1767-1803 / 1700-1716 -> 1725-1740 /
+// 1694-1712; [64, 1] in place at one position 11.1-11.3 / 10.2-10.3 ->
+// 10.0-10.1 / 10.3-10.4; 2 threads, [4, 4096] in place 4707-4739 /
+// 4605-4647 -> 4633-4696 / 4587-4645. f32 [4, 4096] in place: no change.
+template <typename V>
+Expr batch_sharing_sequences(Func f, const V& vars, const Expr& tokens, const Expr& threads) {
+  const Expr seq = max(extent_of(f, vars.s), 1), batch = max(extent_of(f, vars.b), 1);
+  const Expr sequence_tiles = (seq + tokens - 1) / tokens;
+  const Expr pool = cast<int32_t>(clamp(threads, 1, 1024));
+  const Expr groups = clamp((pool + sequence_tiles - 1) / sequence_tiles, 1, batch);
+  return max(max(1, tokens / seq), (batch + groups - 1) / groups);
 }
 
 // Places one rotated tensor's output and register stage; returns its tile
-// loop. `tokens`: q's tile, for k too (k is computed with q's tiles).
+// loop. `tokens`: q's tile, for k too (k is computed with q's tiles);
+// `sequences`: sequences per tile (tile_tokens).
 Var schedule_tensor(const lowering::RopeAlgorithm& a, lowering::RotatedTensor& t, const RopeSpec& spec,
-                    const Target& target, const Expr& tokens) {
+                    const Target& target, const Expr& tokens, const Expr& sequences) {
   const int lanes = vector_lanes(target);
   const bool interleaved = spec.output_pairing == Pairing::Interleaved;
   // Per vector chunk of pairs, both members are computed into registers
@@ -115,8 +138,8 @@ Var schedule_tensor(const lowering::RopeAlgorithm& a, lowering::RotatedTensor& t
   // Interleaved: the two unrolled member stores merge into one dense store.
   Var chunk("chunk"), lane("lane");
   t.output.split(a.r, chunk, lane, lanes, TailStrategy::GuardWithIf);
-  const Var tile = interleaved ? tile_tokens(t.output, a, spec.layout, tokens, {a.m, lane, chunk})
-                               : tile_tokens(t.output, a, spec.layout, tokens, {lane, a.m, chunk});
+  const Var tile = interleaved ? tile_tokens(t.output, a, spec.layout, tokens, {a.m, lane, chunk}, false, sequences)
+                               : tile_tokens(t.output, a, spec.layout, tokens, {lane, a.m, chunk}, false, sequences);
   t.output.vectorize(lane).unroll(a.m);
   t.rotated.compute_at(t.output, chunk).vectorize(a.r, lanes, TailStrategy::GuardWithIf).unroll(a.m);
   return tile;
@@ -242,7 +265,9 @@ void schedule_rope_cpu(lowering::RopeAlgorithm& a, const RopeSpec& spec, const T
   schedule_frequencies(a, lanes);  // undefined: cos/sin read from a cache (scheme table)
   a.uses_pool_threads = true;
   const Expr tokens = tokens_per_tile(spec, a.q.output, a, a.pool_threads);
-  const Var tile = schedule_tensor(a, a.q, spec, target, tokens);
+  const Expr sequences =
+      a.cos_sin_shared_by_batch ? batch_sharing_sequences(a.q.output, a, tokens, a.pool_threads) : Expr();
+  const Var tile = schedule_tensor(a, a.q, spec, target, tokens, sequences);
   if (a.variant.with_k) {
     // k has q's tokens and batch, only its heads differ (call/prepare_call
     // checks); said here, the fused loops need no guards for k.
@@ -250,7 +275,7 @@ void schedule_rope_cpu(lowering::RopeAlgorithm& a, const RopeSpec& spec, const T
       const auto q_dim = a.q.output.output_buffer().dim(dim);
       a.k.output.output_buffer().dim(dim).set_bounds(q_dim.min(), q_dim.extent());
     }
-    schedule_tensor(a, a.k, spec, target, tokens);
+    schedule_tensor(a, a.k, spec, target, tokens, sequences);
     a.k.output.compute_with(a.q.output, tile);
   }
   // cos/sin once per token of the tile, shared by every head (computed, or

@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <random>
 
 #include <dlfcn.h>
@@ -36,9 +37,11 @@ struct Shape {
 
 size_t bytes(const HostStorage& s) { return s.elements() * element_bytes(s.element_type()); }
 
-// q (5 heads) and k (2) from a fixed seed, rotated by `run`; both outputs' bytes.
+// q (5 heads) and k (2) from a fixed seed, rotated by `run`; both outputs'
+// bytes. Explicit ids: random, or offset + s for every sequence with
+// `offset`; implicit positions start at `offset`.
 template <typename Run>
-std::string rotate(const RopeSpec& spec, const Shape& s, Run run) {
+std::string rotate(const RopeSpec& spec, const Shape& s, Run run, std::optional<int64_t> offset = std::nullopt) {
   std::mt19937 rng(7);
   std::normal_distribution<float> dist(0.0f, 1.5f);
   auto storage = [&](int64_t heads) {
@@ -50,7 +53,7 @@ std::string rotate(const RopeSpec& spec, const Shape& s, Run run) {
   std::memset(out_q.data(), 0x5a, bytes(out_q)), std::memset(out_k.data(), 0x5a, bytes(out_k));
   std::vector<int32_t> ids(s.batch * s.seq);
   std::uniform_int_distribution<int32_t> id(0, 8191);
-  for (int32_t& i : ids) i = id(rng);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = offset ? static_cast<int32_t>(*offset + i % s.seq) : id(rng);
   const std::vector<int64_t> q_shape = {s.batch, s.seq, 5, spec.head_dim}, k_shape = {s.batch, s.seq, 2, spec.head_dim};
   Call call;
   call.q = Tensor::dense(q.data(), q.element_type(), q_shape.data(), 4);
@@ -59,7 +62,8 @@ std::string rotate(const RopeSpec& spec, const Shape& s, Run run) {
   HostStorage& ok = s.in_place ? k : out_k;
   call.out_q = Tensor::dense(oq.data(), oq.element_type(), q_shape.data(), 4);
   call.out_k = Tensor::dense(ok.data(), ok.element_type(), k_shape.data(), 4);
-  call.positions = Tensor::dense(ids.data(), ElementType::Int32, {s.batch, s.seq});
+  if (spec.positions == PositionsMode::Explicit) call.positions = Tensor::dense(ids.data(), ElementType::Int32, {s.batch, s.seq});
+  else call.offset = offset.value_or(0);
   run(call);
   return std::string(static_cast<const char*>(oq.data()), bytes(oq)) +
          std::string(static_cast<const char*>(ok.data()), bytes(ok));
@@ -94,6 +98,41 @@ TEST(PoolThreads, EveryPoolSizeGivesTheSameBitsThroughTheJit) {
       set_threads(threads);
       ASSERT_EQ(get_threads(), threads);
       EXPECT_EQ(rotate(spec, s, run), serial);
+    }
+  }
+  set_threads(before);
+}
+
+// Implicit positions: every sequence of a call has the same cos/sin, which
+// a tile of several sequences computes once (lowering's
+// cos_sin_shared_by_batch; how many sequences a tile takes depends on the
+// pool's size): the same bits as explicit ids offset + s, at every pool
+// size, with tails of tiles and of sequence groups.
+TEST(PoolThreads, ImplicitPositionsSharedByTheBatchGiveTheIdsBitsAtEveryPoolSize) {
+  const RopeSpec ids_spec = parse_spec(kSpec, "pool.yaml").value();
+  RopeSpec implicit = ids_spec;
+  implicit.positions = PositionsMode::Implicit;
+  lowering::KernelVariant variant;
+  variant.with_k = true;
+  const Halide::Target host = Halide::get_host_target();
+  runtime::JitKernel with_ids(ids_spec, variant, host), without(implicit, variant, host);
+  auto set_threads = reinterpret_cast<int (*)(int)>(runtime::jit_runtime_export(host, "halide_set_num_threads"));
+  ASSERT_NE(set_threads, nullptr);
+  auto runner = [](const RopeSpec& spec, runtime::JitKernel& kernel) {
+    return [&spec, &kernel](Call& call) {
+      Result<call::PreparedCall> prepared = call::prepare_call(spec, call);
+      ASSERT_TRUE(prepared.ok()) << format(prepared.errors());
+      kernel.run(*prepared);
+    };
+  };
+  const int before = set_threads(1);
+  for (const Shape& s : {Shape{67, 1, false}, Shape{3, 70, true}, Shape{5, 300, false}, Shape{2, 1000, true}}) {
+    SCOPED_TRACE(fmt::format("[{}, {}] in_place={}", s.batch, s.seq, s.in_place));
+    const std::string expected = rotate(ids_spec, s, runner(ids_spec, with_ids), int64_t{4093});
+    for (int threads : {1, 2, 3, 5, 8, 64}) {
+      SCOPED_TRACE(threads);
+      set_threads(threads);
+      EXPECT_EQ(rotate(implicit, s, runner(implicit, without), int64_t{4093}), expected);
     }
   }
   set_threads(before);
