@@ -84,7 +84,17 @@ Expr define_sinusoidal(const RopeSpec& spec, RopeAlgorithm& a) {
   a.cos_sin = Func("pe");
   a.cos_sin(a.r, a.s, a.b) = strict_float(uv[0] * step_cos + uv[1] * step_sin);
   // Implicit positions are the same in every batch: one row serves all.
-  return a.cos_sin(a.d, a.s, spec.positions == PositionsMode::Explicit ? Expr(a.b) : Expr(0));
+  const Expr pe = a.cos_sin(a.d, a.s, spec.positions == PositionsMode::Explicit ? Expr(a.b) : Expr(0));
+  if (!a.cos_sin_base.defined()) return pe;
+  // With more than one sequence the rows come from pe_rows, a stage that a
+  // schedule can compute once per tile for the whole batch; one sequence
+  // adds PE where it is computed. The same values either way: a schedule
+  // that specializes on batch_shares_pe_rows keeps one source per case (a
+  // Func has one place), and one that does not reads select(c, v, v) = v.
+  a.pe_rows = Func("pe_rows");
+  a.pe_rows(a.r, a.s) = a.cos_sin(a.r, a.s, 0);
+  a.batch_shares_pe_rows = a.q.input.dim(3).extent() >= 2;
+  return select(a.batch_shares_pe_rows, a.pe_rows(a.d, a.s), pe);
 }
 
 }  // namespace

@@ -82,6 +82,11 @@ struct RopeAlgorithm {
   // at the start of the offset's block + block (16 positions each), whose
   // `reduced` is then (r, block); undefined otherwise.
   Halide::Func cos_sin_base;
+  // Sinusoidal with implicit positions (unpacked): (column, s) the PE row of
+  // position offset + s, read when batch_shares_pe_rows (x has more than
+  // one sequence) is true; undefined otherwise.
+  Halide::Func pe_rows;
+  Halide::Expr batch_shares_pe_rows;
   Halide::Func xpos_scale;    // (r, s, b) -> {query scale s_r^p, key scale s_r^-p}; undefined without xPos
 
   // q, k for rope; q alone holds the single tensor of the other encodings

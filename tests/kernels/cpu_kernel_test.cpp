@@ -3,12 +3,18 @@
 // parameters, so a failure names the exact combination.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
+
+#include <fmt/format.h>
 
 #include "kernels/encoding_sweeps.h"
 #include "kernels/kernel_case.h"
 #include "kernels/kernel_checks.h"
 #include "kernels/kernel_sweeps.h"
+#include "ropegen/runtime.h"
+#include "ropegen/spec_io.h"
 
 namespace ropegen {
 namespace {
@@ -61,6 +67,44 @@ TEST(CpuKernel, FusedQkvViewsWithoutCopy) {
 }
 
 TEST(CpuEncodings, SinusoidalAndLearned) { test::run_encoding_sweep(test::sweep_sinusoidal_and_learned(), "host", false); }
+// Sinusoidal PE with implicit positions: a call of several sequences
+// reads each token's PE row from a stage computed once for the batch, one
+// sequence computes PE where it adds it (lowering's pe_rows): each
+// sequence of a batch gets the bits it gets alone, across 16-position
+// blocks and tiles, odd dims, bsd and sbd.
+TEST(CpuEncodings, SinusoidalRowsSharedByTheBatchAreEachSequencesOwn) {
+  const int64_t batch = 3, seq = 37, offset = 65533;
+  for (const char* layout : {"bsd", "sbd"})
+    for (int64_t dim : {9, 130}) {
+      SCOPED_TRACE(fmt::format("{} dim {}", layout, dim));
+      const RopeSpec spec =
+          parse_spec(fmt::format("name: s\nencoding: sinusoidal\ndim: {}\nlayout: {}\n", dim, layout), "s.yaml").value();
+      const bool sbd = std::string(layout) == "sbd";
+      std::vector<float> x(batch * seq * dim), out(x.size(), -1.0f);
+      for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 97) / 13.0f - 3.0f;
+      auto at = [&](int64_t b, int64_t t) { return (sbd ? t * batch + b : b * seq + t) * dim; };
+      auto run = [&](float* in, float* result, int64_t sequences) {
+        const std::vector<int64_t> shape = sbd ? std::vector<int64_t>{seq, sequences, dim} : std::vector<int64_t>{sequences, seq, dim};
+        Call call;
+        call.q = Tensor::dense(in, ElementType::Float32, shape.data(), 3);
+        call.out_q = Tensor::dense(result, ElementType::Float32, shape.data(), 3);
+        call.offset = offset;
+        const Status ran = Runtime::process().run(spec, call);
+        ASSERT_TRUE(ran.ok()) << format(ran.errors());
+      };
+      run(x.data(), out.data(), batch);
+      for (int64_t b = 0; b < batch; ++b) {
+        std::vector<float> one(seq * dim), alone(one.size(), -2.0f);
+        for (int64_t t = 0; t < seq; ++t) std::copy_n(&x[at(b, t)], dim, &one[t * dim]);
+        run(one.data(), alone.data(), 1);
+        int differ = 0;
+        for (int64_t t = 0; t < seq; ++t)
+          for (int64_t d = 0; d < dim; ++d) differ += std::memcmp(&out[at(b, t) + d], &alone[t * dim + d], 4) != 0;
+        EXPECT_EQ(differ, 0) << "sequence " << b;
+      }
+    }
+}
+
 TEST(CpuEncodings, Alibi) { test::run_encoding_sweep(test::sweep_alibi(), "host", false); }
 TEST(CpuEncodings, MultiAxisRope) { test::run_encoding_sweep(test::sweep_multi_axis_rope(), "host", false); }
 TEST(CpuEncodings, BackwardAndRuntimeFrequencies) {
