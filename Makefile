@@ -77,12 +77,15 @@ run: build
 
 # rope-gen's kernel, bench/'s hand-written table kernel and a memcpy of the
 # same bytes on the same threads, side by side (llama3-8B, q 32 + k 8 heads;
-# bench/README.md). One process per thread count: Halide's pool size is read
+# bench/README.md); then the sinusoidal and learned x + PE kernels against the
+# memcpy. One process per thread count: Halide's pool size is read
 # once per process. BENCH_SECONDS: measuring time per side and case.
 BENCH_SECONDS ?= 0.2
 bench: build
 	$(BUILD)/bench/compare_bench --threads 1 --seconds $(BENCH_SECONDS)
 	$(BUILD)/bench/compare_bench --threads 2 --seconds $(BENCH_SECONDS) --no-header
+	$(BUILD)/bench/compare_bench --encodings --threads 1 --seconds $(BENCH_SECONDS)
+	$(BUILD)/bench/compare_bench --encodings --threads 2 --seconds $(BENCH_SECONDS) --no-header
 
 # The GPU kit (gpu_kit/README.md): AOT CUDA libraries of the test cases and
 # bench specs, their data, a runner and run.sh, in $(BUILD)/gpu-kit. Built

@@ -1,10 +1,12 @@
-// compare_bench [--threads N] [--seconds S] [--no-header] [--json FILE]
+// compare_bench [--encodings] [--threads N] [--seconds S] [--no-header] [--json FILE]
 // rope-gen's kernel, bench/'s hand-written table kernel and a memcpy of the
 // same bytes, side by side on llama3-8B shapes (q 32 heads + k 8, head_dim
 // 128): decode 64 x 1 (random explicit ids in [0, 8192)), prefill 1 x 128
 // and 4 x 4096 (positions 0..S-1), f32 and bf16, out of place and in place.
-// One markdown table row per case (`make bench` runs it for 1 and 2
-// threads); --json appends one JSON line per case to FILE.
+// --encodings: the sinusoidal and learned x + PE kernels (d_model 1024,
+// f32, bsd, positions 0..S-1) against the memcpy, [1,128], [8,512] and
+// [4,4096]. One markdown table row per case (`make bench` runs both for 1
+// and 2 threads); --json appends one JSON line per case to FILE.
 //
 // Halide's thread pool reads HL_NUM_THREADS when the first kernel runs, so
 // one process times one thread count; --threads sets it before that.
@@ -33,8 +35,49 @@ struct Case {
 };
 
 int usage() {
-  std::cerr << "usage: compare_bench [--threads N] [--seconds S] [--no-header] [--json FILE]\n";
+  std::cerr << "usage: compare_bench [--encodings] [--threads N] [--seconds S] [--no-header] [--json FILE]\n";
   return 2;
+}
+
+bool print_errors(const std::string& what, const std::vector<ropegen::Diagnostic>& errors) {
+  for (const auto& d : errors) std::cerr << what << ": " << ropegen::format(d) << "\n";
+  return false;
+}
+
+// The x + PE encodings against the memcpy of their bytes; false if a case failed.
+bool bench_encodings(int threads, double seconds, bool header, std::ofstream& json) {
+  const std::vector<std::pair<const char*, const char*>> specs = {
+      {"sinusoidal", ROPEGEN_SOURCE_DIR "/bench/sinusoidal_1024.yaml"},
+      {"learned", ROPEGEN_SOURCE_DIR "/bench/learned_1024.yaml"}};
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {{1, 128}, {8, 512}, {4, 4096}};
+  if (header)
+    std::cout << "| encoding | [B,S] d1024 f32 | threads | rope-gen µs | memcpy µs | rope-gen ratio |\n"
+                 "|---|---|---|---|---|---|\n";
+  bool ok = true;
+  for (const auto& [name, path] : specs) {
+    ropegen::Result<ropegen::RopeSpec> spec = ropegen::load_spec(path);
+    if (!spec) return print_errors(path, spec.errors());
+    for (const auto& [batch, seq] : shapes) {
+      ropegen::bench::BenchOptions o;
+      o.batch = batch, o.seq = seq, o.threads = threads, o.min_seconds = seconds;
+      const ropegen::Result<ropegen::bench::BenchResult> r = ropegen::bench::bench_rope(*spec, o);
+      if (!r) {
+        ok = print_errors(name, r.errors());
+        continue;
+      }
+      std::cout << fmt::format("| {} | [{},{}] | {} | {:.1f} | {:.1f} | {:.2f} |\n", name, batch, seq, threads,
+                               r->kernel_us, r->copy_us, r->ratio)
+                << std::flush;
+      if (json.is_open()) {
+        nlohmann::ordered_json j;
+        j["encoding"] = name, j["shape"] = {batch, seq, spec->dim}, j["threads"] = threads, j["bytes"] = r->bytes;
+        j["kernel_us"] = r->kernel_us, j["copy_us"] = r->copy_us, j["ratio"] = r->ratio;
+        j["runs"] = r->runs, j["copy_runs"] = r->copy_runs;
+        json << j.dump() << "\n";
+      }
+    }
+  }
+  return ok;
 }
 
 }  // namespace
@@ -42,7 +85,7 @@ int usage() {
 int main(int argc, char** argv) {
   int threads = 1;
   double seconds = 0.2;
-  bool header = true;
+  bool header = true, encodings = false;
   std::string json_path;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -51,18 +94,20 @@ int main(int argc, char** argv) {
     else if (arg == "--seconds" && has_value) seconds = std::atof(argv[++i]);
     else if (arg == "--json" && has_value) json_path = argv[++i];
     else if (arg == "--no-header") header = false;
+    else if (arg == "--encodings") encodings = true;
     else return usage();
   }
   if (threads < 1 || threads > 1024 || !(seconds > 0)) return usage();
   setenv("HL_NUM_THREADS", std::to_string(threads).c_str(), 1);
+  std::ofstream json;
+  if (!json_path.empty()) json.open(json_path, std::ios::app);
+  if (encodings) return bench_encodings(threads, seconds, header, json) ? 0 : 1;
 
   const std::vector<std::pair<const char*, std::string>> specs = {
       {"bf16", ROPEGEN_SOURCE_DIR "/examples/llama3_8b.yaml"}, {"f32", ROPEGEN_SOURCE_DIR "/bench/llama3_8b_f32.yaml"}};
   const std::vector<Case> cases = {{"decode", 64, 1, BenchPositions::Random},
                                    {"prefill", 1, 128, BenchPositions::Sequential},
                                    {"prefill", 4, 4096, BenchPositions::Sequential}};
-  std::ofstream json;
-  if (!json_path.empty()) json.open(json_path, std::ios::app);
   if (header) {
     std::cout << "| dtype | case | [B,S] q32+k8 | threads | placement | rope-gen µs | table µs | memcpy µs "
                  "| rope-gen ratio | table ratio | rope-gen time / table time |\n"
@@ -72,7 +117,7 @@ int main(int argc, char** argv) {
   for (const auto& [dtype, path] : specs) {
     ropegen::Result<ropegen::RopeSpec> loaded = ropegen::load_spec(path);
     if (!loaded) {
-      for (const auto& d : loaded.errors()) std::cerr << ropegen::format(d) << "\n";
+      print_errors(path, loaded.errors());
       return 1;
     }
     for (const Case& c : cases) {
