@@ -66,7 +66,7 @@ Expr define_sinusoidal(const RopeSpec& spec, RopeAlgorithm& a) {
   const Expr in_block = id & cast(id.type(), kBlock - 1);
   a.reduced = Func("reduced");
   Tuple uv(std::vector<Expr>(2));
-  if (a.uses_offset && !a.uses_cu_seqlens) {
+  if (a.cos_sin_shared_by_batch) {
     // Blocks relative to the offset's, so that an int32 indexes them at any offset.
     Var block("block");
     const Expr first_block = a.offset >> kBlockBits;

@@ -58,6 +58,7 @@ void define_positions(const RopeSpec& spec, RopeAlgorithm& a, const Expr& axis) 
   const auto [position, id] = position_exprs(spec, a, axis);
   a.position(a.r, a.s, a.b) = position;
   a.position_id(a.r, a.s, a.b) = id;
+  a.cos_sin_shared_by_batch = a.uses_offset && !a.uses_cu_seqlens;  // offset + s in every sequence
 }
 
 std::pair<Func, Func> cos_sin_stages(const RopeAlgorithm& a, float attention, const std::string& prefix) {
@@ -432,7 +433,6 @@ RopeAlgorithm build_rope(const RopeSpec& forward_spec, const KernelVariant& vari
   a.cos_sin_cache = ImageParam(Float(32), 2, "cos_sin_cache");
 
   detail::define_positions(spec, a, pair_axis(spec, a.r));
-  a.cos_sin_shared_by_batch = a.uses_offset && !a.uses_cu_seqlens;
 
   const RopeFrequencies freqs = compute_frequencies(spec);
   if (spec.frequency.scheme == FrequencyScheme::Table) {

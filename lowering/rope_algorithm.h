@@ -140,10 +140,10 @@ struct RopeAlgorithm {
   bool uses_positions = false, uses_cu_seqlens = false, uses_offset = false, uses_seq_len = false;
   bool uses_pool_threads = false;  // set by the schedule that reads pool_threads
   bool uses_table = false, uses_freqs = false, uses_cos_sin_cache = false;
-  // cos/sin (and xPos scales) are the same for every sequence of the call
-  // (implicit positions, unpacked layouts: offset + s): the rotations read
-  // them at b = 0, so a schedule's tile of several sequences computes them
-  // once for all of them.
+  // Positions, and so cos/sin (xPos scales, sinusoidal PE), are the same for
+  // every sequence of the call (implicit positions, unpacked layouts: offset
+  // + s; set by define_positions): RoPE's rotations read cos/sin at b = 0,
+  // so a schedule's tile of several sequences computes them once for all.
   bool cos_sin_shared_by_batch = false;
 
   std::vector<Halide::Argument> arguments() const;

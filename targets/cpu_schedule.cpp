@@ -78,7 +78,12 @@ bool heads_inside_tokens(Layout layout) { return layout != Layout::BHSD; }
 // made Halide 21 size each tile's cos/sin from the sequence's first token
 // (1 x 128 bf16, 1 thread: 50 -> 105 us).
 // `stage`: f's pure definition, or one of its specializations.
-// `sequences`: sequences per tile, if not as above.
+// `sequences`: sequences per tile, if not short_sequences_per_tile.
+template <typename V>
+Expr short_sequences_per_tile(Func f, const V& vars, const Expr& tokens) {
+  return max(1, tokens / max(extent_of(f, vars.s), 1));
+}
+
 template <typename V>
 Var tile_tokens(Func f, Stage stage, const V& vars, Layout layout, const Expr& tokens, std::vector<VarOrRVar> inner,
                 bool batch_inside = false, Expr sequences = Expr()) {
@@ -91,7 +96,7 @@ Var tile_tokens(Func f, Stage stage, const V& vars, Layout layout, const Expr& t
     stage.reorder(inner).parallel(so);
     return so;
   }
-  if (!sequences.defined()) sequences = max(1, tokens / max(extent_of(f, vars.s), 1));
+  if (!sequences.defined()) sequences = short_sequences_per_tile(f, vars, tokens);
   stage.split(vars.b, bo, bi, sequences, TailStrategy::GuardWithIf);
   inner.insert(inner.end(), {bi, so, bo});
   stage.reorder(inner).parallel(so).parallel(bo);
@@ -122,7 +127,7 @@ Expr batch_sharing_sequences(Func f, const V& vars, const Expr& tokens, const Ex
   const Expr sequence_tiles = (seq + tokens - 1) / tokens;
   const Expr pool = cast<int32_t>(clamp(threads, 1, 1024));
   const Expr groups = clamp((pool + sequence_tiles - 1) / sequence_tiles, 1, batch);
-  return max(max(1, tokens / seq), (batch + groups - 1) / groups);
+  return max(short_sequences_per_tile(f, vars, tokens), (batch + groups - 1) / groups);
 }
 
 // Places one rotated tensor's output and register stage; returns its tile

@@ -69,6 +69,13 @@ std::string rotate(const RopeSpec& spec, const Shape& s, Run run, std::optional<
          std::string(static_cast<const char*>(ok.data()), bytes(ok));
 }
 
+// The call prepared for `spec` (it must be valid) and run on `kernel`.
+void prepare_and_run(const RopeSpec& spec, runtime::JitKernel& kernel, Call& call) {
+  Result<call::PreparedCall> prepared = call::prepare_call(spec, call);
+  ASSERT_TRUE(prepared.ok()) << format(prepared.errors());
+  kernel.run(*prepared);
+}
+
 // Decode (one token per sequence, 67 of them) and a short prefill, so that
 // tasks of every size below leave tails.
 const Shape kShapes[] = {{67, 1, false}, {67, 1, true}, {3, 70, false}, {3, 70, true}};
@@ -83,11 +90,7 @@ TEST(PoolThreads, EveryPoolSizeGivesTheSameBitsThroughTheJit) {
   auto get_threads = reinterpret_cast<int (*)()>(runtime::jit_runtime_export(host, "halide_get_num_threads"));
   ASSERT_NE(set_threads, nullptr);
   ASSERT_NE(get_threads, nullptr);
-  auto run = [&](Call& call) {
-    Result<call::PreparedCall> prepared = call::prepare_call(spec, call);
-    ASSERT_TRUE(prepared.ok()) << format(prepared.errors());
-    jit.run(*prepared);
-  };
+  auto run = [&](Call& call) { prepare_and_run(spec, jit, call); };
   const int before = set_threads(1);
   for (const Shape& s : kShapes) {
     SCOPED_TRACE(fmt::format("[{}, {}] in_place={}", s.batch, s.seq, s.in_place));
@@ -119,11 +122,7 @@ TEST(PoolThreads, ImplicitPositionsSharedByTheBatchGiveTheIdsBitsAtEveryPoolSize
   auto set_threads = reinterpret_cast<int (*)(int)>(runtime::jit_runtime_export(host, "halide_set_num_threads"));
   ASSERT_NE(set_threads, nullptr);
   auto runner = [](const RopeSpec& spec, runtime::JitKernel& kernel) {
-    return [&spec, &kernel](Call& call) {
-      Result<call::PreparedCall> prepared = call::prepare_call(spec, call);
-      ASSERT_TRUE(prepared.ok()) << format(prepared.errors());
-      kernel.run(*prepared);
-    };
+    return [&spec, &kernel](Call& call) { prepare_and_run(spec, kernel, call); };
   };
   const int before = set_threads(1);
   for (const Shape& s : {Shape{67, 1, false}, Shape{3, 70, true}, Shape{5, 300, false}, Shape{2, 1000, true}}) {
@@ -165,9 +164,7 @@ TEST(PoolThreads, LearnedEncodingIsRightOnEitherSideOfTheSharedRowsSwitch) {
       call.out_q = Tensor::dense(out.data(), ElementType::Float32, {batch, seq, dim});
       call.table = Tensor::dense(table.data(), ElementType::Float32, {rows, dim});
       call.offset = offset;
-      Result<call::PreparedCall> prepared = call::prepare_call(spec, call);
-      ASSERT_TRUE(prepared.ok()) << format(prepared.errors());
-      jit.run(*prepared);
+      prepare_and_run(spec, jit, call);
       int wrong = 0;
       for (int64_t b = 0; b < batch; ++b)
         for (int64_t t = 0; t < seq; ++t)
