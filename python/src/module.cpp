@@ -139,6 +139,7 @@ class SpecKernel {
 
   std::string spec_yaml() const { return to_yaml(spec_); }
   std::string encoding() const { return to_string(spec_.encoding); }
+  std::string hash() const { return spec_hash(spec_); }
   // The kv_cache section's dtype ("bf16", "fp8_e4m3", ...); None without one.
   std::optional<std::string> kv_cache_dtype() const {
     if (!spec_.kv_cache.enabled) return std::nullopt;
@@ -194,6 +195,7 @@ NB_MODULE(_ropegen, m) {
            nb::arg("cache_positions").none() = nb::none(), nb::arg("stream") = 0)
       .def_prop_ro("spec", &SpecKernel::spec_yaml)
       .def_prop_ro("encoding", &SpecKernel::encoding)
+      .def_prop_ro("spec_hash", &SpecKernel::hash)
       .def_prop_ro("kv_cache_dtype", &SpecKernel::kv_cache_dtype);
   m.def(
       "compile",

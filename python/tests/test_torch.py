@@ -232,22 +232,23 @@ def test_in_place_under_autograd_keeps_the_graph():
 
 # --- vLLM's rotary_embedding ---------------------------------------------
 
-def vllm_reference(positions, x, head_size, cache, is_neox):
-    """vLLM's RotaryEmbedding.forward_native in float64: each head's first
-    rot_dim dims rotated by the cache rows [cos | sin] of its token."""
+def vllm_reference(positions, x, head_size, cache, is_neox, offset=0, inverse=False):
+    """vLLM's rotary_embedding in float64: dims [offset, offset + rot_dim) of
+    each head rotated by the cache rows [cos | sin] of its token (by -angle when
+    inverse), the others passed."""
     t = positions.numel()
     x = x.double().reshape(t, -1, head_size)
     rot = cache.shape[1]
     cos, sin = cache.double()[positions.reshape(-1)].chunk(2, -1)
-    cos, sin = cos[:, None], sin[:, None]
-    r = x[..., :rot]
+    cos, sin = cos[:, None], (-sin if inverse else sin)[:, None]
+    r = x[..., offset:offset + rot]
     if is_neox:
         a, b = r.chunk(2, -1)
         r = torch.cat([a * cos - b * sin, b * cos + a * sin], -1)
     else:
         a, b = r[..., 0::2], r[..., 1::2]
         r = torch.stack([a * cos - b * sin, b * cos + a * sin], -1).flatten(-2)
-    return torch.cat([r, x[..., rot:]], -1)
+    return torch.cat([x[..., :offset], r, x[..., offset + rot:]], -1)
 
 
 def vllm_cache(max_pos, rot, theta=10000.0, dtype=torch.float32):
@@ -277,6 +278,33 @@ def test_vllm_rotary_embedding_on_fused_qkv_views(is_neox, dtype):
         assert (key.double().reshape(t, hk, hs) -
                 vllm_reference(positions, before[:, hq * hs:(hq + hk) * hs], hs, cache, is_neox)).abs().max() <= tol
         assert torch.equal(qkv[:, (hq + hk) * hs:], before[:, (hq + hk) * hs:])
+
+
+@pytest.mark.parametrize("is_neox", [True, False], ids=["neox", "gptj"])
+@pytest.mark.parametrize("inverse", [False, True], ids=["forward", "inverse"])
+def test_vllm_rotary_embedding_rope_dim_offset_and_inverse(is_neox, inverse):
+    """vLLM's current schema: rope_dim_offset rotates dims [offset, offset +
+    rot_dim) (an MLA head's rope tail), inverse by -angle; key may be None; the
+    six-argument call is offset 0, forward."""
+    t, h, hs, rot, offset = 7, 3, 64, 16, 48
+    g = torch.Generator().manual_seed(3)
+    cache = vllm_cache(100, rot) * 0.9  # an attention factor, as DeepSeek's YaRN caches carry
+    positions = torch.randint(0, 100, (t,), generator=g)
+    x = torch.randn(t, h * hs, generator=g)
+    for key in (x[:, :hs].clone(), None):
+        query = x.clone()
+        torch.ops.ropegen.rotary_embedding(positions, query, key, hs, cache, is_neox, offset, inverse)
+        assert (query.double().reshape(t, h, hs) -
+                vllm_reference(positions, x, hs, cache, is_neox, offset, inverse)).abs().max() <= 2e-6
+        if key is not None:
+            assert (key.double().reshape(t, 1, hs) -
+                    vllm_reference(positions, x[:, :hs], hs, cache, is_neox, offset, inverse)).abs().max() <= 2e-6
+    six, eight = x.clone(), x.clone()
+    torch.ops.ropegen.rotary_embedding(positions, six, None, hs, cache, is_neox)
+    torch.ops.ropegen.rotary_embedding(positions, eight, None, hs, cache, is_neox, 0, False)
+    assert torch.equal(six, eight)
+    opcheck(torch.ops.ropegen.rotary_embedding.default,
+            (positions, x.clone(), None, hs, cache, is_neox, offset, inverse))
 
 
 def test_vllm_rotary_embedding_shapes_and_errors():

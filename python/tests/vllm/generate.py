@@ -1,0 +1,74 @@
+"""Greedy generation with vLLM's CPU backend in one process, model after model;
+whether rope-gen serves the RoPE layers is the environment's VLLM_PLUGINS.
+
+    python generate.py MODELS_DIR OUT.json NAME [NAME ...] [--tokens N] [--prompts N] [--report-dir DIR]
+
+OUT.json: {name: {"tokens": [[ids] per prompt], "logprobs": [[logprob of each
+chosen token] per prompt], "seconds": generate()'s wall time, "output_tokens"}}.
+Prompts are token ids (no tokenizer): a short one and one of 48 tokens, so
+generated positions reach 48 + N, past the scaled models' original context.
+--report-dir: ROPEGEN_VLLM_REPORT is DIR/NAME.jsonl while NAME runs (vLLM's
+engine process, started per model, inherits it).
+"""
+import argparse
+import gc
+import json
+import os
+import time
+
+
+def prompts(count):
+    """count prompts of token ids below 500 (the tiny models' vocab is 512)."""
+    state, out = 12345, []
+    for i in range(count):
+        ids = []
+        for _ in range(8 if i % 2 == 0 else 48):
+            state = (state * 1103515245 + 12345) % 2 ** 31
+            ids.append(3 + state % 497)
+        out.append(ids)
+    return out
+
+
+def run(model_dir, tokens, count):
+    from vllm import LLM, SamplingParams
+    llm = LLM(model=model_dir, dtype="float32", skip_tokenizer_init=True, enforce_eager=True,
+              max_model_len=256, max_num_seqs=max(count, 2), gpu_memory_utilization=0.02, seed=0)
+    params = SamplingParams(temperature=0.0, max_tokens=tokens, logprobs=0, detokenize=False, ignore_eos=True)
+    inputs = [{"prompt_token_ids": ids} for ids in prompts(count)]
+    start = time.perf_counter()
+    outputs = llm.generate(inputs, params, use_tqdm=False)
+    seconds = time.perf_counter() - start
+    result = {"tokens": [], "logprobs": [], "seconds": seconds}
+    for out in outputs:
+        completion = out.outputs[0]
+        result["tokens"].append(list(completion.token_ids))
+        result["logprobs"].append([step[t].logprob for t, step in zip(completion.token_ids, completion.logprobs)])
+    result["output_tokens"] = sum(len(t) for t in result["tokens"])
+    del llm
+    gc.collect()
+    return result
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("models_dir")
+    parser.add_argument("out")
+    parser.add_argument("names", nargs="+")
+    parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--prompts", type=int, default=2)
+    parser.add_argument("--report-dir")
+    args = parser.parse_args()
+    results = {}
+    for name in args.names:
+        if args.report_dir:
+            os.environ["ROPEGEN_VLLM_REPORT"] = os.path.join(args.report_dir, name + ".jsonl")
+        try:
+            results[name] = run(os.path.join(args.models_dir, name), args.tokens, args.prompts)
+        except Exception as e:  # one model vLLM cannot run must not hide the others
+            results[name] = {"error": f"{type(e).__name__}: {e}"}
+    with open(args.out, "w") as f:
+        json.dump(results, f)
+
+
+if __name__ == "__main__":
+    main()
