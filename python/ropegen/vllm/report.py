@@ -4,7 +4,7 @@ Every process that builds RoPE layers (vLLM's engine core and workers) appends
 one line per layer instance when it is built,
     {"pid", "layer": vLLM class name, "kernel": "computing" | "table" | "vllm", "spec": hash or null, "reason": text or null}
 and one line {"pid", "layer", "first_call": true} the first time a layer of
-each class runs a rope-gen kernel. Each line is one write(2) on a file opened
+each class runs a rope-gen kernel (per process and report file). Each line is one write(2) on a file opened
 with O_APPEND, so lines of concurrent processes never interleave. The file is
 created if missing, never truncated.
 """
@@ -42,11 +42,12 @@ def built(layer, kernel, spec_hash=None, reason=None):
 
 
 def first_call(layer):
-    """Once per class and process; cheap after the first (a set lookup)."""
-    if layer in _first_calls:
+    """Once per class, process and report file; cheap after the first (a set lookup)."""
+    key = (layer, os.environ.get("ROPEGEN_VLLM_REPORT"))
+    if key in _first_calls:
         return
     with _lock:
-        if layer in _first_calls:
+        if key in _first_calls:
             return
-        _first_calls.add(layer)
+        _first_calls.add(key)
     _append({"layer": layer, "first_call": True})

@@ -1,10 +1,11 @@
 """Greedy generation with vLLM's CPU backend in one process, model after model;
 whether rope-gen serves the RoPE layers is the environment's VLLM_PLUGINS.
 
-    python generate.py MODELS_DIR OUT.json NAME [NAME ...] [--tokens N] [--prompts N] [--report-dir DIR]
+    python generate.py MODELS_DIR OUT.json NAME [NAME ...] [--tokens N] [--prompts N] [--report-dir DIR] [--in-process]
 
 OUT.json: {name: {"tokens": [[ids] per prompt], "logprobs": [[logprob of each
-chosen token] per prompt], "seconds": generate()'s wall time, "output_tokens"}}.
+chosen token] per prompt], "seconds": generate()'s wall time, "output_tokens",
+"pid": this process}}.
 Prompts are token ids (no tokenizer): a short one and one of 48 tokens, so
 generated positions reach 48 + N, past the scaled models' original context.
 --report-dir: ROPEGEN_VLLM_REPORT is DIR/NAME.jsonl while NAME runs (vLLM's
@@ -15,6 +16,8 @@ import gc
 import json
 import os
 import time
+
+from models import MODELS
 
 
 def prompts(count):
@@ -29,16 +32,23 @@ def prompts(count):
     return out
 
 
-def run(model_dir, tokens, count):
+def run(models_dir, name, tokens, count, in_process):
     from vllm import LLM, SamplingParams
-    llm = LLM(model=model_dir, dtype="float32", skip_tokenizer_init=True, enforce_eager=True,
-              max_model_len=256, max_num_seqs=max(count, 2), gpu_memory_utilization=0.02, seed=0)
+    extra = dict(MODELS[name].engine)
+    if in_process:
+        extra["distributed_executor_backend"] = "uni"
+    llm = LLM(model=os.path.join(models_dir, name), dtype="float32", skip_tokenizer_init=True, enforce_eager=True,
+              **extra,
+              max_model_len=256, max_num_seqs=max(count, 2), seed=0,
+              # The CPU backend reserves gpu_memory_utilization of RAM; an explicit KV
+              # size (plenty for these models) also skips its warm-up pass.
+              gpu_memory_utilization=0.05, kv_cache_memory_bytes=64 << 20)
     params = SamplingParams(temperature=0.0, max_tokens=tokens, logprobs=0, detokenize=False, ignore_eos=True)
     inputs = [{"prompt_token_ids": ids} for ids in prompts(count)]
     start = time.perf_counter()
     outputs = llm.generate(inputs, params, use_tqdm=False)
     seconds = time.perf_counter() - start
-    result = {"tokens": [], "logprobs": [], "seconds": seconds}
+    result = {"tokens": [], "logprobs": [], "seconds": seconds, "pid": os.getpid()}
     for out in outputs:
         completion = out.outputs[0]
         result["tokens"].append(list(completion.token_ids))
@@ -57,13 +67,17 @@ def main():
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--prompts", type=int, default=2)
     parser.add_argument("--report-dir")
+    parser.add_argument("--in-process", action="store_true",
+                        help="engine and model in this process (vLLM starts two processes per model otherwise)")
     args = parser.parse_args()
+    if args.in_process:
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     results = {}
     for name in args.names:
         if args.report_dir:
             os.environ["ROPEGEN_VLLM_REPORT"] = os.path.join(args.report_dir, name + ".jsonl")
         try:
-            results[name] = run(os.path.join(args.models_dir, name), args.tokens, args.prompts)
+            results[name] = run(args.models_dir, name, args.tokens, args.prompts, args.in_process)
         except Exception as e:  # one model vLLM cannot run must not hide the others
             results[name] = {"error": f"{type(e).__name__}: {e}"}
     with open(args.out, "w") as f:

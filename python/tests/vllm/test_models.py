@@ -2,8 +2,10 @@
 greedy generation of 64 tokens for a short prompt and one of 48 tokens (whose
 positions pass the scaled models' original context of 32), once with vLLM's
 kernels (VLLM_PLUGINS unset: the plugin is installed, loaded, and must swap
-nothing) and once with VLLM_PLUGINS=ropegen. Each run is one process for all
-models (vLLM starts an engine process per model)."""
+nothing) and once with VLLM_PLUGINS=ropegen. Each pass is one process running
+the models one after another in-process (vLLM's two processes per model would
+cost ~45 s each here); one more run serves Llama 3 as vLLM deploys it, engine
+and model worker in processes of their own."""
 import json
 import os
 import subprocess
@@ -33,14 +35,16 @@ def runs(tmp_path_factory):
     models = root / "models"
     subprocess.run([sys.executable, os.path.join(HERE, "models.py"), str(models)], check=True)
     results, reports = [], []
-    for plugins in (None, "ropegen"):
-        out, report_dir = root / f"out-{plugins}.json", root / f"report-{plugins}"
+    for plugins, names, how in ((None, MODELS, ["--in-process"]), ("ropegen", MODELS, ["--in-process"]),
+                                ("ropegen", ["llama3"], [])):
+        out, report_dir = root / f"out-{len(results)}.json", root / f"report-{len(results)}"
         report_dir.mkdir()
-        subprocess.run([sys.executable, os.path.join(HERE, "generate.py"), str(models), str(out), *MODELS,
-                        "--tokens", str(TOKENS), "--report-dir", str(report_dir)], check=True, env=_env(plugins))
+        subprocess.run([sys.executable, os.path.join(HERE, "generate.py"), str(models), str(out), *names,
+                        "--tokens", str(TOKENS), "--report-dir", str(report_dir), *how], check=True,
+                       env=_env(plugins))
         results.append(json.loads(out.read_text()))
         reports.append(report_dir)
-    return results[0], results[1], reports[0], reports[1]
+    return results, reports
 
 
 def _lines(path):
@@ -49,7 +53,7 @@ def _lines(path):
 
 @pytest.mark.parametrize("name", list(MODELS))
 def test_greedy_tokens_identical_and_rope_gen_ran(name, runs, record_property):
-    vllm_runs, ropegen_runs, vllm_reports, ropegen_reports = runs
+    (vllm_runs, ropegen_runs, _), (vllm_reports, ropegen_reports, _) = runs
     theirs, ours = vllm_runs[name], ropegen_runs[name]
     if "error" in theirs:
         pytest.skip(f"vLLM's CPU backend does not run {name}: {theirs['error'][:300]}")
@@ -63,14 +67,28 @@ def test_greedy_tokens_identical_and_rope_gen_ran(name, runs, record_property):
     # VLLM_PLUGINS unset: installed and loaded, yet nothing swapped.
     assert _lines(vllm_reports / f"{name}.jsonl") == []
     lines = _lines(ropegen_reports / f"{name}.jsonl")
-    assert lines, "no report lines with VLLM_PLUGINS=ropegen"
+    classes = set(MODELS[name].classes)
+    if not classes:  # a model vLLM runs on HF's modelling code builds no vLLM RoPE layer
+        assert lines == []
+        return
     built = [line for line in lines if "kernel" in line]
     for line in built:
         assert set(line) == {"pid", "layer", "kernel", "spec", "reason"}
         assert line["kernel"] in ("computing", "table"), line
         assert (line["spec"] is not None) == (line["kernel"] == "computing")
-    classes = MODELS[name][2]
-    assert {line["layer"] for line in built} == set(classes)
-    ran = {line["layer"] for line in lines if line.get("first_call") is True}
-    assert ran == set(classes)
-    assert all(line["pid"] != os.getpid() for line in lines)  # vLLM's engine process wrote them
+    # Every RoPE class the model runs ran rope-gen's kernels (Qwen2-VL also
+    # builds a RotaryEmbedding for its vision tower, which text never runs).
+    assert classes <= {line["layer"] for line in built}
+    assert {line["layer"] for line in lines if line.get("first_call") is True} == classes
+
+
+def test_vllm_worker_processes_report_and_match(runs):
+    """As vLLM deploys a model: the engine and the model worker in processes of
+    their own, each appending its lines to the one report file."""
+    (vllm_runs, _, worker_runs), (_, _, worker_reports) = runs
+    assert "error" not in worker_runs["llama3"], worker_runs["llama3"].get("error")
+    assert worker_runs["llama3"]["tokens"] == vllm_runs["llama3"]["tokens"]
+    lines = _lines(worker_reports / "llama3.jsonl")
+    assert {(line["layer"], line.get("kernel"), line.get("first_call")) for line in lines} == {
+        ("Llama3RotaryEmbedding", "computing", None), ("Llama3RotaryEmbedding", None, True)}
+    assert all(line["pid"] != worker_runs["llama3"]["pid"] for line in lines)  # vLLM's worker process wrote them
