@@ -8,6 +8,7 @@ through the torch ops of ropegen.torch (fake kernels, no host syncs), so CPU
 tensors run on the host kernels and CUDA tensors on the CUDA kernels, on the
 current stream.
 """
+import functools
 import json
 import logging
 from dataclasses import dataclass
@@ -63,6 +64,11 @@ def _plan(layer, row, dtype):
     return Plan("vllm", reason=why or row.reason)
 
 
+@functools.lru_cache(maxsize=None)
+def _tail_spec(spec, head, offset):
+    return json.dumps(dict(json.loads(spec), head_dim=head, rotary_offset=offset))
+
+
 class _Served:
     """What every served class adds to its vLLM class (first in the MRO)."""
     vllm_class = ""
@@ -91,7 +97,7 @@ class _Served:
 
     def _ropegen_forward(self, method, positions, query, key, offsets, inverse):
         plan = self.ropegen
-        if plan.kernel == "vllm" or (plan.kernel == "table" and positions.dim() == 2):
+        if plan.kernel == "vllm" or (positions.dim() == 2 and plan.axes_spec is None):  # [3, T]: no axes spec
             extra = ({"offsets": offsets} if offsets is not None else {}) | ({"inverse": True} if inverse else {})
             return getattr(super(), method)(positions, query, key, **extra)
         if offsets is not None:
@@ -113,7 +119,7 @@ class _Served:
         if positions.dim() == 2:  # M-RoPE's [3, T]: the kernel takes [T, 3]
             spec, positions = plan.axes_spec, positions.t().contiguous()
         if self.row.tail:
-            spec = json.dumps(dict(json.loads(spec), head_dim=head, rotary_offset=offset))
+            spec = _tail_spec(spec, head, offset)
         tokens = positions.shape[0]
         q = _ops._heads(query, tokens, head, "query")
         k = _ops._heads(key, tokens, head, "key") if key is not None else None

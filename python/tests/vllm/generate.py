@@ -1,7 +1,7 @@
 """Greedy generation with vLLM's CPU backend in one process, model after model;
 whether rope-gen serves the RoPE layers is the environment's VLLM_PLUGINS.
 
-    python generate.py MODELS_DIR OUT.json NAME [NAME ...] [--tokens N] [--prompts N] [--report-dir DIR] [--in-process]
+    python generate.py MODELS_DIR OUT.json NAME [NAME ...] [--tokens N] [--prompts N] [--report-dir DIR] [--in-process] [--warmup]
 
 OUT.json: {name: {"tokens": [[ids] per prompt], "logprobs": [[logprob of each
 chosen token] per prompt], "seconds": generate()'s wall time, "output_tokens",
@@ -32,7 +32,7 @@ def prompts(count):
     return out
 
 
-def run(models_dir, name, tokens, count, in_process):
+def run(models_dir, name, tokens, count, in_process, warmup=False):
     from vllm import LLM, SamplingParams
     extra = dict(MODELS[name].engine)
     if in_process:
@@ -45,6 +45,8 @@ def run(models_dir, name, tokens, count, in_process):
               gpu_memory_utilization=0.05, kv_cache_memory_bytes=64 << 20)
     params = SamplingParams(temperature=0.0, max_tokens=tokens, logprobs=0, detokenize=False, ignore_eos=True)
     inputs = [{"prompt_token_ids": ids} for ids in prompts(count)]
+    if warmup:  # kernels loaded and vLLM's first-step costs paid before the timed run
+        llm.generate(inputs, SamplingParams(temperature=0.0, max_tokens=4, detokenize=False), use_tqdm=False)
     start = time.perf_counter()
     outputs = llm.generate(inputs, params, use_tqdm=False)
     seconds = time.perf_counter() - start
@@ -67,6 +69,7 @@ def main():
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--prompts", type=int, default=2)
     parser.add_argument("--report-dir")
+    parser.add_argument("--warmup", action="store_true", help="one short generate() before the timed one")
     parser.add_argument("--in-process", action="store_true",
                         help="engine and model in this process (vLLM starts two processes per model otherwise)")
     args = parser.parse_args()
@@ -77,7 +80,7 @@ def main():
         if args.report_dir:
             os.environ["ROPEGEN_VLLM_REPORT"] = os.path.join(args.report_dir, name + ".jsonl")
         try:
-            results[name] = run(args.models_dir, name, args.tokens, args.prompts, args.in_process)
+            results[name] = run(args.models_dir, name, args.tokens, args.prompts, args.in_process, args.warmup)
         except Exception as e:  # one model vLLM cannot run must not hide the others
             results[name] = {"error": f"{type(e).__name__}: {e}"}
     with open(args.out, "w") as f:

@@ -119,6 +119,17 @@ def test_table_kernel_reads_the_float32_cache():
     assert (got_q.float() - want_q).abs().max() < 0.05  # one bf16 rounding of the output
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "f32"])
+def test_rope_gen_is_at_least_as_accurate_as_vllms_cache(dtype):
+    """The accuracy case for the plugin (bf16_accuracy.py prints the table): at
+    every position range up to 32k, rope-gen's computing kernel is closer to a
+    float64 rotation than vLLM's kernel on its cache in the model's dtype."""
+    import bf16_accuracy
+    for _, cls_name, args, inv_freq in bf16_accuracy.LAYERS:
+        for bucket, (vllm_err, ours_err) in bf16_accuracy.errors(cls_name, args, inv_freq, dtype, 64).items():
+            assert ours_err <= vllm_err, (cls_name, bucket, ours_err, vllm_err)
+
+
 def test_every_class_of_this_vllm_has_a_row():
     """A vLLM upgrade that adds a RoPE class fails here until specs.ROWS says what it gets."""
     classes = {name for name, obj in vars(rotary).items()
