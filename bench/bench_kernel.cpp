@@ -94,7 +94,7 @@ Result<int> halide_threads() {
   char* end = nullptr;
   const long n = std::strtol(env, &end, 10);
   if (*end != '\0' || n < 1 || n > 1024)
-    return Diagnostic{{"HL_NUM_THREADS", -1, -1}, fmt::format("HL_NUM_THREADS={} is not a thread count in 1..1024", env), {}};
+    return named_error("HL_NUM_THREADS", fmt::format("HL_NUM_THREADS={} is not a thread count in 1..1024", env));
   return static_cast<int>(n);
 }
 
@@ -108,25 +108,24 @@ Result<BenchResult> bench_rope(const RopeSpec& spec, const BenchOptions& o) {
   if (!pool_threads) return pool_threads.errors();
   const int threads = o.threads > 0 ? o.threads : *pool_threads;
   if (threads != *pool_threads)
-    return Diagnostic{{"threads", -1, -1},
-                      fmt::format("threads is {} but Halide's pool has {} (HL_NUM_THREADS): set HL_NUM_THREADS={} "
-                                  "before the first kernel runs, so the copy and the kernel use the same threads",
-                                  threads, *pool_threads, threads),
-                      {}};
+    return named_error("threads",
+                       fmt::format("threads is {} but Halide's pool has {} (HL_NUM_THREADS): set HL_NUM_THREADS={} "
+                                   "before the first kernel runs, so the copy and the kernel use the same threads",
+                                   threads, *pool_threads, threads));
 
   KernelVariant variant;
   variant.with_k = o.k_heads > 0;
   variant.backward = o.backward;
   const bool rope = spec.encoding == Encoding::Rope;
   if (!rope && (variant.with_k || o.backward))
-    return Diagnostic{{"--k-heads", -1, -1}, "k and backward kernels are for rope specs", {}};
+    return named_error("--k-heads", "k and backward kernels are for rope specs");
   if (rope && spec.frequency.scheme == FrequencyScheme::Runtime && o.backward)
-    return Diagnostic{{"--backward", -1, -1}, "bench times the backward of static frequencies only", {}};
+    return named_error("--backward", "bench times the backward of static frequencies only");
   const bool random = o.positions == BenchPositions::Random;
   if (random && (spec.positions != PositionsMode::Explicit || spec.encoding == Encoding::Alibi))
-    return Diagnostic{{"--positions", -1, -1}, "random positions need a spec with `positions: explicit`", {}};
+    return named_error("--positions", "random positions need a spec with `positions: explicit`");
   if (o.table_kernel && (!rope || o.backward))
-    return Diagnostic{{"--table-kernel", -1, -1}, "the table kernel is a rope forward kernel", {}};
+    return named_error("--table-kernel", "the table kernel is a rope forward kernel");
   const Layout layout = call::tensor_layout(call::call_contract(spec));
   const std::vector<int64_t> q_shape = tensor_shape(spec, o, o.heads);
   const std::vector<int64_t> k_shape = tensor_shape(spec, o, o.k_heads);
@@ -157,7 +156,7 @@ Result<BenchResult> bench_rope(const RopeSpec& spec, const BenchOptions& o) {
   }
   // Buffer dims, and the packed token count (thd / td), are int32 for Halide.
   if (o.batch * o.seq > INT32_MAX || std::any_of(q_shape.begin(), q_shape.end(), [](int64_t d) { return d > INT32_MAX; }))
-    return Diagnostic{{"--shape", -1, -1}, "every dim, and batch x tokens, must be at most 2^31 - 1", {}};
+    return named_error("--shape", "every dim, and batch x tokens, must be at most 2^31 - 1");
   Result<uint64_t> bytes = runtime::host_bytes_for(parts, fmt::format("a benchmark with q shaped ({})", fmt::join(q_shape, ", ")));
   if (!bytes) return bytes.errors();
   const int64_t q_elems = parts[0].first, k_elems = parts[1].first;

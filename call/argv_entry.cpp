@@ -46,7 +46,7 @@ int run_part(const ArgvEntry& rope, const ArgvEntry* pass_through, BoundPart& pa
 
 Result<ArgvEntry> resolve_entry(const std::string& where, const std::string& name, ArgvFunction argv,
                                 const halide_filter_metadata_t* md, bool pass_through, int (*pool_threads)()) {
-  auto error = [&](std::string message) { return Diagnostic{{where, -1, -1}, std::move(message), {}}; };
+  auto error = [&](std::string message) { return named_error(where, std::move(message)); };
   if (!argv || !md) return error(fmt::format("{} has no entry point {}", where, name));
   if (md->version != 1 || md->num_arguments < 1 || md->num_arguments > kMostArguments)
     return error(fmt::format("{}: unexpected Halide metadata for {}", where, name));

@@ -16,8 +16,6 @@
 namespace ropegen::call {
 namespace {
 
-Diagnostic error(const std::string& what, std::string message) { return Diagnostic{{what, -1, -1}, std::move(message), {}}; }
-
 Shape shape_of(const Tensor& t) {
   Shape s;
   for (int i = 0; i < t.rank; ++i) s.push_back(t.shape[i]);
@@ -73,12 +71,13 @@ class Preparer {
 
   Result<PreparedCall> run() {
     const char* in = input_name(c_);
-    if (!call_.q) return error(in, fmt::format("{} is missing: a call needs the tensor to apply the spec to", in));
+    if (!call_.q)
+      return named_error(in, fmt::format("{} is missing: a call needs the tensor to apply the spec to", in));
     q_ = *call_.q;
     out_q_ = call_.out_q.value_or(q_);
-    if (call_.out_k && !call_.k) return error("out_k", "out_k is given without k");
+    if (call_.out_k && !call_.k) return named_error("out_k", "out_k is given without k");
     if (call_.k) {
-      if (!is_rope(c_)) return error("k", "k is for rope specs; this encoding takes one tensor (x)");
+      if (!is_rope(c_)) return named_error("k", "k is for rope specs; this encoding takes one tensor (x)");
       k_ = *call_.k;
       // With a KV cache, k is rotated into it; out_k only when asked.
       out_k_ = has_kv_cache(c_) ? call_.out_k : call_.out_k.value_or(*k_);
@@ -98,7 +97,7 @@ class Preparer {
     check_positions();
     check_cu_seqlens();
     if (call_.seq_len && *call_.seq_len < 1)
-      errors_.push_back(error("seq_len", fmt::format("seq_len ({}) must be >= 1", *call_.seq_len)));
+      errors_.push_back(named_error("seq_len", fmt::format("seq_len ({}) must be >= 1", *call_.seq_len)));
     if (errors_.empty()) check_position_range();
     if (errors_.empty()) check_table();
     if (errors_.empty()) check_cos_sin_cache();
@@ -119,9 +118,10 @@ class Preparer {
   void check_devices() {
     for_each_tensor([&](const Tensor& t, const char* name) {
       if (t.device != q_.device)
-        errors_.push_back(error(name, fmt::format("{} is on {}:{} but {} is on {}:{}: a call's tensors share one device",
-                                                  name, to_string(t.device.type), t.device.id, input_name(c_),
-                                                  to_string(q_.device.type), q_.device.id)));
+        errors_.push_back(
+            named_error(name, fmt::format("{} is on {}:{} but {} is on {}:{}: a call's tensors share one device", name,
+                                          to_string(t.device.type), t.device.id, input_name(c_),
+                                          to_string(q_.device.type), q_.device.id)));
     });
     on_device_ = q_.device.type != DeviceType::CPU;
   }
@@ -149,8 +149,9 @@ class Preparer {
     // string is built on the success path).
     auto want = [&](const Tensor& t, const char* name, ElementType type, const char* why) {
       if (t.type != type)
-        errors_.push_back(error(name, fmt::format("{} has dtype {} but {} ({})", name, to_string(t.type), to_string(type),
-                                                  fmt::format(fmt::runtime(why), to_string(type)))));
+        errors_.push_back(
+            named_error(name, fmt::format("{} has dtype {} but {} ({})", name, to_string(t.type), to_string(type),
+                                          fmt::format(fmt::runtime(why), to_string(type)))));
     };
     const char* spec_dtype = "the spec's dtype is {}";
     want(q_, input_name(c_), spec_type, spec_dtype);
@@ -181,7 +182,8 @@ class Preparer {
       want(*call_.cos_sin_cache, "cos_sin_cache", ElementType::Float32, "a cos/sin cache is float32, whatever the spec's dtype");
     for (auto [t, name] : {std::pair{&call_.positions, "positions"}, std::pair{&call_.cu_seqlens, "cu_seqlens"}})
       if (*t && !is_id_type((*t)->type))
-        errors_.push_back(error(name, fmt::format("{} has dtype {}: ids must be int32 or int64", name, to_string((*t)->type))));
+        errors_.push_back(
+            named_error(name, fmt::format("{} has dtype {}: ids must be int32 or int64", name, to_string((*t)->type))));
   }
 
   // The last dim a tensor of the spec has, and what it is called.
@@ -197,9 +199,10 @@ class Preparer {
   void check_tensor(const Tensor& t, const char* name) {
     const bool alibi = encoding(c_) == Encoding::Alibi;
     if (t.rank != traits_.rank) {
-      errors_.push_back(error(name, fmt::format("{} has shape {} but {} needs {} dims {}", name, shape_str(t),
-                                                alibi ? "alibi (attention scores)" : fmt::format("layout {}", traits_.name),
-                                                traits_.rank, alibi ? "[B, H, Sq, Sk]" : traits_.dims)));
+      errors_.push_back(
+          named_error(name, fmt::format("{} has shape {} but {} needs {} dims {}", name, shape_str(t),
+                                        alibi ? "alibi (attention scores)" : fmt::format("layout {}", traits_.name),
+                                        traits_.rank, alibi ? "[B, H, Sq, Sk]" : traits_.dims)));
       return;
     }
     const auto [want_d, d_name] = row_dim();
@@ -212,19 +215,22 @@ class Preparer {
         hint = "; it looks like only the rotary part: pass the whole head (rotary_offset/rotary_dim select the part)";
       Shape want = shape_of(t);
       want.back() = want_d;
-      errors_.push_back(error(name, fmt::format("{} has shape {} but the spec's {} is {}: expected {} (last dim = {}){}", name,
-                                                shape_str(t), d_name, want_d, shape_str(want), d_name, hint)));
+      errors_.push_back(
+          named_error(name, fmt::format("{} has shape {} but the spec's {} is {}: expected {} (last dim = {}){}", name,
+                                        shape_str(t), d_name, want_d, shape_str(want), d_name, hint)));
     }
     if (alibi && t.shape[1] != c_.num_heads) {
       Shape want = shape_of(t);
       want[1] = c_.num_heads;
-      errors_.push_back(error(name, fmt::format("{} has shape {} but the spec has num_heads {}: expected {} ([B, H, Sq, "
-                                                "Sk], H = num_heads)",
-                                                name, shape_str(t), c_.num_heads, shape_str(want))));
+      errors_.push_back(
+          named_error(name, fmt::format("{} has shape {} but the spec has num_heads {}: expected {} ([B, H, Sq, "
+                                        "Sk], H = num_heads)",
+                                        name, shape_str(t), c_.num_heads, shape_str(want))));
     }
     for (int i = 0; i < t.rank; ++i)
       if (t.shape[i] < 0 || t.shape[i] > INT32_MAX) {  // 0: an empty tensor, nothing to do
-        errors_.push_back(error(name, fmt::format("{} has shape {}: every dim must be in 0..2^31-1", name, shape_str(t))));
+        errors_.push_back(
+            named_error(name, fmt::format("{} has shape {}: every dim must be in 0..2^31-1", name, shape_str(t))));
         break;
       }
   }
@@ -232,8 +238,8 @@ class Preparer {
   // Outputs have their input's shape.
   void check_like(const Tensor& out, const char* name, const Tensor& in, const char* in_name) {
     if (shape_of(out) != shape_of(in))
-      errors_.push_back(error(name, fmt::format("{} has shape {} but {} has {}: an output has its input's shape", name,
-                                                shape_str(out), in_name, shape_str(in))));
+      errors_.push_back(named_error(name, fmt::format("{} has shape {} but {} has {}: an output has its input's shape",
+                                                      name, shape_str(out), in_name, shape_str(in))));
   }
 
   void check_k() {
@@ -243,9 +249,10 @@ class Preparer {
     if (qs == ks) return;
     Shape want = shape_of(q_);
     want[hd] = k_->shape[hd];
-    errors_.push_back(error("k", fmt::format("k has shape {} but q has {}: k may differ from q only in its number of "
-                                             "heads (expected {})",
-                                             shape_str(*k_), shape_str(q_), shape_str(want))));
+    errors_.push_back(
+        named_error("k", fmt::format("k has shape {} but q has {}: k may differ from q only in its number of "
+                                     "heads (expected {})",
+                                     shape_str(*k_), shape_str(q_), shape_str(want))));
   }
 
   int64_t sequence_tokens() const { return q_.shape[traits_.s]; }
@@ -254,10 +261,11 @@ class Preparer {
     const bool alibi = encoding(c_) == Encoding::Alibi;
     if (!c_.explicit_positions) {
       if (call_.positions)
-        errors_.push_back(error("positions", alibi ? "alibi takes no position ids: query row r sits at offset + r, key j "
-                                                     "at j (pass offset)"
-                                                   : "the spec has `positions: implicit` (offset + index): pass offset, "
-                                                     "or set `positions: explicit` in the spec to pass ids"));
+        errors_.push_back(
+            named_error("positions", alibi ? "alibi takes no position ids: query row r sits at offset + r, key j "
+                                             "at j (pass offset)"
+                                           : "the spec has `positions: implicit` (offset + index): pass offset, "
+                                             "or set `positions: explicit` in the spec to pass ids"));
       return;
     }
     // Multi-axis ids carry a trailing axis dim.
@@ -269,27 +277,29 @@ class Preparer {
       axes_note = fmt::format(" plus a trailing dim of {} (one id per axis)", c_.position_axes);
     }
     if (!call_.positions) {
-      errors_.push_back(error("positions", fmt::format("the spec has `positions: explicit`: pass position ids shaped {} "
-                                                       "(or {} shared by the batch)",
-                                                       shape_str(want), shape_str(shared))));
+      errors_.push_back(
+          named_error("positions", fmt::format("the spec has `positions: explicit`: pass position ids shaped {} "
+                                               "(or {} shared by the batch)",
+                                               shape_str(want), shape_str(shared))));
       return;
     }
     const Tensor& p = *call_.positions;
     if (shape_of(p) != want && shape_of(p) != shared) {
-      errors_.push_back(error("positions", fmt::format("positions have shape {} but {} {} in layout {} needs {} (the token "
-                                                       "dims{}) or {} shared by the batch",
-                                                       shape_str(p), input_name(c_), shape_str(q_),
-                                                       traits_.name, shape_str(want), axes_note,
-                                                       shape_str(shared))));
+      errors_.push_back(
+          named_error("positions", fmt::format("positions have shape {} but {} {} in layout {} needs {} (the token "
+                                               "dims{}) or {} shared by the batch",
+                                               shape_str(p), input_name(c_), shape_str(q_), traits_.name,
+                                               shape_str(want), axes_note, shape_str(shared))));
       return;
     }
     for (int i = 0; i < p.rank; ++i) {
       int64_t span = 0;
       if (p.shape[i] > 1 && (__builtin_mul_overflow(p.shape[i] - 1, p.strides[i] < 0 ? -p.strides[i] : p.strides[i], &span) ||
                              span > INT32_MAX)) {
-        errors_.push_back(error("positions", fmt::format("positions' dim {} ({} ids, {} apart) spans more than a kernel "
-                                                         "call can address (2^31-1 ids): pass dense ids",
-                                                         i, p.shape[i], p.strides[i])));
+        errors_.push_back(
+            named_error("positions", fmt::format("positions' dim {} ({} ids, {} apart) spans more than a kernel "
+                                                 "call can address (2^31-1 ids): pass dense ids",
+                                                 i, p.shape[i], p.strides[i])));
         return;
       }
     }
@@ -304,15 +314,16 @@ class Preparer {
     const bool from_device = on_device_ && kernel_reads_cu_seqlens();
     if (!call_.cu_seqlens) {
       if (from_device)
-        errors_.push_back(error("cu_seqlens", fmt::format("a device call in layout {} with implicit positions needs "
-                                                          "cu_seqlens (int32 [num_sequences + 1], on the device; [0, T] "
-                                                          "for one sequence): the kernels read the sequence starts there",
-                                                          traits_.name)));
+        errors_.push_back(
+            named_error("cu_seqlens", fmt::format("a device call in layout {} with implicit positions needs "
+                                                  "cu_seqlens (int32 [num_sequences + 1], on the device; [0, T] "
+                                                  "for one sequence): the kernels read the sequence starts there",
+                                                  traits_.name)));
       return;
     }
     const Tensor& cu = *call_.cu_seqlens;
     if (!traits_.packed()) {
-      errors_.push_back(error("cu_seqlens", "cu_seqlens only applies to packed layouts (thd, td)"));
+      errors_.push_back(named_error("cu_seqlens", "cu_seqlens only applies to packed layouts (thd, td)"));
       return;
     }
     const int64_t T = q_.shape[traits_.s];
@@ -322,14 +333,16 @@ class Preparer {
       valid = (i > 0 || start == 0) && (i == 0 || start >= id_at(cu, i - 1)) && (i + 1 < cu.shape[0] || start == T);
     }
     if (!valid)
-      errors_.push_back(error("cu_seqlens", fmt::format("cu_seqlens (shape {}) must be num_sequences + 1 starts from 0, "
-                                                        "never decreasing, ending at T = {} (the tokens in {})",
-                                                        shape_str(cu), T, input_name(c_))));
+      errors_.push_back(
+          named_error("cu_seqlens", fmt::format("cu_seqlens (shape {}) must be num_sequences + 1 starts from 0, "
+                                                "never decreasing, ending at T = {} (the tokens in {})",
+                                                shape_str(cu), T, input_name(c_))));
     else if (from_device && cu.type != ElementType::Int32)
-      errors_.push_back(error("cu_seqlens", fmt::format("cu_seqlens has dtype {}: a device call passes int32 cu_seqlens "
-                                                        "(the kernels read int32 starts; converting these would read "
-                                                        "device memory)",
-                                                        to_string(cu.type))));
+      errors_.push_back(
+          named_error("cu_seqlens", fmt::format("cu_seqlens has dtype {}: a device call passes int32 cu_seqlens "
+                                                "(the kernels read int32 starts; converting these would read "
+                                                "device memory)",
+                                                to_string(cu.type))));
   }
 
   // Explicit ids, or offset + index along the longest sequence (packed:
@@ -348,7 +361,7 @@ class Preparer {
     }
     int64_t last = call_.offset;
     if (longest > 0 && __builtin_add_overflow(call_.offset, longest - 1, &last))
-      return error("offset", fmt::format("offset {} + {} tokens overflows int64", call_.offset, longest));
+      return named_error("offset", fmt::format("offset {} + {} tokens overflows int64", call_.offset, longest));
     return PositionRange{call_.offset, last};
   }
 
@@ -368,44 +381,50 @@ class Preparer {
     const bool ids = call_.positions.has_value();
     const char* what = ids ? "position id" : "position (offset + index)";
     if (range->first < 0)
-      errors_.push_back(error(ids ? "positions" : "offset",
-                              fmt::format("{} {} is negative: positions must be in 0..2^53", what, range->first)));
+      errors_.push_back(
+          named_error(ids ? "positions" : "offset",
+                      fmt::format("{} {} is negative: positions must be in 0..2^53", what, range->first)));
     else if (range->last > kMaxPosition)
-      errors_.push_back(error(ids ? "positions" : "offset",
-                              fmt::format("{} {} is out of range: positions must be in 0..2^53 ({}){}", what, range->last,
-                                          kMaxPosition, ids ? "" : fmt::format("; the offset is {}", call_.offset))));
+      errors_.push_back(
+          named_error(ids ? "positions" : "offset",
+                      fmt::format("{} {} is out of range: positions must be in 0..2^53 ({}){}", what, range->last,
+                                  kMaxPosition, ids ? "" : fmt::format("; the offset is {}", call_.offset))));
   }
 
   void check_table() {
     const int64_t dim = c_.row_dim;
     if (encoding(c_) != Encoding::Learned) {
       if (call_.table)
-        errors_.push_back(error("table", fmt::format("table is for `encoding: learned`; this spec is {}",
-                                                     encoding_name(c_))));
+        errors_.push_back(
+            named_error("table", fmt::format("table is for `encoding: learned`; this spec is {}", encoding_name(c_))));
       return;
     }
     if (!call_.table) {
-      errors_.push_back(error("table", fmt::format("`encoding: learned` adds rows of a table: pass it shaped (max_len, {})", dim)));
+      errors_.push_back(named_error(
+          "table", fmt::format("`encoding: learned` adds rows of a table: pass it shaped (max_len, {})", dim)));
       return;
     }
     const Tensor& t = *call_.table;
     int64_t elements = 0;
     if (t.rank != 2 || t.shape[1] != dim || t.shape[0] < 1 || __builtin_mul_overflow(t.shape[0], dim, &elements) ||
         elements > INT32_MAX) {
-      errors_.push_back(error("table", fmt::format("table has shape {} but must be (max_len, {}) (dim = {}) with at most "
-                                                   "2^31-1 elements",
-                                                   shape_str(t), dim, dim)));
+      errors_.push_back(
+          named_error("table", fmt::format("table has shape {} but must be (max_len, {}) (dim = {}) with at most "
+                                           "2^31-1 elements",
+                                           shape_str(t), dim, dim)));
       return;
     }
     if ((dim > 1 && t.strides[1] != 1) || (t.shape[0] > 1 && t.strides[0] != dim)) {
-      errors_.push_back(error("table", fmt::format("table must be a dense (max_len, {}) tensor (its strides are ({}, {}))",
-                                                   dim, t.strides[0], t.strides[1])));
+      errors_.push_back(
+          named_error("table", fmt::format("table must be a dense (max_len, {}) tensor (its strides are ({}, {}))", dim,
+                                           t.strides[0], t.strides[1])));
       return;
     }
     if (range_known_ && range_.last >= t.shape[0])
-      errors_.push_back(error("table", fmt::format("position {} is outside the table: it has {} rows (positions 0..{}); "
-                                                   "pass a longer table or smaller positions",
-                                                   range_.last, t.shape[0], t.shape[0] - 1)));
+      errors_.push_back(
+          named_error("table", fmt::format("position {} is outside the table: it has {} rows (positions 0..{}); "
+                                           "pass a longer table or smaller positions",
+                                           range_.last, t.shape[0], t.shape[0] - 1)));
   }
 
   // Frequency scheme table: cos and sin of every position a call reads, as
@@ -414,15 +433,17 @@ class Preparer {
     const int64_t dim = c_.rotary_dim;
     if (!c_.table_frequencies) {
       if (call_.cos_sin_cache)
-        errors_.push_back(error("cos_sin_cache", "cos_sin_cache is for specs with `frequency: {scheme: table}`; this "
-                                                 "spec computes its cos and sin"));
+        errors_.push_back(named_error("cos_sin_cache",
+                                      "cos_sin_cache is for specs with `frequency: {scheme: table}`; this "
+                                      "spec computes its cos and sin"));
       return;
     }
     if (!call_.cos_sin_cache) {
-      errors_.push_back(error("cos_sin_cache", fmt::format("the spec has `frequency: {{scheme: table}}`: pass "
-                                                           "cos_sin_cache, float32 shaped (max_pos, {}) (row p: cos of "
-                                                           "the {} pairs at position p, then their sin)",
-                                                           dim, dim / 2)));
+      errors_.push_back(
+          named_error("cos_sin_cache", fmt::format("the spec has `frequency: {{scheme: table}}`: pass "
+                                                   "cos_sin_cache, float32 shaped (max_pos, {}) (row p: cos of "
+                                                   "the {} pairs at position p, then their sin)",
+                                                   dim, dim / 2)));
       return;
     }
     const Tensor& t = *call_.cos_sin_cache;
@@ -431,24 +452,25 @@ class Preparer {
                       !__builtin_mul_overflow(t.shape[0] - 1, t.strides[0] < 0 ? -t.strides[0] : t.strides[0], &span) &&
                       span <= INT32_MAX - dim;
     if (!fits) {
-      errors_.push_back(error("cos_sin_cache", fmt::format("cos_sin_cache has shape {} but must be (max_pos, {}) "
-                                                           "(rotary_dim = {}), spanning at most 2^31-1 elements",
-                                                           shape_str(t), dim, dim)));
+      errors_.push_back(named_error("cos_sin_cache", fmt::format("cos_sin_cache has shape {} but must be (max_pos, {}) "
+                                                                 "(rotary_dim = {}), spanning at most 2^31-1 elements",
+                                                                 shape_str(t), dim, dim)));
       return;
     }
     if (t.strides[1] != 1) {
-      errors_.push_back(error("cos_sin_cache", fmt::format("cos_sin_cache's last dim must be contiguous (stride 1, not "
-                                                           "{}); its rows may be any distance apart",
-                                                           t.strides[1])));
+      errors_.push_back(
+          named_error("cos_sin_cache", fmt::format("cos_sin_cache's last dim must be contiguous (stride 1, not "
+                                                   "{}); its rows may be any distance apart",
+                                                   t.strides[1])));
       return;
     }
     if (range_known_ && range_.last >= t.shape[0]) {
       const bool ids = call_.positions.has_value();
-      errors_.push_back(error("cos_sin_cache", fmt::format("{} {} is outside cos_sin_cache: it has {} rows (positions "
-                                                           "0..{}){}; pass a longer cache or smaller positions",
-                                                           ids ? "position id" : "position (offset + index)", range_.last,
-                                                           t.shape[0], t.shape[0] - 1,
-                                                           ids ? "" : fmt::format(", the offset is {}", call_.offset))));
+      errors_.push_back(named_error(
+          "cos_sin_cache", fmt::format("{} {} is outside cos_sin_cache: it has {} rows (positions "
+                                       "0..{}){}; pass a longer cache or smaller positions",
+                                       ids ? "position id" : "position (offset + index)", range_.last, t.shape[0],
+                                       t.shape[0] - 1, ids ? "" : fmt::format(", the offset is {}", call_.offset))));
     }
   }
 
@@ -471,52 +493,59 @@ class Preparer {
     if (!has_kv_cache(c_)) {
       for (auto [t, name] : args)
         if (*t)
-          errors_.push_back(error(name, fmt::format("{} is for specs with a kv_cache section (the fused KV-cache "
-                                                    "append); this spec has none",
-                                                    name)));
+          errors_.push_back(named_error(name, fmt::format("{} is for specs with a kv_cache section (the fused KV-cache "
+                                                          "append); this spec has none",
+                                                          name)));
       return;
     }
     const bool paged = kv_layout(c_) != KvLayout::Contiguous;
-    if (call_.backward) errors_.push_back(error("backward", "a spec with kv_cache has no backward kernel (it appends to a cache)"));
+    if (call_.backward)
+      errors_.push_back(named_error("backward", "a spec with kv_cache has no backward kernel (it appends to a cache)"));
     if (!k_) {
-      errors_.push_back(error("k", "the spec appends to a KV cache: pass k ([T, Hk, head_dim]); it is rotated into k_cache"));
+      errors_.push_back(
+          named_error("k", "the spec appends to a KV cache: pass k ([T, Hk, head_dim]); it is rotated into k_cache"));
       return;
     }
     const int64_t T = q_.shape[0], Hk = k_->shape[1];
     // The cache rows read k as it came; an out_k over it could be written first.
     if (out_k_ && out_k_->data == k_->data)
-      errors_.push_back(error("out_k", "out_k is k (in place), but the cache rows are rotated from k as it came: pass "
-                                       "a separate out_k, or leave out_k out (k is then not written)"));
+      errors_.push_back(named_error("out_k",
+                                    "out_k is k (in place), but the cache rows are rotated from k as it came: pass "
+                                    "a separate out_k, or leave out_k out (k is then not written)"));
     if (!call_.k_cache)
-      errors_.push_back(error("k_cache", fmt::format("the spec appends to a KV cache: pass k_cache shaped {}",
-                                                     cache_shape("pages", Hk, c_.row_dim))));
+      errors_.push_back(named_error("k_cache", fmt::format("the spec appends to a KV cache: pass k_cache shaped {}",
+                                                           cache_shape("pages", Hk, c_.row_dim))));
     if (call_.v && !call_.v_cache)
-      errors_.push_back(error("v_cache", "v is given without v_cache: pass the cache v is appended to"));
+      errors_.push_back(named_error("v_cache", "v is given without v_cache: pass the cache v is appended to"));
     if (call_.v_cache && !call_.v)
-      errors_.push_back(error("v", "v_cache is given without v: pass v ([T, Hk, Dv]) or leave v_cache out (MLA)"));
+      errors_.push_back(
+          named_error("v", "v_cache is given without v: pass v ([T, Hk, Dv]) or leave v_cache out (MLA)"));
     for (auto [t, name, wanted] : {std::tuple{&call_.kv_indices, "kv_indices", paged},
                                    std::tuple{&call_.kv_indptr, "kv_indptr", paged},
                                    std::tuple{&call_.batch_indices, "batch_indices", paged},
                                    std::tuple{&call_.slot_mapping, "slot_mapping", !paged}}) {
       if (wanted && !*t)
-        errors_.push_back(error(name, fmt::format("the spec's kv_cache layout is {}: pass {} ({})", kv_layout_name(),
-                                                  name, paged ? "kv_indices, kv_indptr and batch_indices"
-                                                              : "int32 [T], a slot per token")));
+        errors_.push_back(named_error(
+            name, fmt::format("the spec's kv_cache layout is {}: pass {} ({})", kv_layout_name(), name,
+                              paged ? "kv_indices, kv_indptr and batch_indices" : "int32 [T], a slot per token")));
       else if (!wanted && *t)
-        errors_.push_back(error(name, fmt::format("{} is for {} caches; the spec's kv_cache layout is {} (pass {})", name,
-                                                  paged ? "contiguous" : "paged", kv_layout_name(),
-                                                  paged ? "kv_indices, kv_indptr and batch_indices" : "slot_mapping")));
+        errors_.push_back(
+            named_error(name, fmt::format("{} is for {} caches; the spec's kv_cache layout is {} (pass {})", name,
+                                          paged ? "contiguous" : "paged", kv_layout_name(),
+                                          paged ? "kv_indices, kv_indptr and batch_indices" : "slot_mapping")));
     }
     if (!paged && call_.cache_positions)
-      errors_.push_back(error("cache_positions", "cache_positions is for paged caches; the spec's kv_cache layout is "
-                                                 "contiguous (slot_mapping places the tokens)"));
+      errors_.push_back(named_error("cache_positions",
+                                    "cache_positions is for paged caches; the spec's kv_cache layout is "
+                                    "contiguous (slot_mapping places the tokens)"));
     if (!errors_.empty()) return;
     if (call_.v) {
       const Tensor& v = *call_.v;
       if (v.rank != 3 || v.shape[0] != T || v.shape[1] != Hk || v.shape[2] < 1 || v.shape[2] > INT32_MAX) {
-        errors_.push_back(error("v", fmt::format("v has shape {} but must be (T, Hk, Dv) = ({}, {}, Dv): k's tokens and "
-                                                 "heads, any row size",
-                                                 shape_str(v), T, Hk)));
+        errors_.push_back(
+            named_error("v", fmt::format("v has shape {} but must be (T, Hk, Dv) = ({}, {}, Dv): k's tokens and "
+                                         "heads, any row size",
+                                         shape_str(v), T, Hk)));
         return;
       }
     }
@@ -526,8 +555,9 @@ class Preparer {
       int64_t v_pages = 0;
       if (!check_cache(*call_.v_cache, "v_cache", Hk, call_.v->shape[2], &v_pages)) return;
       if (v_pages != pages) {
-        errors_.push_back(error("v_cache", fmt::format("v_cache has {} {} but k_cache has {}: they are indexed alike",
-                                                       v_pages, paged ? "pages" : "slots", pages)));
+        errors_.push_back(
+            named_error("v_cache", fmt::format("v_cache has {} {} but k_cache has {}: they are indexed alike", v_pages,
+                                               paged ? "pages" : "slots", pages)));
         return;
       }
     }
@@ -542,17 +572,21 @@ class Preparer {
       if (!*scale) continue;
       const float s = **scale;
       if (!has_kv_cache(c_))
-        errors_.push_back(error(name, fmt::format("{} is for fp8 KV caches; this spec has no kv_cache section", name)));
+        errors_.push_back(
+            named_error(name, fmt::format("{} is for fp8 KV caches; this spec has no kv_cache section", name)));
       else if (!kv_fp8_name(c_))
-        errors_.push_back(error(name, fmt::format("{} is for fp8 KV caches; the spec's kv_cache dtype {} stores values "
-                                                  "as they are: leave {} out",
-                                                  name, to_string(kv_element_type(c_)), name)));
+        errors_.push_back(
+            named_error(name, fmt::format("{} is for fp8 KV caches; the spec's kv_cache dtype {} stores values "
+                                          "as they are: leave {} out",
+                                          name, to_string(kv_element_type(c_)), name)));
       else if (!std::isfinite(s) || !(s > 0))
-        errors_.push_back(error(name, fmt::format("{} ({}) must be finite and > 0: the {} cache holds the {} codes of "
-                                                  "x / {}",
-                                                  name, s, name[0] == 'k' ? "k" : "v", kv_fp8_name(c_), name)));
+        errors_.push_back(
+            named_error(name, fmt::format("{} ({}) must be finite and > 0: the {} cache holds the {} codes of "
+                                          "x / {}",
+                                          name, s, name[0] == 'k' ? "k" : "v", kv_fp8_name(c_), name)));
       else if (name[0] == 'v' && !call_.v)
-        errors_.push_back(error(name, "v_scale is given without v: it scales v's rows in v_cache (pass v and "
+        errors_.push_back(named_error(name,
+                                      "v_scale is given without v: it scales v's rows in v_cache (pass v and "
                                       "v_cache, or leave v_scale out)"));
     }
   }
@@ -589,9 +623,9 @@ class Preparer {
     }
     const bool ok = t.rank == rank && t.shape[0] >= 1 && t.shape[0] <= INT32_MAX && shape_of(t) == want;
     if (!ok) {
-      errors_.push_back(error(name, fmt::format("{} has shape {} but the spec's kv_cache layout {} needs {}", name,
-                                                shape_str(t), kv_layout_name(),
-                                                cache_shape(contiguous ? "num_slots" : "pages", heads, dim))));
+      errors_.push_back(named_error(
+          name, fmt::format("{} has shape {} but the spec's kv_cache layout {} needs {}", name, shape_str(t),
+                            kv_layout_name(), cache_shape(contiguous ? "num_slots" : "pages", heads, dim))));
       return false;
     }
     int64_t span = 0;
@@ -604,7 +638,8 @@ class Preparer {
       }
     }
     if (span >= INT32_MAX) {
-      errors_.push_back(error(name, fmt::format("{} spans more than the 2^31-1 elements a kernel call can address", name)));
+      errors_.push_back(
+          named_error(name, fmt::format("{} spans more than the 2^31-1 elements a kernel call can address", name)));
       return false;
     }
     *pages = t.shape[0];
@@ -614,8 +649,9 @@ class Preparer {
   // A one-dim int32 index tensor of `n` entries (n < 0: any).
   bool check_index_vector(const Tensor& t, const char* name, int64_t n, const char* what) {
     if (t.rank != 1 || (n >= 0 && t.shape[0] != n) || t.shape[0] > INT32_MAX) {
-      errors_.push_back(error(name, fmt::format("{} has shape {} but must be {}", name, shape_str(t),
-                                                n >= 0 ? fmt::format("({},) ({})", n, what) : std::string(what))));
+      errors_.push_back(
+          named_error(name, fmt::format("{} has shape {} but must be {}", name, shape_str(t),
+                                        n >= 0 ? fmt::format("({},) ({})", n, what) : std::string(what))));
       return false;
     }
     return true;
@@ -631,12 +667,12 @@ class Preparer {
     for (size_t i = 1; i < entry_token.size(); ++i)
       if (entry_token[i].first == entry_token[i - 1].first) {
         const int64_t at = entry_token[i].first;
-        errors_.push_back(error(name, fmt::format("tokens {} and {} both go to {}: each cache entry takes at most one "
-                                                  "token of a call",
-                                                  entry_token[i - 1].second, entry_token[i].second,
-                                                  page_size > 0 ? fmt::format("page {}, entry {}", at / page_size,
-                                                                              at % page_size)
-                                                                : fmt::format("slot {}", at))));
+        errors_.push_back(named_error(
+            name, fmt::format("tokens {} and {} both go to {}: each cache entry takes at most one "
+                              "token of a call",
+                              entry_token[i - 1].second, entry_token[i].second,
+                              page_size > 0 ? fmt::format("page {}, entry {}", at / page_size, at % page_size)
+                                            : fmt::format("slot {}", at))));
         return;
       }
   }
@@ -651,33 +687,37 @@ class Preparer {
       return;
     const int64_t B = indptr.shape[0] - 1, n = indices.shape[0];
     if (B < 1) {
-      errors_.push_back(error("kv_indptr", fmt::format("kv_indptr has shape {}: it needs B + 1 >= 2 entries", shape_str(indptr))));
+      errors_.push_back(named_error(
+          "kv_indptr", fmt::format("kv_indptr has shape {}: it needs B + 1 >= 2 entries", shape_str(indptr))));
       return;
     }
     // A device call's page table is the caller's to keep valid; the kernels
     // read int32 places (cache_positions, else positions).
     if (on_device_) {
       if (!call_.cache_positions && call_.positions->type != ElementType::Int32)
-        errors_.push_back(error("cache_positions", "a device call with int64 positions passes cache_positions (int32 "
-                                                   "[T], each token's place in its request's cache): the kernels read "
-                                                   "int32 places, and converting the positions would read device "
-                                                   "memory"));
+        errors_.push_back(named_error("cache_positions",
+                                      "a device call with int64 positions passes cache_positions (int32 "
+                                      "[T], each token's place in its request's cache): the kernels read "
+                                      "int32 places, and converting the positions would read device "
+                                      "memory"));
       return;
     }
     for (int64_t b = 0; b <= B; ++b) {
       const int64_t at = id_at(indptr, b);
       if (at < 0 || at > n || (b > 0 && at < id_at(indptr, b - 1))) {
-        errors_.push_back(error("kv_indptr", fmt::format("kv_indptr[{}] is {}: kv_indptr must never decrease and stay "
-                                                         "within kv_indices (0..{})",
-                                                         b, at, n)));
+        errors_.push_back(
+            named_error("kv_indptr", fmt::format("kv_indptr[{}] is {}: kv_indptr must never decrease and stay "
+                                                 "within kv_indices (0..{})",
+                                                 b, at, n)));
         return;
       }
     }
     for (int64_t i = id_at(indptr, 0); i < id_at(indptr, B); ++i) {
       const int64_t page = id_at(indices, i);
       if (page < 0 || page >= pages) {
-        errors_.push_back(error("kv_indices", fmt::format("kv_indices[{}] is {}, outside k_cache's {} pages (0..{})", i,
-                                                          page, pages, pages - 1)));
+        errors_.push_back(named_error(
+            "kv_indices",
+            fmt::format("kv_indices[{}] is {}, outside k_cache's {} pages (0..{})", i, page, pages, pages - 1)));
         return;
       }
     }
@@ -688,9 +728,10 @@ class Preparer {
       const int64_t b = id_at(batch, t);
       if (b < 0) continue;
       if (b >= B) {
-        errors_.push_back(error("batch_indices", fmt::format("batch_indices[{}] is {} but kv_indptr has {} requests "
-                                                             "(0..{}; negative: not appended)",
-                                                             t, b, B, B - 1)));
+        errors_.push_back(
+            named_error("batch_indices", fmt::format("batch_indices[{}] is {} but kv_indptr has {} requests "
+                                                     "(0..{}; negative: not appended)",
+                                                     t, b, B, B - 1)));
         return;
       }
       // Where the token goes: cache_positions, else the position it is rotated by.
@@ -698,23 +739,25 @@ class Preparer {
       const int64_t p = call_.cache_positions ? id_at(*call_.cache_positions, t) : position_of(t);
       const int64_t first = id_at(indptr, b), count = id_at(indptr, b + 1) - first;
       if (p < 0) {  // positions are checked >= 0 already
-        errors_.push_back(error(placed_by, fmt::format("cache_positions[{}] is {}: a token's place in its request's "
-                                                       "cache is >= 0",
-                                                       t, p)));
+        errors_.push_back(
+            named_error(placed_by, fmt::format("cache_positions[{}] is {}: a token's place in its request's "
+                                               "cache is >= 0",
+                                               t, p)));
         return;
       }
       if (p / ps >= count) {
-        errors_.push_back(error(placed_by, fmt::format("token {} (request {}) is at {} {}, in page {} of its request, but "
-                                                       "the request has {} pages (kv_indptr[{}..{}] = {}..{}, page_size {})",
-                                                       t, b, call_.cache_positions ? "cache position" : "position", p,
-                                                       p / ps, count, b, b + 1, first, first + count, ps)));
+        errors_.push_back(
+            named_error(placed_by, fmt::format("token {} (request {}) is at {} {}, in page {} of its request, but "
+                                               "the request has {} pages (kv_indptr[{}..{}] = {}..{}, page_size {})",
+                                               t, b, call_.cache_positions ? "cache position" : "position", p, p / ps,
+                                               count, b, b + 1, first, first + count, ps)));
         return;
       }
       // The kernels read int32 cache positions (as FlashInfer's).
       if (p > INT32_MAX) {
-        errors_.push_back(error(placed_by, fmt::format("token {} is at {} {}: cache positions are int32 (at most {})", t,
-                                                       call_.cache_positions ? "cache position" : "position", p,
-                                                       INT32_MAX)));
+        errors_.push_back(
+            named_error(placed_by, fmt::format("token {} is at {} {}: cache positions are int32 (at most {})", t,
+                                               call_.cache_positions ? "cache position" : "position", p, INT32_MAX)));
         return;
       }
       placement_[t] = static_cast<int32_t>(p);
@@ -731,9 +774,10 @@ class Preparer {
       const int64_t s = id_at(m, t);
       if (s < 0) continue;
       if (s >= slots) {
-        errors_.push_back(error("slot_mapping", fmt::format("slot_mapping[{}] is {}, outside k_cache's {} slots (0..{}; "
-                                                            "negative: not appended)",
-                                                            t, s, slots, slots - 1)));
+        errors_.push_back(
+            named_error("slot_mapping", fmt::format("slot_mapping[{}] is {}, outside k_cache's {} slots (0..{}; "
+                                                    "negative: not appended)",
+                                                    t, s, slots, slots - 1)));
         return;
       }
       entries.push_back({s, t});
@@ -773,12 +817,12 @@ class Preparer {
   bool check_vector(const Tensor& t, const char* name) {
     const Shape want = {c_.rotary_dim / 2};
     if (shape_of(t) != want) {
-      errors_.push_back(error(name, fmt::format("{} has shape {} but the spec needs {} (rotary_dim / 2)", name,
-                                                shape_str(t), shape_str(want))));
+      errors_.push_back(named_error(name, fmt::format("{} has shape {} but the spec needs {} (rotary_dim / 2)", name,
+                                                      shape_str(t), shape_str(want))));
       return false;
     }
     if (t.shape[0] > 1 && t.strides[0] != 1) {
-      errors_.push_back(error(name, fmt::format("{} must be contiguous (stride 1, not {})", name, t.strides[0])));
+      errors_.push_back(named_error(name, fmt::format("{} must be contiguous (stride 1, not {})", name, t.strides[0])));
       return false;
     }
     return true;
@@ -786,13 +830,15 @@ class Preparer {
 
   void check_freqs() {
     if (!c_.runtime_frequencies) {
-      if (call_.freqs) errors_.push_back(error("freqs", "freqs are for specs with `frequency: {scheme: runtime}`"));
+      if (call_.freqs)
+        errors_.push_back(named_error("freqs", "freqs are for specs with `frequency: {scheme: runtime}`"));
       return;
     }
     if (!call_.freqs) {
-      errors_.push_back(error("freqs", fmt::format("the spec has `frequency: {{scheme: runtime}}`: pass inv_freq shaped "
-                                                   "({},)",
-                                                   c_.rotary_dim / 2)));
+      errors_.push_back(
+          named_error("freqs", fmt::format("the spec has `frequency: {{scheme: runtime}}`: pass inv_freq shaped "
+                                           "({},)",
+                                           c_.rotary_dim / 2)));
       return;
     }
     if (!check_vector(*call_.freqs, "freqs") || on_device_) return;  // device: the caller's to keep finite
@@ -802,41 +848,47 @@ class Preparer {
     const auto* f = static_cast<const float*>(call_.freqs->data);
     for (int64_t i = 0; i < call_.freqs->shape[0]; ++i)
       if (!(std::fabs(f[i]) <= kMaxInvFreq)) {
-        errors_.push_back(error("freqs", fmt::format("freqs[{}] is {}: run-time frequencies must be finite and at most {} "
-                                                     "in magnitude (radians per position)",
-                                                     i, f[i], kMaxInvFreq)));
+        errors_.push_back(
+            named_error("freqs", fmt::format("freqs[{}] is {}: run-time frequencies must be finite and at most {} "
+                                             "in magnitude (radians per position)",
+                                             i, f[i], kMaxInvFreq)));
         return;
       }
   }
 
   void check_backward() {
     if (call_.backward && !is_rope(c_))
-      errors_.push_back(error("backward", fmt::format("backward kernels are for rope specs; this spec is {}",
-                                                      encoding_name(c_))));
+      errors_.push_back(named_error(
+          "backward", fmt::format("backward kernels are for rope specs; this spec is {}", encoding_name(c_))));
     const bool gradient = call_.backward && c_.runtime_frequencies;
     if (!gradient) {
       if (call_.saved_q || call_.saved_k)
-        errors_.push_back(error(call_.saved_q ? "saved_q" : "saved_k",
-                                "saved forward inputs are only read by the backward of a spec with `frequency: {scheme: "
-                                "runtime}` (for dL/d(inv_freq))"));
+        errors_.push_back(
+            named_error(call_.saved_q ? "saved_q" : "saved_k",
+                        "saved forward inputs are only read by the backward of a spec with `frequency: {scheme: "
+                        "runtime}` (for dL/d(inv_freq))"));
       if (call_.d_freqs)
-        errors_.push_back(error("d_freqs", "d_freqs (dL/d(inv_freq)) is only written by the backward of a spec with "
-                                           "`frequency: {scheme: runtime}`"));
+        errors_.push_back(named_error("d_freqs",
+                                      "d_freqs (dL/d(inv_freq)) is only written by the backward of a spec with "
+                                      "`frequency: {scheme: runtime}`"));
       return;
     }
     auto check_saved = [&](const std::optional<Tensor>& s, const std::optional<Tensor>& like, const char* name,
                            const char* like_name) {
       if (!like) {
-        if (s) errors_.push_back(error(name, fmt::format("{} is given without the gradient {} it belongs to", name, like_name)));
+        if (s)
+          errors_.push_back(
+              named_error(name, fmt::format("{} is given without the gradient {} it belongs to", name, like_name)));
         return;
       }
       if (!s)
-        errors_.push_back(error(name, fmt::format("the backward of run-time frequencies needs the forward input {} "
-                                                  "(shaped {}) for dL/d(inv_freq)",
-                                                  name, shape_str(*like))));
+        errors_.push_back(
+            named_error(name, fmt::format("the backward of run-time frequencies needs the forward input {} "
+                                          "(shaped {}) for dL/d(inv_freq)",
+                                          name, shape_str(*like))));
       else if (shape_of(*s) != shape_of(*like))
-        errors_.push_back(error(name, fmt::format("{} has shape {} but its gradient {} has {}: they must match", name,
-                                                  shape_str(*s), like_name, shape_str(*like))));
+        errors_.push_back(named_error(name, fmt::format("{} has shape {} but its gradient {} has {}: they must match",
+                                                        name, shape_str(*s), like_name, shape_str(*like))));
     };
     check_saved(call_.saved_q, call_.q, "saved_q", "q");
     check_saved(call_.saved_k, call_.k, "saved_k", "k");
@@ -981,21 +1033,24 @@ class Preparer {
     if (errors_.empty() && has_kv_cache(c_))
       for (const Argument& a : args)
         if (a.tensor && part_span(*a.view, a.view->extent[2], a.view->extent[3]) > kMaxKernelSpan)
-          errors_.push_back(error(a.name, fmt::format("{} spans more than the 2^31-1 elements one kernel call can "
-                                                      "address; a KV-cache append runs as one call: pass fewer tokens",
-                                                      a.name)));
+          errors_.push_back(
+              named_error(a.name, fmt::format("{} spans more than the 2^31-1 elements one kernel call can "
+                                              "address; a KV-cache append runs as one call: pass fewer tokens",
+                                              a.name)));
     // Parts' dL/d(inv_freq) are summed on the host (call/parts.h), which a
     // device call cannot do without reading device memory.
     if (errors_.empty() && on_device_ && p_.d_freqs.defined() && plan_parts(p_).size() > 1)
-      errors_.push_back(error("d_freqs", "this device call is cut into several kernel calls (a tensor spans more than "
-                                         "the 2^31-1 elements one kernel argument addresses), whose dL/d(inv_freq) "
-                                         "would be summed on the host: pass fewer tokens per call"));
+      errors_.push_back(named_error("d_freqs",
+                                    "this device call is cut into several kernel calls (a tensor spans more than "
+                                    "the 2^31-1 elements one kernel argument addresses), whose dL/d(inv_freq) "
+                                    "would be summed on the host: pass fewer tokens per call"));
     // Writing a pair elsewhere than it was read would overwrite other pairs' inputs.
     const ropegen_contract kc = kernel_contract(c_, p_.variant);
     if (errors_.empty() && rope && kc.output_pairing != kc.pairing && !p_.q.empty() &&
         (p_.q.data == p_.out_q.data || (p_.k.defined() && !p_.k.empty() && p_.k.data == p_.out_k.data)))
-      errors_.push_back(error("out_q", "this spec reads pairs with one pairing and writes them with another "
-                                       "(output_pairing): it cannot run in place; pass out_q (and out_k)"));
+      errors_.push_back(named_error("out_q",
+                                    "this spec reads pairs with one pairing and writes them with another "
+                                    "(output_pairing): it cannot run in place; pass out_q (and out_k)"));
   }
 
   const ropegen_contract& c_;

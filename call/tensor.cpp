@@ -8,8 +8,6 @@
 namespace ropegen {
 namespace {
 
-Diagnostic error(const char* name, std::string message) { return Diagnostic{{name, -1, -1}, std::move(message), {}}; }
-
 std::optional<ElementType> element_type(ropegen_dtype t) {
   if (t.lanes != 1) return std::nullopt;
   if (t.code == ROPEGEN_DTYPE_FLOAT && t.bits == 32) return ElementType::Float32;
@@ -94,17 +92,19 @@ int64_t Tensor::elements() const {
 Result<Tensor> Tensor::from_dlpack(const ropegen_tensor& t, const char* name) {
   const std::optional<ElementType> type = element_type(t.dtype);
   if (!type)
-    return error(name, fmt::format("{} has a dtype rope-gen does not take (DLPack code {}, {} bits, {} lanes)", name,
-                                   t.dtype.code, t.dtype.bits, t.dtype.lanes));
+    return named_error(name, fmt::format("{} has a dtype rope-gen does not take (DLPack code {}, {} bits, {} lanes)",
+                                         name, t.dtype.code, t.dtype.bits, t.dtype.lanes));
   if (t.ndim < 0 || t.ndim > kMaxRank || (t.ndim > 0 && !t.shape))
-    return error(name, fmt::format("{} has {} dims: rope-gen's arguments have at most {}", name, t.ndim, kMaxRank));
+    return named_error(name,
+                       fmt::format("{} has {} dims: rope-gen's arguments have at most {}", name, t.ndim, kMaxRank));
   const int32_t dev = t.device.device_type;
   if (dev != ROPEGEN_DEVICE_CPU && dev != ROPEGEN_DEVICE_CUDA && dev != ROPEGEN_DEVICE_VULKAN)
-    return error(name, fmt::format("{} is on DLPack device type {}: rope-gen runs on cpu (1), cuda (2) and vulkan (7)",
-                                   name, dev));
+    return named_error(
+        name,
+        fmt::format("{} is on DLPack device type {}: rope-gen runs on cpu (1), cuda (2) and vulkan (7)", name, dev));
   uintptr_t data = reinterpret_cast<uintptr_t>(t.data);
   if (__builtin_add_overflow(data, t.byte_offset, &data))
-    return error(name, fmt::format("{}'s byte_offset {} overflows its address", name, t.byte_offset));
+    return named_error(name, fmt::format("{}'s byte_offset {} overflows its address", name, t.byte_offset));
   Tensor out = dense(reinterpret_cast<void*>(data), *type, t.shape, t.ndim,
                      Device{static_cast<DeviceType>(dev), t.device.device_id});
   if (t.strides)

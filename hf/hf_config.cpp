@@ -90,7 +90,7 @@ class Importer {
   // The model's config and its layer types, what both questions start from; false on errors.
   bool read_model() {
     if (!outer_.is_object()) {
-      errors_.push_back(Diagnostic{{file_, -1, -1}, "a Hugging Face config must be a JSON object", {}});
+      errors_.push_back(named_error(file_, "a Hugging Face config must be a JSON object"));
       return false;
     }
     select_text_config();

@@ -44,7 +44,7 @@ class VisionImporter {
       : outer_(config), file_(std::move(file)), options_(options), r_(file_, &errors_) {}
 
   Result<HfImport> run() {
-    if (!outer_.is_object()) return Diagnostic{{file_, -1, -1}, "a Hugging Face config must be a JSON object", {}};
+    if (!outer_.is_object()) return named_error(file_, "a Hugging Face config must be a JSON object");
     find_tower();
     if (!errors_.empty()) return errors_;
     const std::optional<int> head = head_size();

@@ -77,7 +77,8 @@ Result<std::unique_ptr<HostCall>> HostCall::make(const RopeSpec& spec, const App
     if (!*values) continue;
     for (int64_t x : **values) {
       if (x < INT32_MIN || x > INT32_MAX)
-        return Diagnostic{{name, -1, -1}, fmt::format("{} holds {}, which does not fit int32 (cache indices are int32)", name, x), {}};
+        return named_error(name,
+                           fmt::format("{} holds {}, which does not fit int32 (cache indices are int32)", name, x));
       s.index_storage[i].push_back(static_cast<int32_t>(x));
     }
     *into = dense(s.index_storage[i].data(), ElementType::Int32, {static_cast<int64_t>(s.index_storage[i].size())});
@@ -94,7 +95,8 @@ Result<std::unique_ptr<HostCall>> HostCall::make(const RopeSpec& spec, const App
       s.ids32.reserve(r.positions->values.size());
       for (int64_t v : r.positions->values) {
         if (v < INT32_MIN || v > INT32_MAX)
-          return Diagnostic{{"positions", -1, -1}, "position id " + std::to_string(v) + " does not fit int32 ids; pass them as int64", {}};
+          return named_error("positions",
+                             "position id " + std::to_string(v) + " does not fit int32 ids; pass them as int64");
         s.ids32.push_back(static_cast<int32_t>(v));
       }
       call.positions = dense(s.ids32.data(), ElementType::Int32, r.positions->shape);
