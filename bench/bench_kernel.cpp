@@ -1,27 +1,28 @@
 #include "bench_kernel.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <optional>
 #include <random>
 #include <thread>
 
-#include <fmt/format.h>
-#include <fmt/ranges.h>
-
+#include "abi/kernel_abi.h"
+#include "call/contract.h"
+#include "call/prepare_call.h"
 #include "ropegen/rope_math.h"
 #include "ropegen/rope_table.h"
 #include "ropegen/runtime.h"
 #include "runtime/device_probe.h"
 #include "runtime/host_memory.h"
 #include "runtime/host_tensor.h"
-#include "call/contract.h"
-#include "call/layout_traits.h"
-#include "targets/target_names.h"
 #include "table_kernel.h"
+#include "targets/target_names.h"
 #include "worker_pool.h"
 
 namespace ropegen::bench {
@@ -31,7 +32,7 @@ using Clock = std::chrono::steady_clock;
 
 // B sequences of S tokens in a layout (packed: B * S tokens).
 std::vector<int64_t> layout_shape(Layout layout, int64_t b, int64_t s, int64_t h, int64_t d) {
-  const call::LayoutTraits& t = call::layout_traits(layout);
+  const abi::LayoutTraits& t = abi::layout_traits(layout);
   std::vector<int64_t> shape(t.rank);
   shape[t.d] = d, shape[t.s] = t.packed() ? b * s : s;
   if (t.h >= 0) shape[t.h] = h;
@@ -189,7 +190,7 @@ Result<BenchResult> bench_rope(const RopeSpec& spec, const BenchOptions& o) {
   for (size_t i = 0; i < ids.size(); ++i)
     ids[i] = random ? (i % axes == 0 ? random_id(id_rng) : ids[i - 1]) : static_cast<int32_t>(i / axes % o.seq);
   if (spec.positions == PositionsMode::Explicit && spec.encoding != Encoding::Alibi) {
-    call::Shape id_shape = call::layout_traits(layout).token_dims(q_shape.data());
+    call::Shape id_shape = call::token_dims(abi::layout_traits(layout), q_shape.data());
     if (spec.axes.enabled()) id_shape.push_back(axes);
     call.positions = Tensor::dense(ids.data(), ElementType::Int32, id_shape.data(), static_cast<int>(id_shape.size()));
   }
@@ -221,7 +222,7 @@ Result<BenchResult> bench_rope(const RopeSpec& spec, const BenchOptions& o) {
   // Packed layouts: B sequences of S tokens.
   std::vector<int32_t> cu;
   for (int64_t b = 0; b <= o.batch; ++b) cu.push_back(static_cast<int32_t>(b * o.seq));
-  if (call::layout_traits(layout).packed())
+  if (abi::layout_traits(layout).packed())
     call.cu_seqlens = Tensor::dense(cu.data(), ElementType::Int32, {static_cast<int64_t>(cu.size())});
   // Random ids: the sequence length is HF's, max id + 1.
   if (!random) call.seq_len = o.seq;
