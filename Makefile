@@ -19,7 +19,7 @@ PIP_PACKAGES := halide==21.0.0 cmake==3.31.6 numpy pytest nanobind==3.1.0 scikit
 # What the PyTorch tests (python/tests/test_torch.py, test_hf_patch.py) need;
 # only `make test` installs them (about 3 GB from PyPI, a minute; pip keeps
 # its downloads in ~/.cache/pip).
-TORCH_PACKAGES := torch==2.15.0 transformers==5.23.0
+TORCH_PACKAGES := torch==2.15.0 transformers==5.24.0
 
 EXAMPLE ?= examples/llama3_8b.yaml
 

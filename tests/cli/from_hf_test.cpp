@@ -73,7 +73,7 @@ TEST_F(FromHf, CohereGlm4AndLlama4PairInterleaved) {
   }
   const auto glm = run_command(kTool + " from-hf " + kReal + "glm4_9b_0414.json");
   EXPECT_THAT(glm.out, HasSubstr("head_dim: 128\nrotary_dim: 64\n"));
-  EXPECT_THAT(glm.out, HasSubstr("# pairing: interleaved, as transformers 5.23.0 `glm4` applies it"));
+  EXPECT_THAT(glm.out, HasSubstr("# pairing: interleaved, as transformers 5.24.0 `glm4` applies it"));
 }
 
 TEST_F(FromHf, Llama4ReportsNopeLayersAndTwoBandLlama3) {
@@ -171,7 +171,7 @@ TEST_F(FromHf, UnknownModelTypeNeedsThePairingFlag) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.out, "");
   EXPECT_THAT(r.err, HasSubstr("model_type `mystery` is not in rope-gen's model table (generated from transformers "
-                               "5.23.0)"));
+                               "5.24.0)"));
   EXPECT_THAT(r.err, HasSubstr("pairing half (rotate_half: (i, i + d/2)) or pairing interleaved ((2i, 2i+1))"));
   r = from_hf(mystery, " --pairing interleaved");
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -187,7 +187,7 @@ TEST_F(FromHf, UnknownModelTypeNeedsThePairingFlag) {
 TEST_F(FromHf, RefusedModelTypeNamesTheReason) {
   const auto r = from_hf(R"({"model_type": "nanochat", "hidden_size": 512, "num_attention_heads": 8})");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.err, HasSubstr("model_type `nanochat`: rope-gen cannot tell its RoPE from transformers 5.23.0: it "
+  EXPECT_THAT(r.err, HasSubstr("model_type `nanochat`: rope-gen cannot tell its RoPE from transformers 5.24.0: it "
                                "rotates by minus the angle"));
 }
 
@@ -327,6 +327,173 @@ TEST_F(FromHf, UnsupportedRopeTypeIsNamed) {
     "rope_scaling": {"type": "magic", "factor": 2}})");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("rope type `magic` (rope_scaling.rope_type) is not supported"));
+}
+
+// Gemma 4: per-layer head sizes (full_attention 512, sliding 256) from per_layer_config, as transformers 5.24
+// saves them; proportional RoPE (a quarter of the full layers' pairs rotate) as custom frequencies.
+TEST_F(FromHf, Gemma4HeadSizesPerLayerType) {
+  const std::string config = kReal + "gemma4_e4b.json";
+  auto r = run_command(kTool + " from-hf " + config);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("layer types differ in RoPE (full_attention, sliding_attention); choose one"));
+  r = run_command(kTool + " from-hf " + config + " --layer-type full_attention");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("# layer type full_attention: head_dim 512 (per_layer_config)\n"));
+  EXPECT_THAT(r.out, HasSubstr("# proportional RoPE: 64 rotating pairs over the whole head of 512, the rest with "
+                               "frequency 0\n"));
+  EXPECT_THAT(r.out, HasSubstr("head_dim: 512\nrotary_dim: 512\nrotary_offset: 0\npairing: half\n"));
+  EXPECT_THAT(r.out, HasSubstr("  scheme: custom\n  values: [1, 0.947"));  // 1e6^(-2i/512)
+  r = run_command(kTool + " from-hf " + config + " --layer-type sliding_attention");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("head_dim: 256\nrotary_dim: 256\n"));
+  EXPECT_THAT(r.out, HasSubstr("  scheme: lang\n  theta: 10000\n"));
+  // The older config.json spelling (global_head_dim), and none at all: the config class's default.
+  const std::string types = R"("layer_types": ["sliding_attention", "full_attention"], "head_dim": 128)";
+  r = from_hf(R"({"model_type": "gemma4_text", "global_head_dim": 384, )" + types + "}", " --layer-type full_attention");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("# layer type full_attention: head_dim 384 (global_head_dim)\n"));
+  EXPECT_THAT(r.out, HasSubstr("head_dim: 384\n"));
+  r = from_hf(R"({"model_type": "gemma4_text", )" + types + "}", " --layer-type full_attention");
+  EXPECT_THAT(r.out, HasSubstr("head_dim: 512\n"));
+  EXPECT_THAT(r.out, HasSubstr("(the config class's default)"));
+  r = from_hf(R"({"model_type": "gemma4_text", )" + types + "}", " --layer-type sliding_attention");
+  EXPECT_THAT(r.out, HasSubstr("head_dim: 128\n"));
+  // Layers of one type must agree, as transformers requires.
+  r = from_hf(R"({"model_type": "gemma4_text", "layer_types": ["full_attention", "full_attention"],
+    "per_layer_config": {"0": {"head_dim": 512}}})", " --layer-type full_attention");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("`per_layer_config`: layers 0 and 1 are both full_attention but their values differ"));
+  r = from_hf(R"({"model_type": "gemma4_text", "layer_types": ["full_attention"], "per_layer_config": {"7": {}}})");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("`per_layer_config` keys are layer indices below the 1 entries of `layer_types`, "
+                               "not `7`"));
+}
+
+// DeepSeek-V4: the trailing 64 of 512 dims rotate, interleaved; two rope parameter sets (main: theta 1e4;
+// compress: theta 1.6e5, YaRN with attention_factor 1) that the attention picks by layer type.
+TEST_F(FromHf, DeepSeekV4RopeSets) {
+  const std::string config = kReal + "deepseek_v4_flash.json";
+  auto r = run_command(kTool + " from-hf " + config);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("layer types differ in RoPE (compress, main); choose one with layer_type (or an "
+                               "attention layer type: `compress` for compressed_sparse_attention, "
+                               "heavily_compressed_attention; `main` for sliding_attention)"));
+  r = run_command(kTool + " from-hf " + config + " --layer-type main");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("head_dim: 512\nrotary_dim: 64\nrotary_offset: 448\npairing: interleaved\n"
+                               "output_pairing: interleaved\n"));
+  EXPECT_THAT(r.out, HasSubstr("  theta: 10000\nscaling:\n  type: none\n"));
+  EXPECT_THAT(r.out, HasSubstr("# layer type main: its own rope parameters (transformers' deepseek_v4 attention uses "
+                               "them on sliding_attention layers)\n"));
+  EXPECT_THAT(r.out, HasSubstr("that is this spec's backward kernel on the output: `rope-gen apply --backward`"));
+  r = run_command(kTool + " from-hf " + config + " --layer-type compress");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("  theta: 160000\nscaling:\n  type: yarn\n  factor: 16\n  original_max_position: "
+                               "65536\n  beta_fast: 32\n  beta_slow: 1\n  attention_factor: 1\n"));
+  // An attention layer type picks its set; the spec is the set's.
+  const auto sliding = run_command(kTool + " from-hf " + config + " --layer-type sliding_attention");
+  ASSERT_EQ(sliding.exit_code, 0) << sliding.err;
+  EXPECT_THAT(sliding.out, HasSubstr("# layer type sliding_attention: transformers' deepseek_v4 attention applies "
+                                     "the rope parameters `main`\n"));
+  const auto main = run_command(kTool + " from-hf " + config + " --layer-type main");
+  EXPECT_EQ(sliding.out.substr(sliding.out.find("\nname:")), main.out.substr(main.out.find("\nname:")));
+  // A flat rope_parameters is spread as the config class does: the scaling reaches compress only, whose theta is
+  // compress_rope_theta (the flat one is ignored).
+  r = from_hf(R"({"model_type": "deepseek_v4", "compress_rope_theta": 200000, "rope_parameters": {"rope_type": "yarn",
+    "factor": 4, "original_max_position_embeddings": 1024, "rope_theta": 5}})", " --layer-type compress");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("  theta: 200000\nscaling:\n  type: yarn\n  factor: 4\n"));
+  r = run_command(kTool + " from-hf " + config + " --all-layer-types -o " + path("v4"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "layer type compress: " + path("v4") + "/deepseek_v4_compress.yaml\n"
+                   "layer type main: " + path("v4") + "/deepseek_v4_main.yaml\n");
+}
+
+// GLM-4V (contiguous sections over the interleaved pairs of a half-size rotary part) and Qwen3-Omni's thinker
+// (thinker_config.text_config, round robin whatever mrope_interleaved says).
+TEST_F(FromHf, MultimodalRopeOfGlm4vAndQwen3Omni) {
+  auto r = run_command(kTool + " from-hf " + kReal + "glm4_1v_9b.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("head_dim: 128\nrotary_dim: 64\nrotary_offset: 0\npairing: interleaved\n"));
+  EXPECT_THAT(r.out, HasSubstr("positions: explicit\naxes:\n  sections: [8, 12, 12]\n  interleaved: false\n"));
+  r = from_hf(R"({"model_type": "glm4v_text", "hidden_size": 4096, "num_attention_heads": 32,
+    "partial_rotary_factor": 0.5})");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("# mrope_section 8, 12, 12: the default of transformers' `Glm4vTextRotaryEmbedding` "
+                               "(the config names none)\n"));
+  r = run_command(kTool + " from-hf " + kReal + "qwen3_omni_30b_a3b.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("name: qwen3_omni_moe\nencoding: rope\nhead_dim: 128\nrotary_dim: 128\n"));
+  EXPECT_THAT(r.out, HasSubstr("  theta: 1000000\n"));
+  EXPECT_THAT(r.out, HasSubstr("axes:\n  sections: [24, 20, 20]\n  interleaved: true\n"));
+  r = from_hf(R"({"model_type": "qwen3_omni_moe", "thinker_config": {"text_config": {"model_type": "qwen3_omni_moe_text",
+    "head_dim": 128, "rope_scaling": {"mrope_section": [24, 20, 20], "mrope_interleaved": false}}}})");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("# `thinker_config.text_config.rope_scaling.mrope_interleaved` false is not what "
+                               "HF's code does: it ignores the key\n"));
+  EXPECT_THAT(r.out, HasSubstr("  interleaved: true\n"));
+}
+
+// LongCat-Flash: MLA, interleaved in, half out. Mistral Large 4: a learned frequency scale, refused with what a
+// spec would need, whatever the flags.
+TEST_F(FromHf, LongcatFlashAndMistralLarge4) {
+  auto r = run_command(kTool + " from-hf " + kReal + "longcat_flash_chat.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("head_dim: 192\nrotary_dim: 64\nrotary_offset: 128\npairing: interleaved\n"
+                               "output_pairing: half\n"));
+  EXPECT_THAT(r.out, HasSubstr("  theta: 10000000\n"));
+  for (const std::string flags : {"", " --pairing interleaved"}) {
+    r = from_hf(R"({"model_type": "mistral_large4", "text_config": {"model_type": "mistral_large4_text",
+      "qk_rope_head_dim": 64, "qk_nope_head_dim": 64}})", flags);
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_THAT(r.err, HasSubstr("model_type `mistral_large4_text`: a spec cannot express the RoPE of transformers "
+                                 "5.24.0: MistralLarge4TextRotaryEmbedding multiplies every rotary frequency by "
+                                 "exp(alpha), a learned parameter (`alpha` [32]) stored in the checkpoint"));
+    EXPECT_EQ(r.out, "");
+  }
+}
+
+// config.json as Python's json writes it: NaN / Infinity / -Infinity (and 1e999) where rope-gen does not read;
+// a key it reads refuses them by name.
+TEST_F(FromHf, NonFiniteLiteralsOfPythonsJson) {
+  auto r = from_hf(R"({"model_type": "granitemoehybrid", "hidden_size": 64, "num_attention_heads": 4,
+    "time_step_limit": [0.0, Infinity], "x": NaN, "y": -Infinity, "z": [1e999, -1e999], "s": "NaN"})");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("head_dim: 16\n"));
+  for (const char* value : {"Infinity", "-Infinity", "NaN", "1e999"}) {
+    r = from_hf(std::string(R"({"model_type": "llama", "head_dim": 64, "rope_theta": )") + value + "}");
+    EXPECT_EQ(r.exit_code, 2) << value;
+    EXPECT_THAT(r.err, HasSubstr(std::string("`rope_theta` must be a number, not ") +
+                                 (std::string(value) == "1e999" ? "Infinity" : value))) << value;
+  }
+  r = from_hf(R"({"model_type": NaN, "head_dim": 64})");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("`model_type` must be a string, not NaN"));
+  r = from_hf(R"({"model_type": "llama", "head_dim": 64, "x": Infinityy})");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("is not valid JSON"));
+}
+
+// --name is used as given: a name that is not a spec name is refused, never rewritten.
+TEST_F(FromHf, NameIsUsedAsGiven) {
+  for (const std::string& name : std::vector<std::string>{"../x", "a/b", "Mistral", "9lives", "x y", std::string(65, 'a')}) {
+    auto r = run_command(kTool + " from-hf " + kReal + "mistral_7b.json --name '" + name + "'");
+    EXPECT_EQ(r.exit_code, 2) << name;
+    EXPECT_THAT(r.err, HasSubstr("--name `")) << name;
+    EXPECT_THAT(r.err, HasSubstr("a spec name must be an identifier, [a-z_][a-z0-9_]* and at most 64 characters"));
+    EXPECT_EQ(r.out, "");
+  }
+  auto r = run_command(kTool + " from-hf " + kReal + "gemma3_4b.json --all-layer-types --name ../g -o " + path("g"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--name `../g`"));
+  EXPECT_FALSE(std::filesystem::exists(path("g")));
+  r = run_command(kTool + " from-hf " + kReal + "mistral_7b.json --name m_7b");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("\nname: m_7b\n"));
+  // The default, model_type, is made a name: it is the config's text, not the user's.
+  r = from_hf(R"({"model_type": "Llama-Like", "hidden_size": 64, "num_attention_heads": 4})", " --pairing half");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("\nname: llama_like\n"));
 }
 
 // --vision: the vision tower's 2D RoPE (numerically checked against HF in hf_vision_test).
