@@ -2,19 +2,18 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cmath>
 #include <map>
 #include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "dsl/shown_text.h"
+#include "dsl/spec_name.h"
 #include "hf_json.h"
 #include "hf_layer_values.h"
 #include "hf_models.h"
 #include "hf_spec_writer.h"
-#include "dsl/shown_text.h"
-#include "dsl/spec_name.h"
 #include "hf_vision.h"
 #include "ropegen/spec_io.h"
 

@@ -1,6 +1,5 @@
 #include "hf_vision.h"
 
-#include <cctype>
 #include <cmath>
 #include <optional>
 #include <stdexcept>

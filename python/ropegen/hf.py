@@ -55,7 +55,6 @@ bfloat16. torch.compile (after patch) traces it in one graph: dynamo follows the
 object, at trace time into ropegen.torch's op, and the ids stay graph inputs.
 """
 import contextvars
-import copy
 import functools
 import inspect
 import re
@@ -63,10 +62,10 @@ import threading
 import weakref
 
 import torch
-import yaml
 
 import ropegen
-from . import torch as rt
+from ._hf_check import _compare_gptj, _compare_rotary
+from ._hf_kernel import _Positions, _RopeSpec
 
 __all__ = ["patch", "unpatch", "is_patched"]
 
@@ -75,70 +74,6 @@ _LAYOUT_OF_UNSQUEEZE = {1: "bhsd", 2: "bshd"}  # HF's unsqueeze_dim for [B,S,D] 
 _APPLY_NAMES = ("apply_rotary_pos_emb", "apply_rotary_pos_emb_interleave")
 _ROPE_FUNCTION = re.compile(r"^apply_\w*(rotary|rope)")
 _lock = threading.RLock()
-
-
-# --- the kernel ----------------------------------------------------------------------------
-
-def _make_rope(spec):
-    """A ropegen.torch.Rope of the spec with explicit positions (M-RoPE axes need it said), its
-    dtype and layout left to each call's tensors."""
-    spec = {key: value for key, value in spec.items() if key not in ("dtype", "layout")}
-    return rt.Rope(dict(spec, positions="explicit"))
-
-
-class _RopeSpec:
-    """One rotary source (a rotary module, per layer type): its rope-gen spec, and a kernel per
-    head width that HF's apply function is given (it rotates the first rotary_dim dims of what
-    it gets: all of q, DeepSeek-V3's rope part, or GPT-NeoX's q with rotary_dim < head_dim)."""
-
-    def __init__(self, spec_text, where):
-        spec = yaml.safe_load(spec_text)
-        self.spec, self.where = spec, where
-        self.rotary_dim = int(spec["rotary_dim"])
-        self.n_axes = len(spec.get("axes", {}).get("sections", ())) or None
-        self.mismatch = {}  # apply function -> why its rotation differs from the spec's (not called then)
-        self._ropes = {}
-
-    def rope(self, width):
-        rope = self._ropes.get(width)
-        if rope is None:
-            if width < self.rotary_dim:
-                raise ValueError(f"ropegen.hf: {self.where}: q/k of {width} dims are narrower than the spec's "
-                                 f"rotary_dim {self.rotary_dim}")
-            rope = _make_rope(dict(self.spec, head_dim=width, rotary_offset=0))
-            self._ropes[width] = rope
-        return rope
-
-    def kernel_ids(self, position_ids, batch):
-        """HF's ids as the kernel takes them: [B, S], or [B, S, n_axes] (HF's M-RoPE ids are [3, B, S])."""
-        ids = position_ids
-        if self.n_axes:
-            ids = ids.unsqueeze(-1) if ids.dim() == 2 else ids.movedim(0, -1)
-            ids = ids.expand(*ids.shape[:-1], self.n_axes)
-        if ids.shape[0] != batch:
-            ids = ids.expand(batch, *ids.shape[1:])
-        return ids.contiguous()
-
-
-class _Positions:
-    """What a patched rotary module attaches to its cos: the call's position ids and spec."""
-
-    def __init__(self, rope_spec, position_ids):
-        self.rope_spec, self.position_ids = rope_spec, position_ids
-        self._ids = {}
-
-    def rotate(self, q, k, cos_dims, layout, via=None):
-        spec = self.rope_spec
-        if via in spec.mismatch:
-            raise ValueError(spec.mismatch[via])
-        if cos_dims != spec.rotary_dim:
-            raise ValueError(f"ropegen.hf: {spec.where}: HF's cos/sin rotate {cos_dims} dims but the rope-gen spec "
-                             f"has rotary_dim {spec.rotary_dim}")
-        batch = q.shape[0]  # bhsd or bshd
-        ids = self._ids.get(batch)
-        if ids is None:
-            ids = self._ids[batch] = spec.kernel_ids(self.position_ids, batch)
-        return spec.rope(q.shape[-1])(q, k, ids, layout=layout)
 
 
 # --- dispatchers that replace the apply functions ------------------------------------------
@@ -314,107 +249,6 @@ def _rotary_specs(rotary, name, specs, config):
     rope_types = getattr(rotary, "rope_type", None)
     layer_types = rope_types if isinstance(rope_types, dict) else getattr(rotary, "layer_types", ())
     return {t: specs.get(config, t, f"{where}, layer_type {t})") for t in sorted(layer_types)}
-
-
-# --- checking a spec against HF's own rotation before routing anything ---------------------
-
-def _test_positions(config, n_axes):
-    """Two calls' ids, [1, S] (or [3, 1, S]): short, and reaching max_position_embeddings - 1."""
-    top = int(getattr(config, "max_position_embeddings", 4096) or 4096)
-    short = torch.arange(8)
-    long = torch.unique(torch.cat([torch.arange(8), torch.tensor([top // 3, top // 2, top - 2, top - 1])]))
-    out = []
-    for ids in (short, long):
-        if n_axes:  # differing axes, as an image's tokens have (t, h, w)
-            ids = torch.stack([ids, ids // 2, torch.flip(ids, [0])])[:, None, :]
-        else:
-            ids = ids[None, :]
-        out.append(ids)
-    return out
-
-
-def _difference(expected, got, max_position):
-    """None, or what differs beyond HF float32 RoPE's own error (~2^-24 * position per unit of |q|)."""
-    scale = max(1.0, float(expected.abs().max()))
-    tol = (2e-5 + 3e-7 * max_position) * scale
-    diff = float((got - expected).abs().max())
-    if diff <= tol:
-        return None
-    return f"max |diff| {diff:.3g} > {tol:.3g} at positions up to {max_position}"
-
-
-def _float32_copy(rotary, config):
-    """A copy to call: the module itself, or, where model.to(bf16/f16) has rounded its inv_freq
-    buffers (HF's own rotation is then off by up to 2^-9 * angle), a new one from its config."""
-    buffers = [b for b in rotary.buffers() if b.is_floating_point()]
-    if all(b.dtype in (torch.float32, torch.float64) for b in buffers):
-        return copy.deepcopy(rotary)
-    try:
-        return type(rotary)(config)
-    except Exception:  # noqa: BLE001 - a constructor that wants more than the config
-        return copy.deepcopy(rotary).float()
-
-
-def _compare_rotary(rotary, config, layer_type, rope_spec, fn, kind):
-    """None when the spec reproduces `fn` (an apply function of `kind`) on `rotary`'s cos/sin, else
-    what differs."""
-    rotary = _float32_copy(rotary, config)  # the call may update a dynamic / LongRoPE module's state
-    gen = torch.Generator().manual_seed(0)
-    x = torch.zeros(1, dtype=torch.float32)
-    tested = False
-    for ids in _test_positions(config, rope_spec.n_axes):
-        with torch.no_grad():
-            out = rotary(x, ids) if layer_type is None else rotary(x, ids, layer_type)
-        positions = _Positions(rope_spec, ids)
-        if kind == "gptj":  # GPT-J's module returns (sin, cos), in its apply function's order
-            why = _compare_gptj_call(positions, fn, *out, gen)
-            if why:
-                return why
-            tested = True
-            continue
-        cos, sin = out
-        seq, width = ids.shape[-1], cos.shape[-1]
-        for w in sorted({width, int(rope_spec.spec["head_dim"])}):
-            q = torch.randn(1, 2, seq, w, generator=gen)
-            k = torch.randn(1, 1, seq, w, generator=gen)
-            try:
-                expected = fn(q, k, cos, sin)
-            except RuntimeError as e:
-                if w == width:
-                    return f"it fails on HF's own cos/sin: {e}"
-                continue  # this apply function only takes the rotary part (DeepSeek-V3)
-            with torch.no_grad():
-                got = positions.rotate(q, k, width, "bhsd")
-            for e, g in zip(expected, got):
-                why = _difference(e, g, int(ids.max()))
-                if why:
-                    return why
-            tested = True
-    return None if tested else "nothing was compared"
-
-
-def _compare_gptj_call(positions, fn, sin, cos, gen):
-    """GPT-J's apply_rotary_pos_emb(tensor [B, S, H, rotary_dim], sin, cos) against the kernel."""
-    ids = positions.position_ids
-    tensor = torch.randn(1, ids.shape[-1], 2, 2 * cos.shape[-1], generator=gen)
-    with torch.no_grad():
-        got = positions.rotate(tensor, None, 2 * cos.shape[-1], "bshd")[0]
-    return _difference(fn(tensor, sin, cos), got, int(ids.max()))
-
-
-def _compare_gptj(attention, rope_spec, fn, module_globals):
-    """GPT-J whose attention looks (sin, cos) up in its own table (transformers up to 5.23)."""
-    table = attention.embed_positions
-    if table.dtype != torch.float32 and "create_sinusoidal_positions" in module_globals:  # rounded by .to(bf16)
-        table = module_globals["create_sinusoidal_positions"](attention.max_positions, attention.pos_embd_dim)
-    gen = torch.Generator().manual_seed(0)
-    for ids in _test_positions(attention.config, None):
-        sincos = table[ids].float()
-        sin, cos = torch.split(sincos, sincos.shape[-1] // 2, dim=-1)
-        why = _compare_gptj_call(_Positions(rope_spec, ids), fn, sin, cos, gen)
-        if why:
-            return why
-    return None
 
 
 # --- patch / unpatch -----------------------------------------------------------------------
