@@ -199,7 +199,8 @@ class Importer {
   void collect_layer_types() {
     const json* given = r_.object(c(), where(), "rope_parameters");
     given_ = given != nullptr;
-    const json& default_rp = model_.defaults->contains("rope_parameters") ? model_.defaults->at("rope_parameters") : kEmpty;
+    const json& default_rp =
+        model_.defaults->contains("rope_parameters") ? model_.defaults->at("rope_parameters") : kEmpty;
     const json* legacy = table("legacy_layer_keys").is_object() ? &table("legacy_layer_keys") : nullptr;
     // A flat rope_parameters the config class spreads over the layer types as it does rope_scaling (DeepSeek-V4).
     const bool spread = given && !nested(*given) && legacy && table("splits_flat_rope_parameters") == true;
@@ -333,7 +334,8 @@ class Importer {
   std::string set_users(const std::string& set) const {
     if (!table("rope_sets").contains(set)) return "";
     const auto users = table("rope_sets").at(set).get<std::vector<std::string>>();
-    return fmt::format(" (transformers' {} attention uses them on {} layers)", model_.table_type, fmt::join(users, ", "));
+    return fmt::format(" (transformers' {} attention uses them on {} layers)", model_.table_type,
+                       fmt::join(users, ", "));
   }
   std::string rope_sets_text() const {
     if (!table("rope_sets").is_object()) return "";

@@ -41,12 +41,22 @@ int nesting_depth(const std::string& text, int limit) {
 
 // Python's json (HF's loader) writes and reads the non-finite literals NaN, Infinity and -Infinity, which JSON
 // lacks, and reads a number too large for a double (1e999) as infinity. Outside strings, valid JSON has no other
-// bare word starting with N, I or -I, so each is swapped for a string holding kNonFinite and the literal: the
-// parse keeps them as values, a key rope-gen never reads ignores them, and a key it reads refuses them by name
-// (the typed look-ups below).
-const std::string kNonFinite = std::string(1, '\0') + "non-finite ";
+// bare word starting with N, I or -I, so each is swapped for a string of the marker and the literal: the parse
+// keeps them as values, a key rope-gen never reads ignores them, and a key it reads refuses them by name (the
+// typed look-ups below). The marker starts with NUL, which a JSON string can only hold escaped.
+constexpr const char* kMarkerWord = "non-finite ";
+const std::string kNonFinite = std::string(1, '\0') + kMarkerWord;
 
-std::string non_finite_string(const char* literal) { return "\"\\u0000non-finite " + std::string(literal) + "\""; }
+std::string non_finite_string(const char* literal) {
+  return std::string("\"\\u0000") + kMarkerWord + literal + "\"";
+}
+
+// The non-finite literal at text[i], or nullptr.
+const char* literal_at(const std::string& text, size_t i) {
+  for (const char* literal : {"NaN", "Infinity", "-Infinity"})
+    if (text.compare(i, std::strlen(literal), literal) == 0) return literal;
+  return nullptr;
+}
 
 // The end of the number token starting at i (JSON's characters of numbers).
 size_t number_end(const std::string& text, size_t i) {
@@ -59,11 +69,12 @@ bool too_large(const std::string& token) {
   const size_t e = token.find_first_of("eE");
   const std::string mantissa = token.substr(0, e);
   const long exponent = e == std::string::npos ? 0 : std::strtol(token.c_str() + e + 1, nullptr, 10);
-  const size_t point = std::min(mantissa.find('.'), mantissa.size());
+  const long point = static_cast<long>(std::min(mantissa.find('.'), mantissa.size()));
   const size_t first = mantissa.find_first_of("123456789");
   if (first == std::string::npos) return false;
   // the decimal exponent of the first significant digit
-  const long magnitude = first < point ? static_cast<long>(point - first) - 1 : static_cast<long>(point) - static_cast<long>(first);
+  const long magnitude = static_cast<long>(first) < point ? point - static_cast<long>(first) - 1
+                                                          : point - static_cast<long>(first);
   return magnitude + exponent > 0;
 }
 
@@ -79,10 +90,7 @@ std::string with_non_finite_as_strings(const std::string& text) {
       else if (ch == '"') in_string = false;
     } else if (ch == '"') {
       in_string = true;
-    } else if (const char* literal = text.compare(i, 3, "NaN") == 0             ? "NaN"
-                                     : text.compare(i, 8, "Infinity") == 0      ? "Infinity"
-                                     : text.compare(i, 9, "-Infinity") == 0     ? "-Infinity"
-                                                                                : nullptr) {
+    } else if (const char* literal = literal_at(text, i)) {
       out += non_finite_string(literal);
       i += std::strlen(literal) - 1;
       continue;
@@ -90,11 +98,10 @@ std::string with_non_finite_as_strings(const std::string& text) {
       const size_t end = number_end(text, i);
       double v = 0;
       const auto [ptr, ec] = std::from_chars(text.data() + i, text.data() + end, v);
-      if (ec == std::errc::result_out_of_range && ptr == text.data() + end && too_large(text.substr(i, end - i))) {
+      if (ec == std::errc::result_out_of_range && ptr == text.data() + end && too_large(text.substr(i, end - i)))
         out += non_finite_string(ch == '-' ? "-Infinity" : "Infinity");
-      } else {
+      else
         out.append(text, i, end - i);
-      }
       i = end - 1;
       continue;
     }
@@ -113,8 +120,6 @@ std::string non_finite_literal(const json& v) {
 // A short rendering of a JSON value for messages.
 std::string shown(const json& v) {
   if (std::string literal = non_finite_literal(v); !literal.empty()) return literal;
-  if (v.is_number_float() && !std::isfinite(v.get<double>()))  // 1e999: parsed as infinity
-    return std::isnan(v.get<double>()) ? "NaN" : v.get<double>() < 0 ? "-Infinity" : "Infinity";
   std::string s = v.dump();
   return s.size() > 40 ? s.substr(0, 37) + "..." : s;
 }
@@ -249,7 +254,8 @@ std::optional<std::vector<int>> JsonReader::ints(const json& j, const std::strin
 }
 
 std::optional<std::vector<std::string>> JsonReader::strings(const json& j, const std::string& where, const char* key) {
-  return list_of<std::string>(*this, find(j, key), where, key, "strings", [](const json& e) { return e.is_string() && non_finite_literal(e).empty(); });
+  return list_of<std::string>(*this, find(j, key), where, key, "strings",
+                              [](const json& e) { return e.is_string() && non_finite_literal(e).empty(); });
 }
 
 }  // namespace ropegen::hf

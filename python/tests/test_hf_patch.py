@@ -265,7 +265,7 @@ def test_gptj_refusals_are_value_errors_naming_the_model():
     with torch.no_grad():
         for m in owners:
             m.embed_positions.mul_(1.01)
-    with pytest.raises(ValueError, match=r"GPTJ.*does not reproduce .*modeling_gptj.apply_rotary_pos_emb: max \|diff\|"):
+    with pytest.raises(ValueError, match=r"GPTJ.*does not reproduce .*modeling_gptj.apply_rotary_pos_emb: max "):
         hf.patch(model)
     assert not hf.is_patched(model)
     model = build("gptj")

@@ -44,7 +44,8 @@ TEST_F(FromHfNewest, Gemma4HeadSizesPerLayerType) {
   EXPECT_THAT(r.out, HasSubstr("  scheme: lang\n  theta: 10000\n"));
   // The older config.json spelling (global_head_dim), and none at all: the config class's default.
   const std::string types = R"("layer_types": ["sliding_attention", "full_attention"], "head_dim": 128)";
-  r = from_hf(R"({"model_type": "gemma4_text", "global_head_dim": 384, )" + types + "}", " --layer-type full_attention");
+  r = from_hf(R"({"model_type": "gemma4_text", "global_head_dim": 384, )" + types + "}",
+              " --layer-type full_attention");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("# layer type full_attention: head_dim 384 (global_head_dim)\n"));
   EXPECT_THAT(r.out, HasSubstr("head_dim: 384\n"));
@@ -121,8 +122,8 @@ TEST_F(FromHfNewest, MultimodalRopeOfGlm4vAndQwen3Omni) {
   EXPECT_THAT(r.out, HasSubstr("name: qwen3_omni_moe\nencoding: rope\nhead_dim: 128\nrotary_dim: 128\n"));
   EXPECT_THAT(r.out, HasSubstr("  theta: 1000000\n"));
   EXPECT_THAT(r.out, HasSubstr("axes:\n  sections: [24, 20, 20]\n  interleaved: true\n"));
-  r = from_hf(R"({"model_type": "qwen3_omni_moe", "thinker_config": {"text_config": {"model_type": "qwen3_omni_moe_text",
-    "head_dim": 128, "rope_scaling": {"mrope_section": [24, 20, 20], "mrope_interleaved": false}}}})");
+  r = from_hf(R"({"model_type": "qwen3_omni_moe", "thinker_config": {"text_config": {
+    "model_type": "qwen3_omni_moe_text", "head_dim": 128, "rope_scaling": {"mrope_section": [24, 20, 20], "mrope_interleaved": false}}}})");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("# `thinker_config.text_config.rope_scaling.mrope_interleaved` false is not what "
                                "HF's code does: it ignores the key\n"));

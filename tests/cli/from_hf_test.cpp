@@ -352,7 +352,8 @@ TEST_F(FromHf, NonFiniteLiteralsOfPythonsJson) {
 
 // --name is used as given: a name that is not a spec name is refused, never rewritten.
 TEST_F(FromHf, NameIsUsedAsGiven) {
-  for (const std::string& name : std::vector<std::string>{"../x", "a/b", "Mistral", "9lives", "x y", std::string(65, 'a')}) {
+  const std::vector<std::string> names = {"../x", "a/b", "Mistral", "9lives", "x y", std::string(65, 'a')};
+  for (const std::string& name : names) {
     auto r = run_command(kTool + " from-hf " + kReal + "mistral_7b.json --name '" + name + "'");
     EXPECT_EQ(r.exit_code, 2) << name;
     EXPECT_THAT(r.err, HasSubstr("--name `")) << name;

@@ -163,7 +163,8 @@ def probe(hf, model_type):
             found, shrink = measure(hf, mod, rot_cls, apply_name, text_config(full), layer_types)
         if "mrope" in found:  # the module's own sections, where config.json names none (on the real head)
             sections = default_sections(hf, mod, rot_cls, apply_name, [cfg] + ([text_config(real)] if real else []))
-            found["mrope"] = dict(found["mrope"], sections=sections) if sections else {"layout": found["mrope"]["layout"]}
+            layout = {"layout": found["mrope"]["layout"]}
+            found["mrope"] = dict(layout, sections=sections) if sections else layout
         entry.update(found)
         # the layer types a rope parameter set serves, seen where every layer type occurs (a real config)
         sets, inverse = rope_sets(hf, mod, rot_cls, apply_name, tiny(text_config(real or full), shrink),
