@@ -19,7 +19,7 @@ PIP_PACKAGES := halide==21.0.0 cmake==3.31.6 numpy pytest nanobind==3.1.0 scikit
 # What the PyTorch tests (python/tests/test_torch.py, test_hf_patch.py) need;
 # only `make test` installs them (about 3 GB from PyPI, a minute; pip keeps
 # its downloads in ~/.cache/pip).
-TORCH_PACKAGES := torch==2.15.0 transformers==5.23.0
+TORCH_PACKAGES := torch==2.15.0 transformers==5.24.0
 
 EXAMPLE ?= examples/llama3_8b.yaml
 
@@ -144,7 +144,7 @@ FUZZ_SECONDS ?= 30
 FUZZERS := spec_parser npy_reader hf_config
 FUZZ_ARGS_spec_parser := -max_len=1048577 -dict=tests/fuzz/spec.dict tests/fuzz/corpus examples
 FUZZ_ARGS_npy_reader := -max_len=4096 tests/fuzz/npy_corpus
-FUZZ_ARGS_hf_config := -max_len=65536 examples/hf_configs tests/golden/hf_configs
+FUZZ_ARGS_hf_config := -max_len=65536 examples/hf_configs tests/golden/hf_configs tests/fuzz/hf_corpus
 fuzz: $(STAMP)/venv
 	$(CMAKE) -S . -B $(BUILD)-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DROPEGEN_FUZZ=ON \

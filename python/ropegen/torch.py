@@ -322,7 +322,8 @@ def _spec_of(spec):
 class Rope(torch.nn.Module):
     """A rope spec as a module: forward(q, k=None, position_ids=None, *, layout="bhsd",
     offset=0, cu_seqlens=None) -> (q_rot, k_rot), differentiable in q, k and (for
-    `scheme: runtime`) the trainable `freqs` parameter.
+    `scheme: runtime`) the trainable `freqs` parameter; backward(...) (same arguments)
+    rotates by minus the angle.
 
     spec: a path, YAML text, dict, or a Hugging Face config (through from_hf).
     Layouts: "bhsd" (HF's [B, H, S, D]), "bshd", "sbhd", "thd" (packed tokens
@@ -365,6 +366,13 @@ class Rope(torch.nn.Module):
         else:
             torch.ops.ropegen.rope_(self.spec, q, k, position_ids, layout, offset, cu_seqlens, self.freqs)
         return q, k
+
+    def backward(self, q, k=None, position_ids=None, *, layout="bhsd", offset=0, cu_seqlens=None):
+        """The rotation by minus the angle, forward's inverse (and its gradient): q (and k) rotated back. DeepSeek-V4
+        applies it to its attention output (HF's apply function with (cos, -sin)). Not itself differentiable."""
+        out_q, out_k, _ = torch.ops.ropegen.rope_backward(self.spec, q, k, position_ids, layout, offset, cu_seqlens,
+                                                          self.freqs, None, None)
+        return out_q, (out_k if k is not None else None)
 
     def extra_repr(self):
         return self.spec.splitlines()[0] if self.spec else ""
