@@ -70,9 +70,14 @@ std::string precision_text(const Precision& p, Encoding encoding) {
                                         : fmt::format("every position 0..{}", p.max_pos),
                               encoding == Encoding::Rope ? "cos and sin x attention factor" : "the PE");
   const TrigErrors& m = p.max_error;
-  s += fmt::format("  {:<58}{}\n", "float32 angle, fl32(p) * fl32(inv_freq) (HF)", error_text(m.f32_angle));
-  s += fmt::format("  {:<58}{}\n", "bf16 table from float32 angles (vLLM's cache in bf16)", error_text(m.bf16_table));
-  s += fmt::format("  {:<58}{}\n", "f16 table from float32 angles (vLLM's cache in f16)", error_text(m.f16_table));
+  // Who computes RoPE's tables so (the definitions: ropegen/rope_explain.h).
+  const bool rope = encoding == Encoding::Rope;
+  s += fmt::format("  {:<58}{}\n", std::string("float32 angle, fl32(p) * fl32(inv_freq)") + (rope ? " (HF)" : ""),
+                   error_text(m.f32_angle));
+  s += fmt::format("  {:<58}{}\n", std::string("bf16 table from float32 angles") + (rope ? " (vLLM's cache in bf16)" : ""),
+                   error_text(m.bf16_table));
+  s += fmt::format("  {:<58}{}\n", std::string("f16 table from float32 angles") + (rope ? " (vLLM's cache in f16)" : ""),
+                   error_text(m.f16_table));
   s += fmt::format("  {:<58}{}\n", "rope-gen kernel (float32)", m.rope_gen ? error_text(*m.rope_gen) : "- (" + p.rope_gen_note + ")");
   return s;
 }
