@@ -135,7 +135,7 @@ figures: python torch
 	$(PLOT) examples/llama2_7b.yaml examples/llama3_8b.yaml examples/qwen2_5_7b.yaml examples/phi3_5_mini.yaml \
 	  -o $(FIGURES)/decay.png --kind decay --max-pos 131072
 	$(PLOT) examples/llama3_8b.yaml -o $(FIGURES)/llama3_8b_precision.png --kind precision
-	$(PLOT) examples/transformer_sinusoidal.yaml examples/llama3_8b.yaml -o $(FIGURES)/heatmaps.png --kind heatmap
+	$(PLOT) examples/transformer_sinusoidal.yaml examples/llama3_8b.yaml -o $(FIGURES)/heatmaps.png --kind heatmap --positions 128
 
 # The Python binding (python/), installed into the project venv; the build
 # directory is kept so reinstalling is incremental.

@@ -20,7 +20,7 @@ import argparse
 import math
 import os
 import sys
-import tempfile
+import secrets
 
 import numpy as np
 
@@ -43,11 +43,6 @@ REGIME_COLOURS = {
 
 class PlotError(ValueError):
     """A figure that cannot be drawn for these specs or arguments."""
-
-
-def _regime_label(regime):
-    return {"kept": "kept / extrapolated", "extrapolated": "kept / extrapolated",
-            "blended": "blended / ramp", "ramp": "blended / ramp"}.get(regime, regime)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -85,7 +80,7 @@ def decay_bound(inv_freq, distances):
     return np.abs(partial).mean(axis=1)
 
 
-def decay_data(spec, max_distance=None, points=400, seq_len=None):
+def decay_data(spec, max_distance=None, points=150, seq_len=None):
     """RoFormer's long-term decay bound against relative distance 1..max_distance (default: the
     spec's max_pos), at `points` log-spaced integer distances; all axes of a multi-axis spec move
     together."""
@@ -182,7 +177,7 @@ def render_wavelengths(fig, data):
         colour = REGIME_COLOURS.get(regime)
         if colour is None:
             continue
-        label = _regime_label(regime) + (f" ({shaded['name']})" if len(data) > 1 else "")
+        label = regime + (f" ({shaded['name']})" if len(data) > 1 else "")
         ax.axvspan(i - 0.5, i + 0.5, color=colour, alpha=0.15, linewidth=0,
                    label=None if label in labelled else label)
         labelled.add(label)
@@ -203,8 +198,9 @@ def render_wavelengths(fig, data):
 def render_decay(fig, data):
     ax = fig.add_subplot()
     for d in data:
-        ax.plot(d["distance"], d["bound"], label=d["name"])
-    _mark_contexts(ax, data, horizontal=False)
+        ax.plot(d["distance"], d["bound"], linewidth=1, label=d["name"])
+    if len(data) == 1:
+        _mark_contexts(ax, data, horizontal=False)
     ax.set_xscale("log")
     ax.set_xlabel("relative distance (positions)")
     ax.set_ylabel("relative upper bound of the score")
@@ -300,12 +296,14 @@ def save(fig, path):
         raise PlotError(f"{path}: the output must end in .png or .svg")
     if os.path.isdir(path):
         raise PlotError(f"{path} is a directory")
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".ropegen-plot-", suffix=ext)
+    target = os.path.realpath(path)
+    # A new file of this process's own (O_EXCL), its mode as the umask makes it.
+    tmp = os.path.join(os.path.dirname(target), f".{os.path.basename(target)}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "wb") as f:
-            fig.savefig(f, format=ext[1:], dpi=DPI)
-        os.replace(tmp, os.path.realpath(path))
+            fig.savefig(f, format=ext[1:], dpi=DPI, **({"pil_kwargs": {"optimize": True}} if ext == ".png" else {}))
+        os.replace(tmp, target)
     except BaseException:
         os.unlink(tmp)
         raise
