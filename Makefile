@@ -23,7 +23,7 @@ TORCH_PACKAGES := torch==2.15.0 transformers==5.24.0
 
 EXAMPLE ?= examples/llama3_8b.yaml
 
-.PHONY: all setup deps venv torch configure build python wheel run bench bench-torch gpu-kit test test-sanitize fuzz clean distclean
+.PHONY: all setup deps venv torch configure build python wheel run bench bench-torch gpu-kit figures test test-sanitize fuzz clean distclean
 all: build
 
 setup: deps venv
@@ -122,6 +122,20 @@ test-sanitize: $(STAMP)/venv
 	$(CMAKE) --build $(BUILD)-sanitize -j $(JOBS)
 	cd $(BUILD)-sanitize && $(call SANITIZER_ENV,1) $(abspath $(VENV))/bin/ctest --output-on-failure -j $(JOBS) -E 'Vulkan|DeviceMemory|^Table/HfModel[.]'
 	cd $(BUILD)-sanitize && $(call SANITIZER_ENV,0) $(abspath $(VENV))/bin/ctest --output-on-failure -j $(JOBS) -R 'Vulkan|DeviceMemory'
+
+# The figures of docs/explain.md, drawn by ropegen.plot from the example specs
+# (matplotlib comes with `make torch`).
+FIGURES := docs/figures
+PLOT = $(PY) -m ropegen.plot
+figures: python torch
+	$(PLOT) examples/llama3_8b.yaml -o $(FIGURES)/llama3_8b_wavelengths.png --kind wavelengths
+	$(PLOT) examples/qwen2_5_7b.yaml -o $(FIGURES)/qwen2_5_7b_wavelengths.png --kind wavelengths
+	$(PLOT) examples/phi3_5_mini.yaml -o $(FIGURES)/phi3_5_mini_wavelengths.png --kind wavelengths --seq-len 131072
+	$(PLOT) examples/qwen2_vl_7b.yaml -o $(FIGURES)/qwen2_vl_7b_axes.png --kind axes
+	$(PLOT) examples/llama2_7b.yaml examples/llama3_8b.yaml examples/qwen2_5_7b.yaml examples/phi3_5_mini.yaml \
+	  -o $(FIGURES)/decay.png --kind decay --max-pos 131072
+	$(PLOT) examples/llama3_8b.yaml -o $(FIGURES)/llama3_8b_precision.png --kind precision
+	$(PLOT) examples/transformer_sinusoidal.yaml examples/llama3_8b.yaml -o $(FIGURES)/heatmaps.png --kind heatmap --positions 128
 
 # The Python binding (python/), installed into the project venv; the build
 # directory is kept so reinstalling is incremental.

@@ -11,6 +11,7 @@
     y = ropegen.compile("examples/transformer_sinusoidal.yaml")(x)  # x + PE (sinusoidal, learned: table=, alibi: scores)
     inv_freq, attention_factor = ropegen.freqs(spec, seq_len=8192)
     spec = ropegen.from_hf("path/to/model")                # a Hugging Face config.json -> spec text
+    info = ropegen.explain(spec)                            # `rope-gen explain --json` as a dict
 
 Kernels are compiled once per spec and kept in memory and on disk
 ($ROPEGEN_CACHE_DIR, default ~/.cache/rope-gen), so later calls and later
@@ -21,7 +22,7 @@ import os
 
 from . import _ropegen
 
-__all__ = ["compile", "freqs", "from_hf", "Kernel", "call_arguments"]
+__all__ = ["compile", "freqs", "from_hf", "explain", "Kernel", "call_arguments"]
 
 
 def _spec_text(spec):
@@ -137,6 +138,17 @@ def freqs(spec, seq_len=None):
     text, source = _spec_text(spec)
     inv_freq, attention_factor = _ropegen.freqs(text, source, seq_len)
     return numpy.asarray(inv_freq, dtype=numpy.float64), attention_factor
+
+
+def explain(spec, max_pos=None, seq_len=None, kernel=True, precision=True):
+    """What `rope-gen explain --json` prints, as a dict: per rotary pair inv_freq
+    (after and before scaling), wavelength, regime and axis; the attention factor
+    and its source; and the largest errors of cos/sin against float64 over
+    positions 0..max_pos of float32 angles, bf16 and f16 tables and (kernel=True)
+    rope-gen's own kernel, overall and per power-of-two bin (docs/explain.md);
+    precision=False: the frequencies alone ("precision" is None)."""
+    text, source = _spec_text(spec)
+    return json.loads(_ropegen.explain(text, source, max_pos, seq_len, bool(kernel), bool(precision)))
 
 
 def from_hf(config, name=None, layer_type=None, pairing=None, vision=False):

@@ -26,6 +26,7 @@ using namespace ropegen;
 
 namespace ropegen::python {
 void bind_from_hf(nb::module_& m);  // from_hf_binding.cpp
+void bind_explain(nb::module_& m);  // explain_binding.cpp
 }
 
 namespace {
@@ -167,6 +168,7 @@ std::optional<E> spelled(const std::optional<std::string>& name, std::optional<E
 NB_MODULE(_ropegen, m) {
   m.doc() = "rope-gen kernels; use the `ropegen` package rather than this module";
   python::bind_from_hf(m);
+  python::bind_explain(m);
   nb::class_<SpecKernel>(m, "Kernel")
       .def("__call__", &SpecKernel::call, nb::arg("tensors"), nb::arg("offset").none(), nb::arg("seq_len").none(),
            nb::arg("backward"), nb::arg("k_scale").none() = nb::none(), nb::arg("v_scale").none() = nb::none(),

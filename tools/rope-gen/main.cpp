@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   ropegen::cli::add_check_command(app);
   ropegen::cli::add_freqs_command(app);
+  ropegen::cli::add_explain_command(app);
   ropegen::cli::add_from_hf_command(app);
   ropegen::cli::add_apply_command(app);
   ropegen::cli::add_bench_command(app);
