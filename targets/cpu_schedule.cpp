@@ -3,7 +3,7 @@
 //   in each tile -> cos/sin for the tile, once, shared by every head of q
 //   and k -> per row (token, head), per vector of pairs:
 //   both members into registers, then both stored (in place is correct).
-// Evidence: README.md's bench table (2-core VM, same-run ratio to a copy).
+// Evidence: docs/performance.md's bench tables (2-core VMs, same-run ratio to a copy).
 // A row-sized intermediate stage instead of the register stage cost 30% at
 // [1,128,32] (0.53 vs 0.76 of copy): twice the loads and stores per element.
 #include "schedule.h"
