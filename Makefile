@@ -19,11 +19,11 @@ PIP_PACKAGES := halide==21.0.0 cmake==3.31.6 numpy pytest nanobind==3.1.0 scikit
 # What the PyTorch tests (python/tests/test_torch.py, test_hf_patch.py) need;
 # only `make test` installs them (about 3 GB from PyPI, a minute; pip keeps
 # its downloads in ~/.cache/pip).
-TORCH_PACKAGES := torch==2.15.0 transformers==5.23.0
+TORCH_PACKAGES := torch==2.15.0 transformers==5.24.0
 
 EXAMPLE ?= examples/llama3_8b.yaml
 
-.PHONY: all setup deps venv torch configure build python wheel run bench bench-torch gpu-kit test test-vllm test-sanitize fuzz clean distclean
+.PHONY: all setup deps venv torch configure build python wheel run bench bench-torch gpu-kit figures test test-vllm test-sanitize fuzz clean distclean
 all: build
 
 setup: deps venv
@@ -149,6 +149,20 @@ test-sanitize: $(STAMP)/venv
 	cd $(BUILD)-sanitize && $(call SANITIZER_ENV,1) $(abspath $(VENV))/bin/ctest --output-on-failure -j $(JOBS) -E 'Vulkan|DeviceMemory|^Table/HfModel[.]'
 	cd $(BUILD)-sanitize && $(call SANITIZER_ENV,0) $(abspath $(VENV))/bin/ctest --output-on-failure -j $(JOBS) -R 'Vulkan|DeviceMemory'
 
+# The figures of docs/explain.md, drawn by ropegen.plot from the example specs
+# (matplotlib comes with `make torch`).
+FIGURES := docs/figures
+PLOT = $(PY) -m ropegen.plot
+figures: python torch
+	$(PLOT) examples/llama3_8b.yaml -o $(FIGURES)/llama3_8b_wavelengths.png --kind wavelengths
+	$(PLOT) examples/qwen2_5_7b.yaml -o $(FIGURES)/qwen2_5_7b_wavelengths.png --kind wavelengths
+	$(PLOT) examples/phi3_5_mini.yaml -o $(FIGURES)/phi3_5_mini_wavelengths.png --kind wavelengths --seq-len 131072
+	$(PLOT) examples/qwen2_vl_7b.yaml -o $(FIGURES)/qwen2_vl_7b_axes.png --kind axes
+	$(PLOT) examples/llama2_7b.yaml examples/llama3_8b.yaml examples/qwen2_5_7b.yaml examples/phi3_5_mini.yaml \
+	  -o $(FIGURES)/decay.png --kind decay --max-pos 131072
+	$(PLOT) examples/llama3_8b.yaml -o $(FIGURES)/llama3_8b_precision.png --kind precision
+	$(PLOT) examples/transformer_sinusoidal.yaml examples/llama3_8b.yaml -o $(FIGURES)/heatmaps.png --kind heatmap --positions 128
+
 # The Python binding (python/), installed into the project venv; the build
 # directory is kept so reinstalling is incremental.
 python: build
@@ -170,7 +184,7 @@ FUZZ_SECONDS ?= 30
 FUZZERS := spec_parser npy_reader hf_config
 FUZZ_ARGS_spec_parser := -max_len=1048577 -dict=tests/fuzz/spec.dict tests/fuzz/corpus examples
 FUZZ_ARGS_npy_reader := -max_len=4096 tests/fuzz/npy_corpus
-FUZZ_ARGS_hf_config := -max_len=65536 examples/hf_configs tests/golden/hf_configs
+FUZZ_ARGS_hf_config := -max_len=65536 examples/hf_configs tests/golden/hf_configs tests/fuzz/hf_corpus
 fuzz: $(STAMP)/venv
 	$(CMAKE) -S . -B $(BUILD)-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DROPEGEN_FUZZ=ON \

@@ -1,27 +1,28 @@
 #include "bench_kernel.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <optional>
 #include <random>
 #include <thread>
 
-#include <fmt/format.h>
-#include <fmt/ranges.h>
-
+#include "abi/kernel_abi.h"
+#include "call/contract.h"
+#include "call/prepare_call.h"
 #include "ropegen/rope_math.h"
 #include "ropegen/rope_table.h"
 #include "ropegen/runtime.h"
 #include "runtime/device_probe.h"
 #include "runtime/host_memory.h"
 #include "runtime/host_tensor.h"
-#include "call/contract.h"
-#include "call/layout_traits.h"
-#include "targets/target_names.h"
 #include "table_kernel.h"
+#include "targets/target_names.h"
 #include "worker_pool.h"
 
 namespace ropegen::bench {
@@ -31,7 +32,7 @@ using Clock = std::chrono::steady_clock;
 
 // B sequences of S tokens in a layout (packed: B * S tokens).
 std::vector<int64_t> layout_shape(Layout layout, int64_t b, int64_t s, int64_t h, int64_t d) {
-  const call::LayoutTraits& t = call::layout_traits(layout);
+  const abi::LayoutTraits& t = abi::layout_traits(layout);
   std::vector<int64_t> shape(t.rank);
   shape[t.d] = d, shape[t.s] = t.packed() ? b * s : s;
   if (t.h >= 0) shape[t.h] = h;
@@ -94,7 +95,7 @@ Result<int> halide_threads() {
   char* end = nullptr;
   const long n = std::strtol(env, &end, 10);
   if (*end != '\0' || n < 1 || n > 1024)
-    return Diagnostic{{"HL_NUM_THREADS", -1, -1}, fmt::format("HL_NUM_THREADS={} is not a thread count in 1..1024", env), {}};
+    return named_error("HL_NUM_THREADS", fmt::format("HL_NUM_THREADS={} is not a thread count in 1..1024", env));
   return static_cast<int>(n);
 }
 
@@ -108,25 +109,24 @@ Result<BenchResult> bench_rope(const RopeSpec& spec, const BenchOptions& o) {
   if (!pool_threads) return pool_threads.errors();
   const int threads = o.threads > 0 ? o.threads : *pool_threads;
   if (threads != *pool_threads)
-    return Diagnostic{{"threads", -1, -1},
-                      fmt::format("threads is {} but Halide's pool has {} (HL_NUM_THREADS): set HL_NUM_THREADS={} "
-                                  "before the first kernel runs, so the copy and the kernel use the same threads",
-                                  threads, *pool_threads, threads),
-                      {}};
+    return named_error("threads",
+                       fmt::format("threads is {} but Halide's pool has {} (HL_NUM_THREADS): set HL_NUM_THREADS={} "
+                                   "before the first kernel runs, so the copy and the kernel use the same threads",
+                                   threads, *pool_threads, threads));
 
   KernelVariant variant;
   variant.with_k = o.k_heads > 0;
   variant.backward = o.backward;
   const bool rope = spec.encoding == Encoding::Rope;
   if (!rope && (variant.with_k || o.backward))
-    return Diagnostic{{"--k-heads", -1, -1}, "k and backward kernels are for rope specs", {}};
+    return named_error("--k-heads", "k and backward kernels are for rope specs");
   if (rope && spec.frequency.scheme == FrequencyScheme::Runtime && o.backward)
-    return Diagnostic{{"--backward", -1, -1}, "bench times the backward of static frequencies only", {}};
+    return named_error("--backward", "bench times the backward of static frequencies only");
   const bool random = o.positions == BenchPositions::Random;
   if (random && (spec.positions != PositionsMode::Explicit || spec.encoding == Encoding::Alibi))
-    return Diagnostic{{"--positions", -1, -1}, "random positions need a spec with `positions: explicit`", {}};
+    return named_error("--positions", "random positions need a spec with `positions: explicit`");
   if (o.table_kernel && (!rope || o.backward))
-    return Diagnostic{{"--table-kernel", -1, -1}, "the table kernel is a rope forward kernel", {}};
+    return named_error("--table-kernel", "the table kernel is a rope forward kernel");
   const Layout layout = call::tensor_layout(call::call_contract(spec));
   const std::vector<int64_t> q_shape = tensor_shape(spec, o, o.heads);
   const std::vector<int64_t> k_shape = tensor_shape(spec, o, o.k_heads);
@@ -157,7 +157,7 @@ Result<BenchResult> bench_rope(const RopeSpec& spec, const BenchOptions& o) {
   }
   // Buffer dims, and the packed token count (thd / td), are int32 for Halide.
   if (o.batch * o.seq > INT32_MAX || std::any_of(q_shape.begin(), q_shape.end(), [](int64_t d) { return d > INT32_MAX; }))
-    return Diagnostic{{"--shape", -1, -1}, "every dim, and batch x tokens, must be at most 2^31 - 1", {}};
+    return named_error("--shape", "every dim, and batch x tokens, must be at most 2^31 - 1");
   Result<uint64_t> bytes = runtime::host_bytes_for(parts, fmt::format("a benchmark with q shaped ({})", fmt::join(q_shape, ", ")));
   if (!bytes) return bytes.errors();
   const int64_t q_elems = parts[0].first, k_elems = parts[1].first;
@@ -190,7 +190,7 @@ Result<BenchResult> bench_rope(const RopeSpec& spec, const BenchOptions& o) {
   for (size_t i = 0; i < ids.size(); ++i)
     ids[i] = random ? (i % axes == 0 ? random_id(id_rng) : ids[i - 1]) : static_cast<int32_t>(i / axes % o.seq);
   if (spec.positions == PositionsMode::Explicit && spec.encoding != Encoding::Alibi) {
-    call::Shape id_shape = call::layout_traits(layout).token_dims(q_shape.data());
+    call::Shape id_shape = call::token_dims(abi::layout_traits(layout), q_shape.data());
     if (spec.axes.enabled()) id_shape.push_back(axes);
     call.positions = Tensor::dense(ids.data(), ElementType::Int32, id_shape.data(), static_cast<int>(id_shape.size()));
   }
@@ -222,7 +222,7 @@ Result<BenchResult> bench_rope(const RopeSpec& spec, const BenchOptions& o) {
   // Packed layouts: B sequences of S tokens.
   std::vector<int32_t> cu;
   for (int64_t b = 0; b <= o.batch; ++b) cu.push_back(static_cast<int32_t>(b * o.seq));
-  if (call::layout_traits(layout).packed())
+  if (abi::layout_traits(layout).packed())
     call.cu_seqlens = Tensor::dense(cu.data(), ElementType::Int32, {static_cast<int64_t>(cu.size())});
   // Random ids: the sequence length is HF's, max id + 1.
   if (!random) call.seq_len = o.seq;

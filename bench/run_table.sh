@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The README's bench table: rope-gen bench (ratio to a copy of the same bytes,
-# same run), bshd, head_dim 128. PyTorch's sides: bench/torch_bench.py.
+# rope-gen's columns of docs/performance.md's table against PyTorch eager:
+# rope-gen bench (ratio to a copy of the same bytes, same run), bshd, head_dim 128.
+# PyTorch's sides: bench/torch_bench.py.
 # Usage: bench/run_table.sh   (run from the repo root after `make build`)
 set -euo pipefail
 tool=build/rope-gen

@@ -104,9 +104,7 @@ TableKernel::Rotate pick(bool interleaved, bool avx512) {
 }  // namespace
 
 Result<TableKernel> TableKernel::make(const RopeSpec& spec, int64_t max_pos, bool allow_avx512) {
-  auto refuse = [&](const std::string& what) {
-    return Diagnostic{{spec.name, -1, -1}, "the table kernel covers " + what, {}};
-  };
+  auto refuse = [&](const std::string& what) { return named_error(spec.name, "the table kernel covers " + what); };
   if (spec.encoding != Encoding::Rope) return refuse("rope only");
   if (spec.layout != Layout::BSHD && spec.layout != Layout::THD) return refuse("bshd and thd layouts only");
   if (spec.dtype != DType::F32 && spec.dtype != DType::BF16) return refuse("f32 and bf16 only");

@@ -24,13 +24,11 @@ void* raw(RawBuffer& b) { return b.defined() ? b.get() : nullptr; }
 // __user_context argument, like its scalars, is the address of the value.
 int run_part(const ArgvEntry& rope, const ArgvEntry* pass_through, BoundPart& part, void* user_context,
              const ArgvEntry** failed) {
-  int64_t pool_threads = rope.pool_threads ? std::max(rope.pool_threads(), 1) : 1;
+  part.rope.scalars[abi::Arg::PoolThreads].i64 = rope.pool_threads ? std::max(rope.pool_threads(), 1) : 1;
   int code = invoke(rope, [&](const ArgumentSource& s) -> void* {
     if (s.user_context) return &user_context;
-    if (s.pool_threads) return &pool_threads;
-    if (s.rope_scalar) return &(part.rope.*s.rope_scalar);
-    if (s.rope_float) return &(part.rope.*s.rope_float);
-    return raw(part.rope.*s.rope_buffer);
+    if (abi::is_tensor(*s.arg)) return raw(part.rope[*s.arg]);
+    return &part.rope.scalars[*s.arg];  // the address of the value (int64 or float, as the entry takes it)
   });
   if (code != 0) return *failed = &rope, code;
   for (PassThroughArguments& copy : part.pass_through) {
@@ -46,7 +44,7 @@ int run_part(const ArgvEntry& rope, const ArgvEntry* pass_through, BoundPart& pa
 
 Result<ArgvEntry> resolve_entry(const std::string& where, const std::string& name, ArgvFunction argv,
                                 const halide_filter_metadata_t* md, bool pass_through, int (*pool_threads)()) {
-  auto error = [&](std::string message) { return Diagnostic{{where, -1, -1}, std::move(message), {}}; };
+  auto error = [&](std::string message) { return named_error(where, std::move(message)); };
   if (!argv || !md) return error(fmt::format("{} has no entry point {}", where, name));
   if (md->version != 1 || md->num_arguments < 1 || md->num_arguments > kMostArguments)
     return error(fmt::format("{}: unexpected Halide metadata for {}", where, name));
@@ -64,11 +62,17 @@ Result<ArgvEntry> resolve_entry(const std::string& where, const std::string& nam
     const std::optional<ArgumentSource> source = pass_through ? pass_through_argument(a.name ? a.name : "")
                                                               : rope_argument(a.name ? a.name : "");
     const bool scalar = a.kind == halide_argument_kind_input_scalar;
-    const bool int64_scalar =
-        source && (source->rope_scalar || source->pool_threads) && a.type.code == halide_type_int && a.type.bits == 64;
-    const bool float_scalar = source && source->rope_float && a.type.code == halide_type_float && a.type.bits == 32;
-    const bool fits =
-        source && (scalar ? int64_scalar || float_scalar : !source->rope_scalar && !source->rope_float && !source->pool_threads);
+    // A scalar of the kind its row says (the address passed is of that type), or a buffer.
+    bool fits = source.has_value();
+    if (fits && source->arg) {
+      const abi::ArgKind kind = abi::info(*source->arg).kind;
+      const bool int64 = a.type.code == halide_type_int && a.type.bits == 64;
+      const bool float32 = a.type.code == halide_type_float && a.type.bits == 32;
+      fits = scalar ? (kind == abi::ArgKind::Int64 && int64) || (kind == abi::ArgKind::Float32 && float32)
+                    : abi::is_tensor(*source->arg);
+    } else if (fits) {
+      fits = !scalar;  // a pass-through copy's buffers
+    }
     if (!fits) return error(fmt::format("{}: {} takes an argument `{}` rope-gen does not bind", where, name, a.name));
     f.sources.push_back(*source);
   }

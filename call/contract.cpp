@@ -1,5 +1,7 @@
 #include "call/contract.h"
 
+#include "abi/kernel_abi.h"
+
 namespace ropegen::call {
 
 ropegen_dtype dlpack_dtype(ElementType type) {
@@ -56,7 +58,9 @@ KernelVariant kernel_variant(const ropegen_contract& contract, const Call& call)
 
 ropegen_contract kernel_contract(const ropegen_contract& contract, const KernelVariant& variant) {
   ropegen_contract c = contract;
-  if (variant.backward) c.pairing = contract.output_pairing, c.output_pairing = contract.pairing;
+  const abi::KernelPairing p = abi::kernel_pairing(static_cast<Pairing>(contract.pairing),
+                                                   static_cast<Pairing>(contract.output_pairing), variant.backward);
+  c.pairing = static_cast<int32_t>(p.read), c.output_pairing = static_cast<int32_t>(p.write);
   return c;
 }
 
@@ -73,7 +77,7 @@ const char* encoding_name(const ropegen_contract& c) {
 }
 
 Layout tensor_layout(const ropegen_contract& c) {
-  return encoding(c) == Encoding::Alibi ? Layout::BHSD : static_cast<Layout>(c.layout);
+  return abi::tensor_layout(encoding(c), static_cast<Layout>(c.layout));
 }
 
 ElementType element_type(const ropegen_contract& c) {

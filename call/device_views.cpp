@@ -6,10 +6,11 @@ namespace ropegen::call {
 
 std::optional<std::string> cuda_misalignment(const BoundPart& part, const ropegen_contract& contract) {
   if (!is_rope(contract)) return std::nullopt;  // the other encodings' kernels are scalar
-  const std::pair<const RawBuffer*, const char*> vectors[] = {{&part.rope.q, "q"},
-                                                              {&part.rope.k, "k"},
-                                                              {&part.rope.out_q, "out_q (its rotary dims)"},
-                                                              {&part.rope.out_k, "out_k (its rotary dims)"}};
+  using abi::Arg;
+  const std::pair<const RawBuffer*, const char*> vectors[] = {{&part.rope[Arg::Q], "q"},
+                                                              {&part.rope[Arg::K], "k"},
+                                                              {&part.rope[Arg::OutQ], "out_q (its rotary dims)"},
+                                                              {&part.rope[Arg::OutK], "out_k (its rotary dims)"}};
   for (auto [view, name] : vectors)
     if (view->defined() && view->address() % 16 != 0)
       return fmt::format("{} starts at {:#x}: CUDA kernels move q, k and the rotary dims of out_q and out_k in "

@@ -16,19 +16,12 @@ namespace ropegen::call {
 // call's argument names; rope outputs are their rotary dims).
 template <typename F>
 void for_each_view(BoundPart& part, const ropegen_contract& contract, F f) {
-  static const char* const kArguments[] = {"q",          "k",         "v",             "positions",    "cu_seqlens",
-                                           "table",      "freqs",     "cos_sin_cache", "saved_q",      "saved_k",
-                                           "out_q",      "out_k",     "k_cache",       "v_cache",      "d_freqs",
-                                           "kv_indices", "kv_indptr", "batch_indices", "slot_mapping", "cache_positions"};
   const bool rope = is_rope(contract);
-  for (const char* argument : kArguments) {
-    RawBuffer& view = part.rope.*(rope_argument(argument)->rope_buffer);
+  for (abi::Arg a : abi::kTensorArgs) {
+    RawBuffer& view = part.rope[a];
     if (!view.defined()) continue;
-    const std::string_view a = argument;
-    if (a == "q") f(view, std::string(input_name(contract)));
-    else if (a == "out_q") f(view, std::string(rope ? "out_q (its rotary dims)" : output_name(contract)));
-    else if (a == "out_k") f(view, std::string("out_k (its rotary dims)"));
-    else f(view, std::string(argument));
+    const std::string name = abi::user_name(a, !rope);
+    f(view, rope && (a == abi::Arg::OutQ || a == abi::Arg::OutK) ? name + " (its rotary dims)" : name);
   }
   for (PassThroughArguments& copy : part.pass_through) {
     f(copy.in, std::string(input_name(contract)) + " (its dims outside the rotary range)");

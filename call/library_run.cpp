@@ -60,7 +60,7 @@ const ropegen_entry* find_pass_through(const ropegen_library& lib, DeviceType de
 // Whether a kernel takes seq_len (dynamic NTK, LongRoPE per call, xPos).
 bool reads_seq_len(const ArgvEntry& f) {
   for (const ArgumentSource& s : f.sources)
-    if (s.rope_scalar == &RopeArguments::seq_len) return true;
+    if (s.arg == abi::Arg::SeqLen) return true;
   return false;
 }
 

@@ -8,8 +8,6 @@
 namespace ropegen::call {
 namespace {
 
-Diagnostic error(const std::string& what, std::string message) { return Diagnostic{{what, -1, -1}, std::move(message), {}}; }
-
 // Lowest and highest byte a tensor's elements occupy (inclusive).
 struct ByteRange {
   uintptr_t lo, hi;
@@ -115,7 +113,8 @@ std::vector<Diagnostic> check_memory(const Arguments& args) {
   for (const Argument& a : args) {
     bool overflow = false;
     ranges.push_back(byte_range(*a.view, &overflow));
-    if (overflow) errors.push_back(error(a.name, fmt::format("{}'s strides reach past the 64-bit address space", a.name)));
+    if (overflow)
+      errors.push_back(named_error(a.name, fmt::format("{}'s strides reach past the 64-bit address space", a.name)));
   }
   if (!errors.empty()) return errors;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -124,17 +123,20 @@ std::vector<Diagnostic> check_memory(const Arguments& args) {
     if (!ranges[i]) continue;
     // The kernels read a row (the head dim) with stride 1; ids take any strides.
     if (a.tensor && t.extent[0] > 1 && t.stride[0] != 1) {
-      errors.push_back(error(a.name, fmt::format("the last dim of {} must be contiguous (stride 1, not {})", a.name, t.stride[0])));
+      errors.push_back(named_error(
+          a.name, fmt::format("the last dim of {} must be contiguous (stride 1, not {})", a.name, t.stride[0])));
       continue;
     }
     if (a.tensor && part_span(t, 1, 1) > kMaxKernelSpan)
-      errors.push_back(error(a.name, fmt::format("one token of {} ({} heads, {} elements apart) spans more than the "
-                                                 "2^31-1 elements a kernel call can address; pass heads closer together",
-                                                 a.name, t.extent[1], t.stride[1])));
+      errors.push_back(
+          named_error(a.name, fmt::format("one token of {} ({} heads, {} elements apart) spans more than the "
+                                          "2^31-1 elements a kernel call can address; pass heads closer together",
+                                          a.name, t.extent[1], t.stride[1])));
     else if (a.output && overlaps_itself(t))
-      errors.push_back(error(a.name, fmt::format("{}'s elements overlap each other (a zero or too small stride): an "
-                                                 "output needs its own memory for every element",
-                                                 a.name)));
+      errors.push_back(
+          named_error(a.name, fmt::format("{}'s elements overlap each other (a zero or too small stride): an "
+                                          "output needs its own memory for every element",
+                                          a.name)));
   }
   for (size_t i = 0; i < args.size(); ++i)
     for (size_t j = 0; j < args.size(); ++j) {
@@ -144,10 +146,11 @@ std::vector<Diagnostic> check_memory(const Arguments& args) {
       if (!intersect(*ranges[i], *ranges[j])) continue;
       if (out.own_input && out.own_input == other.view && same_view(*out.view, *other.view)) continue;  // in place
       if (out.tensor && other.tensor && side_by_side(*out.view, *other.view)) continue;
-      errors.push_back(error(out.name, fmt::format("{} overlaps {} in memory: an output may only be exactly its own "
-                                                   "input (in place: same data, shape and strides) and must share "
-                                                   "no memory with any other tensor of the call",
-                                                   out.name, other.name)));
+      errors.push_back(
+          named_error(out.name, fmt::format("{} overlaps {} in memory: an output may only be exactly its own "
+                                            "input (in place: same data, shape and strides) and must share "
+                                            "no memory with any other tensor of the call",
+                                            out.name, other.name)));
     }
   return errors;
 }

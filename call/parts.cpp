@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "abi/kernel_abi.h"
 #include "call/contract.h"
 #include "call/memory.h"
 
@@ -76,10 +77,11 @@ int64_t largest(int64_t most, Fits fits) {
 
 using Tensors = FixedVector<const View*, 6>;
 
+// The rows a call is cut by (kind Rows, but v: an append runs as one part).
 Tensors tensors(const PreparedCall& c) {
   Tensors out;
-  for (const View* t : {&c.q, &c.out_q, &c.k, &c.out_k, &c.saved_q, &c.saved_k})
-    if (t->defined()) out.push_back(t);
+  for (abi::Arg a : abi::kTensorArgs)
+    if (abi::info(a).kind == abi::ArgKind::Rows && a != abi::Arg::V && c[a].defined()) out.push_back(&c[a]);
   return out;
 }
 
@@ -121,7 +123,7 @@ halide_type_t halide_type(ElementType type) {
 
 std::optional<CallPart> single_part(const PreparedCall& call) {
   const Tensors all = tensors(call);
-  const int64_t S = call.q.extent[2], B = call.q.extent[3];
+  const int64_t S = call[abi::Arg::Q].extent[2], B = call[abi::Arg::Q].extent[3];
   if (all_empty(all) || !fits(all, S, B)) return std::nullopt;
   return CallPart{0, S, 0, B};
 }
@@ -129,7 +131,7 @@ std::optional<CallPart> single_part(const PreparedCall& call) {
 std::vector<CallPart> plan_parts(const PreparedCall& call) {
   const Tensors all = tensors(call);
   if (all_empty(all)) return {};
-  const int64_t S = call.q.extent[2], B = call.q.extent[3];
+  const int64_t S = call[abi::Arg::Q].extent[2], B = call[abi::Arg::Q].extent[3];
   int64_t ns = S, nb = B;
   if (!fits(all, S, B)) {
     if (fits(all, S, 1)) nb = largest(B, [&](int64_t n) { return fits(all, S, n); });
@@ -143,30 +145,24 @@ std::vector<CallPart> plan_parts(const PreparedCall& call) {
 
 PartViews part_views(const PreparedCall& c, const CallPart& p, const halide_device_interface_t* device) {
   PartViews v;
-  put_part(c.q, p, v.q, device), put_part(c.out_q, p, v.out_q, device);
-  put_part(c.k, p, v.k, device), put_part(c.out_k, p, v.out_k, device);
-  put_part(c.saved_q, p, v.saved_q, device), put_part(c.saved_k, p, v.saved_k, device);
-  put_part(c.positions, p, v.positions, device);
-  put_whole(c.cu_seqlens, v.cu_seqlens, device), put_whole(c.table, v.table, device);
-  put_whole(c.freqs, v.freqs, device), put_whole(c.d_freqs, v.d_freqs, device);
-  put_whole(c.cos_sin_cache, v.cos_sin_cache, device);
-  put_part(c.v, p, v.v, device), put_whole(c.k_cache, v.k_cache, device), put_whole(c.v_cache, v.v_cache, device);
-  put_whole(c.kv_indices, v.kv_indices, device), put_whole(c.kv_indptr, v.kv_indptr, device);
-  put_whole(c.batch_indices, v.batch_indices, device), put_whole(c.slot_mapping, v.slot_mapping, device);
-  put_whole(c.cache_positions, v.cache_positions, device);
-  v.offset = c.offset, v.seq_len = c.seq_len;
-  v.k_scale = c.k_scale, v.v_scale = c.v_scale;
+  for (abi::Arg a : abi::kTensorArgs) {
+    const abi::ArgKind kind = abi::info(a).kind;
+    if (kind == abi::ArgKind::Rows || kind == abi::ArgKind::Ids)
+      put_part(c[a], p, v[a], device);
+    else
+      put_whole(c[a], v[a], device);
+  }
+  v.scalars = c.scalars;
   return v;
 }
 
 RawBuffer rotary_view(const RawBuffer& t, const ropegen_contract& contract) {
-  const int half = contract.rotary_dim / 2, d_stride = t.dim[0].stride;
+  const int d_stride = t.dim[0].stride;
+  const abi::RotaryView r = abi::rotary_view(static_cast<Pairing>(contract.output_pairing), contract.rotary_dim);
   RawBuffer v = t;
   v.buf.dimensions = 5;
-  if (contract.output_pairing == static_cast<int32_t>(Pairing::Interleaved))
-    v.dim[0] = dim(0, 2, d_stride), v.dim[1] = dim(0, half, 2 * d_stride);
-  else
-    v.dim[0] = dim(0, half, d_stride), v.dim[1] = dim(0, 2, int64_t{half} * d_stride);
+  v.dim[0] = dim(0, r.extent0, int64_t{r.stride0} * d_stride);
+  v.dim[1] = dim(0, r.extent1, int64_t{r.stride1} * d_stride);
   for (int i = 1; i < 4; ++i) v.dim[i + 1] = t.dim[i];
   advance(v, int64_t{contract.rotary_offset} * d_stride * t.buf.type.bytes());
   return v;
@@ -182,61 +178,38 @@ RawBuffer dim_range_view(const RawBuffer& t, int first, int count) {
 DimRanges pass_through_ranges(const ropegen_contract& c) {
   DimRanges ranges;
   if (!has_pass_through(c)) return ranges;
-  const int after = c.rotary_offset + c.rotary_dim;
-  if (c.rotary_offset > 0) ranges.push_back({0, c.rotary_offset});
-  if (after < c.row_dim) ranges.push_back({after, c.row_dim - after});
+  const abi::PassThroughRanges r = abi::pass_through_ranges(c.row_dim, c.rotary_offset, c.rotary_dim);
+  for (const abi::DimRange& range : {r.before, r.after})
+    if (range.count > 0) ranges.push_back({range.first, range.count});
   return ranges;
 }
 
 BoundPart bind_part(const ropegen_contract& kc, const KernelVariant& variant, const PartViews& part) {
+  using abi::Arg;
   BoundPart bound{{part}, {}};
   RopeArguments& a = bound.rope;
   // Rope writes the rotary part (pass-through copies do the rest); the
   // other encodings write their whole tensor.
-  if (is_rope(kc)) a.out_q = rotary_view(part.out_q, kc);
+  if (is_rope(kc)) a[Arg::OutQ] = rotary_view(part[Arg::OutQ], kc);
   // kv_cache specs read k without out_k (with_k)
-  a.out_k = variant.with_k ? rotary_view(part.out_k, kc) : RawBuffer();
+  a[Arg::OutK] = variant.with_k ? rotary_view(part[Arg::OutK], kc) : RawBuffer();
   auto copies = [&](const RawBuffer& in, const RawBuffer& out) {
     if (in.address() == out.address()) return;  // in place: nothing to copy
     for (auto [first, count] : pass_through_ranges(kc))
       bound.pass_through.push_back({dim_range_view(in, first, count), dim_range_view(out, first, count)});
   };
-  copies(part.q, part.out_q);
-  if (variant.with_k) copies(part.k, part.out_k);
+  copies(part[Arg::Q], part[Arg::OutQ]);
+  if (variant.with_k) copies(part[Arg::K], part[Arg::OutK]);
   return bound;
 }
 
-// Names as lowering/rope_algorithm.cpp gives the ImageParams, Params and
-// output Funcs.
+// Names as lowering gives the ImageParams, Params and output Funcs: the
+// argument table's.
 std::optional<ArgumentSource> rope_argument(std::string_view name) {
-  name = base_name(name);
+  const std::optional<abi::Arg> arg = abi::argument_named(base_name(name));
+  if (!arg) return std::nullopt;
   ArgumentSource s;
-  if (name == "q" || name == "x") s.rope_buffer = &RopeArguments::q;
-  else if (name == "k") s.rope_buffer = &RopeArguments::k;
-  else if (name == "positions") s.rope_buffer = &RopeArguments::positions;
-  else if (name == "cu_seqlens") s.rope_buffer = &RopeArguments::cu_seqlens;
-  else if (name == "table") s.rope_buffer = &RopeArguments::table;
-  else if (name == "freqs") s.rope_buffer = &RopeArguments::freqs;
-  else if (name == "cos_sin_cache") s.rope_buffer = &RopeArguments::cos_sin_cache;
-  else if (name == "saved_q") s.rope_buffer = &RopeArguments::saved_q;
-  else if (name == "saved_k") s.rope_buffer = &RopeArguments::saved_k;
-  else if (name == "d_freqs") s.rope_buffer = &RopeArguments::d_freqs;
-  else if (name == "out_q" || name == "out_x") s.rope_buffer = &RopeArguments::out_q;
-  else if (name == "out_k") s.rope_buffer = &RopeArguments::out_k;
-  else if (name == "v") s.rope_buffer = &RopeArguments::v;
-  else if (name == "k_cache") s.rope_buffer = &RopeArguments::k_cache;
-  else if (name == "v_cache") s.rope_buffer = &RopeArguments::v_cache;
-  else if (name == "kv_indices") s.rope_buffer = &RopeArguments::kv_indices;
-  else if (name == "kv_indptr") s.rope_buffer = &RopeArguments::kv_indptr;
-  else if (name == "batch_indices") s.rope_buffer = &RopeArguments::batch_indices;
-  else if (name == "slot_mapping") s.rope_buffer = &RopeArguments::slot_mapping;
-  else if (name == "cache_positions") s.rope_buffer = &RopeArguments::cache_positions;
-  else if (name == "offset") s.rope_scalar = &RopeArguments::offset;
-  else if (name == "seq_len") s.rope_scalar = &RopeArguments::seq_len;
-  else if (name == "pool_threads") s.pool_threads = true;
-  else if (name == "k_scale") s.rope_float = &RopeArguments::k_scale;
-  else if (name == "v_scale") s.rope_float = &RopeArguments::v_scale;
-  else return std::nullopt;
+  s.arg = arg;
   return s;
 }
 

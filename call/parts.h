@@ -73,9 +73,8 @@ std::vector<CallPart> plan_parts(const PreparedCall& call);
 // nearly every call is: run_in_parts then plans nothing).
 std::optional<CallPart> single_part(const PreparedCall& call);
 
-// One part's logical buffers: tensors (d, h, s, b) with the part's mins;
-// positions cropped to it; cu_seqlens, table, frequencies and the cos/sin
-// cache whole.
+// One part's logical buffers: rows (d, h, s, b) and ids with the part's
+// mins (abi::ArgKind::Rows, Ids); the rest whole.
 //
 // A device call's buffers are device-only views of the caller's memory,
 // never copied: `device` = the address of the view's first element (the
@@ -87,12 +86,10 @@ std::optional<CallPart> single_part(const PreparedCall& call);
 // addresses, so a Vulkan runner replaces each `device` by a handle of its
 // own before the launch (runtime/device_memory.h).
 struct PartViews {
-  RawBuffer q, out_q, k, out_k, saved_q, saved_k;
-  RawBuffer positions, cu_seqlens, table, freqs, cos_sin_cache, d_freqs;
-  // KV-cache append (always one part): v like k; caches and indices whole.
-  RawBuffer v, k_cache, v_cache, kv_indices, kv_indptr, batch_indices, slot_mapping, cache_positions;
-  int64_t offset = 0, seq_len = 1;
-  float k_scale = 1.0f, v_scale = 1.0f;  // fp8 caches
+  abi::ByTensor<RawBuffer> buffers;  // by argument; undefined: not given
+  abi::Scalars scalars;
+  RawBuffer& operator[](abi::Arg a) { return buffers[a]; }
+  const RawBuffer& operator[](abi::Arg a) const { return buffers[a]; }
 };
 PartViews part_views(const PreparedCall& call, const CallPart& part, const halide_device_interface_t* device_interface);
 
@@ -107,8 +104,7 @@ DimRanges pass_through_ranges(const ropegen_contract& contract);
 // One part as a pipeline's arguments: its views, but out_q and out_k as
 // the kernel writes them (rope: rotary views; out_k only with k). The
 // outputs are out_q, out_k, d_freqs and, updated in place, k_cache and
-// v_cache ((d, h, entry, page)). The same fields as the views, so binding
-// is one block copy of them rather than ~20 buffers a field at a time.
+// v_cache ((d, h, entry, page)).
 struct RopeArguments : PartViews {};
 struct PassThroughArguments {
   RawBuffer in, out;
@@ -120,14 +116,13 @@ struct BoundPart {
 BoundPart bind_part(const ropegen_contract& kernel_contract, const KernelVariant& variant, const PartViews& part);
 
 // Where an argument of a compiled pipeline comes from, by the name lowering
-// gave it (Halide may add a `$n` tail to an output's name).
+// gave it (Halide may add a `$n` tail to an output's name): a call
+// argument (abi/arguments.h; pool_threads is the entry's runtime's, not the
+// call's), Halide's __user_context, or a pass-through copy's buffer.
 struct ArgumentSource {
-  RawBuffer RopeArguments::*rope_buffer = nullptr;
-  int64_t RopeArguments::*rope_scalar = nullptr;       // int64 scalars
-  float RopeArguments::*rope_float = nullptr;          // float32 scalars
+  std::optional<abi::Arg> arg;
   RawBuffer PassThroughArguments::*copy_buffer = nullptr;
-  bool user_context = false;  // Halide's __user_context (GPU entries of AOT libraries: call/device_context.h)
-  bool pool_threads = false;  // int64: the entry's runtime's thread pool size (ArgvEntry::pool_threads)
+  bool user_context = false;  // GPU entries of AOT libraries: call/device_context.h
 };
 std::optional<ArgumentSource> rope_argument(std::string_view name);
 std::optional<ArgumentSource> pass_through_argument(std::string_view name);
@@ -149,14 +144,15 @@ std::optional<ArgumentSource> pass_through_argument(std::string_view name);
 template <typename RunPart>
 void run_in_parts(const PreparedCall& call, const halide_device_interface_t* device_interface, RunPart&& run_part) {
   const halide_device_interface_t* device = call.on_device() ? device_interface : nullptr;
-  float* d_freqs = call.on_device() ? nullptr : static_cast<float*>(call.d_freqs.data);
-  const int64_t pairs = d_freqs && call.d_freqs.defined() ? call.d_freqs.extent[0] : 0;
+  const View& d_freqs_view = call[abi::Arg::DFreqs];
+  float* d_freqs = call.on_device() ? nullptr : static_cast<float*>(d_freqs_view.data);
+  const int64_t pairs = d_freqs && d_freqs_view.defined() ? d_freqs_view.extent[0] : 0;
   std::fill(d_freqs, d_freqs + pairs, 0.0f);
   if (const std::optional<CallPart> whole = single_part(call)) return run_part(part_views(call, *whole, device));
   for (const CallPart& p : plan_parts(call)) {
     PartViews part = part_views(call, p, device);
     std::vector<float> sum(static_cast<size_t>(pairs));
-    if (pairs > 0) part.d_freqs.buf.host = reinterpret_cast<uint8_t*>(sum.data());
+    if (pairs > 0) part[abi::Arg::DFreqs].buf.host = reinterpret_cast<uint8_t*>(sum.data());
     run_part(part);
     for (int64_t r = 0; r < pairs; ++r) d_freqs[r] += sum[r];
   }

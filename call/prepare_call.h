@@ -43,6 +43,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "abi/arguments.h"
+#include "abi/kernel_abi.h"
+#include "call/fixed_vector.h"
 #include "ropegen/call.h"
 #include "ropegen/result.h"
 #include "ropegen/ropegen_c.h"
@@ -50,10 +53,10 @@
 
 namespace ropegen::call {
 
-// A tensor as the kernels see it, extents and strides in elements, 64-bit.
-// Tensors are (d, h, s, b); ids (s, b) or multi-axis (axis, s, b); a learned
-// table (d, position); a cos/sin cache (c, position); cu_seqlens and
-// frequencies (r).
+// A tensor as the kernels see it, extents and strides in elements, 64-bit
+// (abi/arguments.h's shape rules): rows (d, h, s, b); ids (s, b) or
+// multi-axis (axis, s, b); a learned table or a cos/sin cache (column,
+// row); caches (d, h, entry, page); vectors (i).
 struct View {
   void* data = nullptr;  // device calls: the device address (never read on the host)
   ElementType type = ElementType::Float32;
@@ -69,19 +72,18 @@ struct PreparedCall {
   KernelVariant variant;
   Device device;        // every tensor's
   void* stream = nullptr;
-  View q, out_q, k, out_k, saved_q, saved_k;  // q is x (and out_q out) for the single-tensor encodings
-  View positions, cu_seqlens, table, freqs, cos_sin_cache, d_freqs;
-  // Fused KV-cache append: v (d, h, s, b); caches (d, h, entry, page) in
-  // every layout (contiguous: one entry per slot); index vectors (i).
-  View v, k_cache, v_cache, kv_indices, kv_indptr, batch_indices, slot_mapping;
-  // Paged caches: each token's position in its request's pages (int32 (t):
-  // the call's cache_positions, else its positions), into owned_cache_positions.
-  View cache_positions;
-  int64_t offset = 0, seq_len = 1;
+  // Every tensor argument's view (undefined: not given). q is x (and out_q
+  // out) for the single-tensor encodings; out_q, out_k are q, k in place.
+  // Paged caches' cache_positions is each token's position in its request's
+  // pages (the call's cache_positions, else its positions; host calls:
+  // owned_cache_positions); packed layouts' cu_seqlens int32 starts.
+  abi::ByTensor<View> views;
+  // offset, seq_len (max position + 1 unless given), k_scale, v_scale (1
+  // unless given); pool_threads is the runner's.
+  abi::Scalars scalars;
   // false: a device call without seq_len whose positions are on the device
   // (seq_len is then 1): a kernel that reads seq_len refuses it.
   bool seq_len_known = true;
-  float k_scale = 1.0f, v_scale = 1.0f;  // fp8 caches: codes of x / scale (1 unless the call gives them)
 
   PreparedCall() = default;
   PreparedCall(PreparedCall&&) = default;
@@ -92,8 +94,16 @@ struct PreparedCall {
   std::vector<int32_t> owned_cu_seqlens;  // int32 starts when the caller gave int64 ones or none
   std::vector<int32_t> owned_cache_positions;
 
+  View& operator[](abi::Arg a) { return views[a]; }
+  const View& operator[](abi::Arg a) const { return views[a]; }
   bool on_device() const { return device.type != DeviceType::CPU; }
 };
+
+// A shape by value (no allocation: calls compare several).
+using Shape = FixedVector<int64_t, kMaxRank>;
+// The shape positions have: the token dims in the layout's order ([B, S],
+// [S, B], [T]).
+Shape token_dims(const abi::LayoutTraits& layout, const int64_t* shape);
 
 Result<PreparedCall> prepare_call(const ropegen_contract& contract, const Call& call);
 Result<PreparedCall> prepare_call(const RopeSpec& spec, const Call& call);

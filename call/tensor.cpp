@@ -1,14 +1,14 @@
 // The public Tensor and Call (ropegen/tensor.h, ropegen/call.h) and their
 // conversion from the C structs, which are DLPack's.
-#include "ropegen/call.h"
 #include "ropegen/tensor.h"
 
 #include <fmt/format.h>
 
+#include "abi/arguments.h"
+#include "ropegen/call.h"
+
 namespace ropegen {
 namespace {
-
-Diagnostic error(const char* name, std::string message) { return Diagnostic{{name, -1, -1}, std::move(message), {}}; }
 
 std::optional<ElementType> element_type(ropegen_dtype t) {
   if (t.lanes != 1) return std::nullopt;
@@ -94,17 +94,19 @@ int64_t Tensor::elements() const {
 Result<Tensor> Tensor::from_dlpack(const ropegen_tensor& t, const char* name) {
   const std::optional<ElementType> type = element_type(t.dtype);
   if (!type)
-    return error(name, fmt::format("{} has a dtype rope-gen does not take (DLPack code {}, {} bits, {} lanes)", name,
-                                   t.dtype.code, t.dtype.bits, t.dtype.lanes));
+    return named_error(name, fmt::format("{} has a dtype rope-gen does not take (DLPack code {}, {} bits, {} lanes)",
+                                         name, t.dtype.code, t.dtype.bits, t.dtype.lanes));
   if (t.ndim < 0 || t.ndim > kMaxRank || (t.ndim > 0 && !t.shape))
-    return error(name, fmt::format("{} has {} dims: rope-gen's arguments have at most {}", name, t.ndim, kMaxRank));
+    return named_error(name,
+                       fmt::format("{} has {} dims: rope-gen's arguments have at most {}", name, t.ndim, kMaxRank));
   const int32_t dev = t.device.device_type;
   if (dev != ROPEGEN_DEVICE_CPU && dev != ROPEGEN_DEVICE_CUDA && dev != ROPEGEN_DEVICE_VULKAN)
-    return error(name, fmt::format("{} is on DLPack device type {}: rope-gen runs on cpu (1), cuda (2) and vulkan (7)",
-                                   name, dev));
+    return named_error(
+        name,
+        fmt::format("{} is on DLPack device type {}: rope-gen runs on cpu (1), cuda (2) and vulkan (7)", name, dev));
   uintptr_t data = reinterpret_cast<uintptr_t>(t.data);
   if (__builtin_add_overflow(data, t.byte_offset, &data))
-    return error(name, fmt::format("{}'s byte_offset {} overflows its address", name, t.byte_offset));
+    return named_error(name, fmt::format("{}'s byte_offset {} overflows its address", name, t.byte_offset));
   Tensor out = dense(reinterpret_cast<void*>(data), *type, t.shape, t.ndim,
                      Device{static_cast<DeviceType>(dev), t.device.device_id});
   if (t.strides)
@@ -115,23 +117,13 @@ Result<Tensor> Tensor::from_dlpack(const ropegen_tensor& t, const char* name) {
 Result<Call> Call::from_c(const ropegen_call& c) {
   Call call;
   std::vector<Diagnostic> errors;
-  auto take = [&](const ropegen_tensor* t, const char* name, std::optional<Tensor>& into) {
-    if (!t) return;
-    Result<Tensor> r = Tensor::from_dlpack(*t, name);
-    if (r) into = *r;
+  for (const abi::ArgumentInfo& a : abi::kArguments) {
+    if (!a.c_tensor || !(c.*a.c_tensor)) continue;
+    Result<Tensor> r = Tensor::from_dlpack(*(c.*a.c_tensor), a.name);
+    if (r)
+      call.*a.call_tensor = *r;
     else errors.insert(errors.end(), r.errors().begin(), r.errors().end());
-  };
-  take(c.q, "q", call.q), take(c.k, "k", call.k);
-  take(c.out_q, "out_q", call.out_q), take(c.out_k, "out_k", call.out_k);
-  take(c.positions, "positions", call.positions), take(c.cu_seqlens, "cu_seqlens", call.cu_seqlens);
-  take(c.table, "table", call.table), take(c.freqs, "freqs", call.freqs);
-  take(c.cos_sin_cache, "cos_sin_cache", call.cos_sin_cache);
-  take(c.v, "v", call.v), take(c.k_cache, "k_cache", call.k_cache), take(c.v_cache, "v_cache", call.v_cache);
-  take(c.kv_indices, "kv_indices", call.kv_indices), take(c.kv_indptr, "kv_indptr", call.kv_indptr);
-  take(c.batch_indices, "batch_indices", call.batch_indices), take(c.slot_mapping, "slot_mapping", call.slot_mapping);
-  take(c.cache_positions, "cache_positions", call.cache_positions);
-  take(c.saved_q, "saved_q", call.saved_q), take(c.saved_k, "saved_k", call.saved_k);
-  take(c.d_freqs, "d_freqs", call.d_freqs);
+  }
   if (!errors.empty()) return errors;
   call.offset = c.offset;
   if (c.seq_len > 0) call.seq_len = c.seq_len;

@@ -374,9 +374,25 @@ class SchemaChecker {
   std::vector<Diagnostic> errors_;
 };
 
+void list_keys(const Section& section, const std::string& prefix, std::vector<SchemaKey>& out) {
+  auto add = [&](const KeyRule& rule, const std::string& variant) {
+    out.push_back({prefix + rule.key, variant, kind_name(rule.kind), rule.required, rule.allowed});
+    if (rule.section) list_keys(*rule.section, prefix + rule.key + ".", out);
+  };
+  for (const KeyRule& rule : section.common) add(rule, "");
+  for (const auto& [variant, rules] : section.variants)
+    for (const KeyRule& rule : rules) add(rule, variant);
+}
+
 }  // namespace
 
 std::vector<Diagnostic> check_schema(const YamlDocument& doc) { return SchemaChecker(doc).run(); }
+
+std::vector<SchemaKey> schema_keys() {
+  std::vector<SchemaKey> keys;
+  list_keys(top_section(), "", keys);
+  return keys;
+}
 
 long long as_integer(const YAML::Node& node) {
   long long v = 0;

@@ -8,6 +8,7 @@
 #include "enums.h"
 #include "schema.h"
 #include "shown_text.h"
+#include "spec_name.h"
 
 namespace ropegen::dsl {
 namespace {
@@ -16,19 +17,10 @@ constexpr int kMaxHeadDim = 16384;
 constexpr int kMaxDim = 1 << 20;
 constexpr int kMaxHeads = 65536;
 constexpr size_t kMaxAxes = 8;
-constexpr size_t kMaxNameLength = 64;
 constexpr int kMaxPageSize = 1 << 16;
 // xPos: p = (pos - seq_len / 2) / scale_base; below 1, one position moves the
 // exponent by more than 1 and 1 / scale_base may not even be finite.
 constexpr double kMinXposScaleBase = 1.0;
-
-// [a-z_][a-z0-9_]*, at most kMaxNameLength: checked by hand, as std::regex
-// recurses once per character (a 30k-character name overflowed the stack).
-bool is_identifier(const std::string& s) {
-  const auto starts = [](char c) { return (c >= 'a' && c <= 'z') || c == '_'; };
-  const auto continues = [&](char c) { return starts(c) || (c >= '0' && c <= '9'); };
-  return !s.empty() && s.size() <= kMaxNameLength && starts(s[0]) && std::all_of(s.begin(), s.end(), continues);
-}
 
 class SpecBuilder {
  public:
@@ -358,16 +350,20 @@ class SpecBuilder {
   }
 
   // Qwen3-VL's round robin gives pair r to axis a >= 1 when r % n_axes == a
-  // and r < n_axes * sections[a]: that range must lie within the pairs.
+  // and r < n_axes * sections[a]: pairs a, a + n_axes, ..., sections[a] of
+  // them, the last of which must be a pair (Qwen3.5: sections [11, 11, 10]
+  // over 32 pairs gives axis 1 the pairs 1, 4, ..., 31).
   void check_round_robin(const YAML::Node& at) {
     const Axes& axes = spec_.axes;
-    for (int a = 1; a < axes.count(); ++a)
-      if (axes.count() * axes.sections[a] > spec_.num_pairs()) {
-        error(at, fmt::format("interleaved axes need n_axes * sections[a] <= rotary_dim / 2 for every axis a >= 1; "
-                              "axis {} has {} * {} = {} > {}", a, axes.count(), axes.sections[a],
-                              axes.count() * axes.sections[a], spec_.num_pairs()));
+    for (int a = 1; a < axes.count(); ++a) {
+      const int last = a + axes.count() * (axes.sections[a] - 1);
+      if (last >= spec_.num_pairs()) {
+        error(at, fmt::format("interleaved axes give axis a >= 1 the pairs a, a + n_axes, ... (sections[a] of them); "
+                              "axis {}'s last would be pair {}, past the {} pairs of rotary_dim / 2", a, last,
+                              spec_.num_pairs()));
         return;
       }
+    }
   }
 
   const YamlDocument& doc_;
@@ -378,6 +374,13 @@ class SpecBuilder {
 };
 
 }  // namespace
+
+// Checked by hand, as std::regex recurses once per character (a 30k-character name overflowed the stack).
+bool is_identifier(const std::string& s) {
+  const auto starts = [](char c) { return (c >= 'a' && c <= 'z') || c == '_'; };
+  const auto continues = [&](char c) { return starts(c) || (c >= '0' && c <= '9'); };
+  return !s.empty() && s.size() <= kMaxNameLength && starts(s[0]) && std::all_of(s.begin(), s.end(), continues);
+}
 
 Result<RopeSpec> build_spec(const YamlDocument& doc, const SpecDefaults& defaults) {
   return SpecBuilder(doc, defaults).run();

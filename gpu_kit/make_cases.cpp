@@ -164,16 +164,15 @@ int run(const std::string& dir, size_t max_specs) {
       CaseWriter w(dir + "/cases/" + data);
       ordered_json j = {{"id", id}, {"source", source.name}, {"describe", one_line(c.describe())}, {"spec", hash},
                         {"dtype", to_string(call.q->type)}, {"data", data}};
-      const std::pair<const char*, const std::optional<Tensor>*> inputs[] = {
-          {"q", &call.q}, {"k", &call.k}, {"positions", &call.positions}, {"cu_seqlens", &call.cu_seqlens},
-          {"table", &call.table}, {"freqs", &call.freqs}, {"cos_sin_cache", &call.cos_sin_cache},
-          {"saved_q", &call.saved_q}, {"saved_k", &call.saved_k}};
-      for (auto [name, t] : inputs)
-        if (*t) j["inputs"][name] = w.tensor(**t);
-      const std::pair<const char*, const std::optional<Tensor>*> outputs[] = {
-          {"out_q", &call.out_q}, {"out_k", &call.out_k}, {"d_freqs", &call.d_freqs}};
-      for (auto [name, t] : outputs)
-        if (*t) j["outputs"][name] = {{"type", to_string((*t)->type)}, {"shape", shape_of(**t)}};
+      // Every tensor the call has, by its name in the argument table.
+      for (const abi::ArgumentInfo& a : abi::kArguments) {
+        const std::optional<Tensor>* t = a.call_tensor ? &(call.*a.call_tensor) : nullptr;
+        if (!t || !*t) continue;
+        if (a.direction == abi::Direction::In)
+          j["inputs"][a.name] = w.tensor(**t);
+        else
+          j["outputs"][a.name] = {{"type", to_string((*t)->type)}, {"shape", shape_of(**t)}};
+      }
       j["offset"] = call.offset;
       j["seq_len"] = call.seq_len.value_or(0);
       j["backward"] = call.backward;

@@ -10,10 +10,8 @@ namespace ropegen {
 
 Result<RopeSpec> from_hf(std::string_view config_json, const FromHfOptions& options, const std::string& file) {
   if (config_json.size() > hf::kMaxHfConfigBytes)
-    return Diagnostic{{file, -1, -1},
-                      fmt::format("is {} bytes; a model config is at most {} bytes", config_json.size(),
-                                  hf::kMaxHfConfigBytes),
-                      {}};
+    return named_error(file, fmt::format("is {} bytes; a model config is at most {} bytes", config_json.size(),
+                                         hf::kMaxHfConfigBytes));
   Result<nlohmann::json> config = hf::parse_hf_config(std::string(config_json), file);
   if (!config) return config.errors();
   Result<hf::HfImport> import = hf::import_hf(*config, file, options);

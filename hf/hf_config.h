@@ -33,6 +33,14 @@ class JsonReader;
 void set_hf_dtype(JsonReader& r, const std::vector<std::pair<const nlohmann::json*, std::string>>& configs,
                   HfImport& out);
 
+// A spec name from text from-hf names specs after (model_type, layer type): lower case, any other character as `_`,
+// `m_` before a leading digit, at most 64 characters.
+std::string derived_name(const std::string& text);
+
+// The spec's name: options.name exactly as given when it is a spec name (else an error naming --name and the rule:
+// a name the user chose is never rewritten), or derived_name(fallback).
+std::string spec_name(const HfImportOptions& options, const std::string& fallback, JsonReader& r);
+
 // The converted spec, put through rope-gen's own validation (the text we produce must pass it).
 Result<HfImport> validated_import(HfImport import, const std::string& file);
 

@@ -2,7 +2,9 @@
 
 #include <sys/stat.h>
 
+#include <charconv>
 #include <cmath>
+#include <cstring>
 #include <iterator>
 
 #include <fmt/format.h>
@@ -37,8 +39,87 @@ int nesting_depth(const std::string& text, int limit) {
   return deepest;
 }
 
+// Python's json (HF's loader) writes and reads the non-finite literals NaN, Infinity and -Infinity, which JSON
+// lacks, and reads a number too large for a double (1e999) as infinity. Outside strings, valid JSON has no other
+// bare word starting with N, I or -I, so each is swapped for a string of the marker and the literal: the parse
+// keeps them as values, a key rope-gen never reads ignores them, and a key it reads refuses them by name (the
+// typed look-ups below). The marker starts with NUL, which a JSON string can only hold escaped.
+constexpr const char* kMarkerWord = "non-finite ";
+const std::string kNonFinite = std::string(1, '\0') + kMarkerWord;
+
+std::string non_finite_string(const char* literal) {
+  return std::string("\"\\u0000") + kMarkerWord + literal + "\"";
+}
+
+// The non-finite literal at text[i], or nullptr.
+const char* literal_at(const std::string& text, size_t i) {
+  for (const char* literal : {"NaN", "Infinity", "-Infinity"})
+    if (text.compare(i, std::strlen(literal), literal) == 0) return literal;
+  return nullptr;
+}
+
+// The end of the number token starting at i (JSON's characters of numbers).
+size_t number_end(const std::string& text, size_t i) {
+  while (i < text.size() && std::strchr("+-0123456789.eE", text[i]) != nullptr) ++i;
+  return i;
+}
+
+// Whether a number from_chars found out of a double's range is too large (else too small: Python reads 0).
+bool too_large(const std::string& token) {
+  const size_t e = token.find_first_of("eE");
+  const std::string mantissa = token.substr(0, e);
+  const long exponent = e == std::string::npos ? 0 : std::strtol(token.c_str() + e + 1, nullptr, 10);
+  const long point = static_cast<long>(std::min(mantissa.find('.'), mantissa.size()));
+  const size_t first = mantissa.find_first_of("123456789");
+  if (first == std::string::npos) return false;
+  // the decimal exponent of the first significant digit
+  const long magnitude = static_cast<long>(first) < point ? point - static_cast<long>(first) - 1
+                                                          : point - static_cast<long>(first);
+  return magnitude + exponent > 0;
+}
+
+std::string with_non_finite_as_strings(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  bool in_string = false, escaped = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char ch = text[i];
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (ch == '\\') escaped = true;
+      else if (ch == '"') in_string = false;
+    } else if (ch == '"') {
+      in_string = true;
+    } else if (const char* literal = literal_at(text, i)) {
+      out += non_finite_string(literal);
+      i += std::strlen(literal) - 1;
+      continue;
+    } else if (ch == '-' || (ch >= '0' && ch <= '9')) {
+      const size_t end = number_end(text, i);
+      double v = 0;
+      const auto [ptr, ec] = std::from_chars(text.data() + i, text.data() + end, v);
+      if (ec == std::errc::result_out_of_range && ptr == text.data() + end && too_large(text.substr(i, end - i)))
+        out += non_finite_string(ch == '-' ? "-Infinity" : "Infinity");
+      else
+        out.append(text, i, end - i);
+      i = end - 1;
+      continue;
+    }
+    out += ch;
+  }
+  return out;
+}
+
+// The literal a swapped value stood for, or empty.
+std::string non_finite_literal(const json& v) {
+  if (!v.is_string()) return "";
+  const std::string& s = v.get_ref<const std::string&>();
+  return s.compare(0, kNonFinite.size(), kNonFinite) == 0 ? s.substr(kNonFinite.size()) : "";
+}
+
 // A short rendering of a JSON value for messages.
 std::string shown(const json& v) {
+  if (std::string literal = non_finite_literal(v); !literal.empty()) return literal;
   std::string s = v.dump();
   return s.size() > 40 ? s.substr(0, 37) + "..." : s;
 }
@@ -48,7 +129,7 @@ std::string shown(const json& v) {
 Result<json> parse_hf_config(const std::string& text, const std::string& file) {
   if (nesting_depth(text, kMaxHfConfigDepth) > kMaxHfConfigDepth)
     return diagnostic(file, fmt::format("JSON nested deeper than {} levels; a model config is not", kMaxHfConfigDepth));
-  json config = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  json config = json::parse(with_non_finite_as_strings(text), nullptr, /*allow_exceptions=*/false);
   if (config.is_discarded()) return diagnostic(file, "is not valid JSON");
   if (!config.is_object()) return diagnostic(file, "a Hugging Face config must be a JSON object");
   return config;
@@ -113,7 +194,7 @@ std::optional<int> JsonReader::positive_int(const json& j, const std::string& wh
 std::optional<std::string> JsonReader::string(const json& j, const std::string& where, const char* key) {
   const json* v = find(j, key);
   if (!v) return std::nullopt;
-  if (!v->is_string()) {
+  if (!v->is_string() || !non_finite_literal(*v).empty()) {
     wrong_type(where, key, "a string", *v);
     return std::nullopt;
   }
@@ -173,7 +254,8 @@ std::optional<std::vector<int>> JsonReader::ints(const json& j, const std::strin
 }
 
 std::optional<std::vector<std::string>> JsonReader::strings(const json& j, const std::string& where, const char* key) {
-  return list_of<std::string>(*this, find(j, key), where, key, "strings", [](const json& e) { return e.is_string(); });
+  return list_of<std::string>(*this, find(j, key), where, key, "strings",
+                              [](const json& e) { return e.is_string() && non_finite_literal(e).empty(); });
 }
 
 }  // namespace ropegen::hf

@@ -1,6 +1,5 @@
 #include "hf_vision.h"
 
-#include <cctype>
 #include <cmath>
 #include <optional>
 #include <stdexcept>
@@ -44,7 +43,7 @@ class VisionImporter {
       : outer_(config), file_(std::move(file)), options_(options), r_(file_, &errors_) {}
 
   Result<HfImport> run() {
-    if (!outer_.is_object()) return Diagnostic{{file_, -1, -1}, "a Hugging Face config must be a JSON object", {}};
+    if (!outer_.is_object()) return named_error(file_, "a Hugging Face config must be a JSON object");
     find_tower();
     if (!errors_.empty()) return errors_;
     const std::optional<int> head = head_size();
@@ -134,12 +133,10 @@ class VisionImporter {
 
   void write_spec(int head, double theta) {
     RopeSpec& s = out_.spec;
-    std::string name = options_.name.value_or(
-        (model_type_.empty() ? tower_->at("model_type").get<std::string>() : model_type_) +
-        (v_ == &outer_ ? "" : "_vision"));
-    for (char& ch : name)
-      if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-    s.name = name.substr(0, 64);
+    s.name = spec_name(options_,
+                       (model_type_.empty() ? tower_->at("model_type").get<std::string>() : model_type_) +
+                           (v_ == &outer_ ? "" : "_vision"),
+                       r_);
     s.head_dim = s.rotary_dim = head;
     s.frequency.theta = theta;
     s.positions = PositionsMode::Explicit;

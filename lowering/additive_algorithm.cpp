@@ -3,13 +3,14 @@
 // exact cos/sin (trig: accurate on every target) at the start of each
 // position's block of 16, by angle addition; learned PE is a row of a
 // run-time table.
-#include "rope_algorithm.h"
-
 #include <cmath>
 
+#include "lowering/constant_table.h"
+#include "lowering/cos_sin.h"
+#include "lowering/positions.h"
+#include "lowering/rope_algorithm.h"
+#include "lowering/trig.h"
 #include "ropegen/rope_math.h"
-#include "constant_table.h"
-#include "trig.h"
 
 namespace ropegen::lowering::detail {
 
@@ -69,7 +70,7 @@ Expr define_sinusoidal(const RopeSpec& spec, RopeAlgorithm& a) {
   if (a.cos_sin_shared_by_batch) {
     // Blocks relative to the offset's, so that an int32 indexes them at any offset.
     Var block("block");
-    const Expr first_block = a.offset >> kBlockBits;
+    const Expr first_block = a.scalar(Arg::Offset) >> kBlockBits;
     a.reduced(a.r, block) = reduce_angle_fixed((first_block + block) * kBlock, a.quarter_turns(column));
     a.cos_sin_base = Func("cos_sin_base");
     a.cos_sin_base(a.r, block) = u_v(a.reduced(a.r, block));
@@ -103,22 +104,23 @@ RopeAlgorithm build_sinusoidal_or_learned(const RopeSpec& spec, const KernelVari
   RopeAlgorithm a;
   a.variant = variant;
   const Type type = storage_type(spec.dtype);
-  a.q.input = ImageParam(type, 4, "x");
+  a.q.input = a.make_input(Arg::Q, type, 4, true);
+  a.use(Arg::Q);
   a.q.output = Func("out_x");
-  a.positions = ImageParam(position_type(variant), 2, "positions");
-  a.positions.dim(0).set_stride(Expr());  // [S, B] in sbd, [S] shared: batch stride 0
-  a.cu_seqlens = ImageParam(Int(32), 1, "cu_seqlens");
+  // [S, B] in sbd, [S] shared: batch stride 0
+  a.make_input(Arg::Positions, position_type(variant), 2).dim(0).set_stride(Expr());
+  a.make_input(Arg::CuSeqlens, Int(32), 1);
   define_positions(spec, a, 0);
 
   Expr added;
   if (spec.encoding == Encoding::Sinusoidal) {
     added = define_sinusoidal(spec, a);
   } else {
-    a.uses_table = true;
-    a.table = ImageParam(type, 2, "table");
+    a.use(Arg::Table);
+    const ImageParam& table = a.make_input(Arg::Table, type, 2);
     // Ids outside the table are refused before host calls (call/prepare_call).
-    const Expr row = table_row(a.position_id(0, a.s, a.b), a.table);
-    added = load_as_float(a.table(a.d, row), spec.dtype);
+    const Expr row = table_row(a.position_id(0, a.s, a.b), table);
+    added = load_as_float(table(a.d, row), spec.dtype);
   }
   const Expr x = load_as_float(a.q.input(a.d, a.h, a.s, a.b), spec.dtype);
   a.q.output(a.d, a.h, a.s, a.b) = store_from_float(strict_float(x + added), spec.dtype);

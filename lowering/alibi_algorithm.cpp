@@ -1,10 +1,9 @@
 // ALiBi: a per-head linear bias added to attention scores [B, H, Sq, Sk],
 // seen as (key j, head h, query row s, batch b); query row s sits at
 // position offset + s (decode with a KV cache), key j at j.
-#include "rope_algorithm.h"
-
+#include "lowering/constant_table.h"
+#include "lowering/rope_algorithm.h"
 #include "ropegen/rope_math.h"
-#include "constant_table.h"
 
 namespace ropegen::lowering::detail {
 
@@ -13,11 +12,12 @@ using namespace Halide;
 RopeAlgorithm build_alibi(const RopeSpec& spec, const KernelVariant& variant) {
   RopeAlgorithm a;
   a.variant = variant;
-  a.q.input = ImageParam(storage_type(spec.dtype), 4, "x");
+  a.q.input = a.make_input(Arg::Q, storage_type(spec.dtype), 4, true);
+  a.use(Arg::Q);
   a.q.output = Func("out_x");
-  a.uses_offset = true;
+  a.use(Arg::Offset);
   const Expr slope = cast<float>(constant_table(alibi_slopes(spec.num_heads), "alibi_slope_table")(a.h));
-  const Expr query = a.offset + a.s;
+  const Expr query = a.scalar(Arg::Offset) + a.s;
   const Expr key = cast<int64_t>(a.d);
   // Distances are exact in float32 up to 2^24 tokens.
   Expr bias;

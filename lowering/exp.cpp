@@ -1,6 +1,7 @@
 #include "exp.h"
 
 #include "constant_table.h"
+#include "exact_f64.h"
 
 namespace ropegen::lowering {
 
@@ -18,7 +19,7 @@ Expr exp_to_float(const Expr& x, const std::string& name) {
   // x = n ln2 + r, |r| <= ln2 / 2; n within two exponent ranges, so the
   // final scaling by 2^n (in two exact steps) overflows to inf by itself.
   // Constants from memory and no fused operations: trig.cpp says why.
-  const Expr n = clamp(round(x * f64_constant(kLog2E, name + "_log2_e")), Expr(-252.0), Expr(254.0));
+  const Expr n = clamp(round_even_f64(x * f64_constant(kLog2E, name + "_log2_e")), Expr(-252.0), Expr(254.0));
   const Expr r = strict_float(cast<float>(x - n * f64_constant(kLn2, name + "_ln_2")));
   // Taylor series; on |r| <= 0.347 the first omitted term is < 6e-9.
   const Expr p =

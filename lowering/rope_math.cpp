@@ -47,7 +47,7 @@ double mscale(double scale, double m) { return scale <= 1 ? 1.0 : 0.1 * m * std:
 
 // YaRN: blend interpolated (inv_freq / factor) and extrapolated frequencies
 // with a linear ramp between the correction dims of beta_fast and beta_slow.
-std::vector<double> yarn_frequencies(const RopeSpec& spec) {
+std::vector<double> yarn_frequencies(const RopeSpec& spec, std::vector<PairScaling>& regimes) {
   const Scaling& s = spec.scaling;
   const double d = spec.rotary_dim;
   const double theta = spec.frequency.theta;
@@ -67,13 +67,15 @@ std::vector<double> yarn_frequencies(const RopeSpec& spec) {
     const double ramp = std::clamp((static_cast<double>(i) - low) / (high - low), 0.0, 1.0);
     const double extrapolation = 1.0 - ramp;
     f[i] = f[i] / s.factor * (1.0 - extrapolation) + f[i] * extrapolation;
+    const PairRegime regime = ramp == 0 ? PairRegime::Extrapolated : ramp == 1 ? PairRegime::Interpolated : PairRegime::Ramp;
+    regimes.push_back({regime, extrapolation});
   }
   return f;
 }
 
 // Llama 3.1: low frequencies divided by factor, high ones kept, a smooth
 // blend in between, bands set by wavelength against the original context.
-void apply_llama3(std::vector<double>& f, const Scaling& s) {
+void apply_llama3(std::vector<double>& f, const Scaling& s, std::vector<PairScaling>& regimes) {
   const double context = static_cast<double>(s.original_max_position);
   const double low_freq_wavelen = context / s.low_freq_factor;
   const double high_freq_wavelen = context / s.high_freq_factor;
@@ -81,27 +83,57 @@ void apply_llama3(std::vector<double>& f, const Scaling& s) {
     const double wavelen = 2 * kPi / inv;
     if (wavelen > low_freq_wavelen) {
       inv /= s.factor;
+      regimes.push_back({PairRegime::Interpolated, 0.0});
     } else if (wavelen >= high_freq_wavelen) {
       const double smooth = (context / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
       inv = (1 - smooth) * inv / s.factor + smooth * inv;
+      regimes.push_back({PairRegime::Blended, smooth});
+    } else {
+      regimes.push_back({PairRegime::Kept, 1.0});
     }
   }
 }
 
-}  // namespace
+struct AttentionFactor {
+  double value;
+  const char* source;  // the rule that gave it, for rope-gen explain
+};
 
-double yarn_attention_factor(const Scaling& s) {
-  if (s.attention_factor) return *s.attention_factor;
+AttentionFactor yarn_attention(const Scaling& s) {
+  if (s.attention_factor) return {*s.attention_factor, "spec: scaling.attention_factor"};
   // HF tests both with Python truthiness: a zero counts as absent.
   if (s.mscale.value_or(0) != 0 && s.mscale_all_dim.value_or(0) != 0)
-    return mscale(s.factor, *s.mscale) / mscale(s.factor, *s.mscale_all_dim);
-  return mscale(s.factor, 1.0);
+    return {mscale(s.factor, *s.mscale) / mscale(s.factor, *s.mscale_all_dim),
+            "yarn: (0.1*mscale*ln(factor)+1) / (0.1*mscale_all_dim*ln(factor)+1)"};
+  return {mscale(s.factor, 1.0), s.factor <= 1 ? "yarn: 1 (factor <= 1)" : "yarn: 0.1*ln(factor)+1"};
 }
 
-double longrope_attention_factor(const Scaling& s) {
-  if (s.attention_factor) return *s.attention_factor;
-  if (s.factor <= 1.0) return 1.0;
-  return std::sqrt(1.0 + std::log(s.factor) / std::log(static_cast<double>(s.original_max_position)));
+AttentionFactor longrope_attention(const Scaling& s) {
+  if (s.attention_factor) return {*s.attention_factor, "spec: scaling.attention_factor"};
+  if (s.factor <= 1.0) return {1.0, "longrope: 1 (factor <= 1)"};
+  return {std::sqrt(1.0 + std::log(s.factor) / std::log(static_cast<double>(s.original_max_position))),
+          "longrope: sqrt(1+ln(factor)/ln(original_max_position))"};
+}
+
+}  // namespace
+
+double yarn_attention_factor(const Scaling& s) { return yarn_attention(s).value; }
+
+double longrope_attention_factor(const Scaling& s) { return longrope_attention(s).value; }
+
+const char* to_string(PairRegime r) {
+  switch (r) {
+    case PairRegime::None: return "none";
+    case PairRegime::Kept: return "kept";
+    case PairRegime::Interpolated: return "interpolated";
+    case PairRegime::Blended: return "blended";
+    case PairRegime::Extrapolated: return "extrapolated";
+    case PairRegime::Ramp: return "ramp";
+    case PairRegime::Long: return "long";
+    case PairRegime::Short: return "short";
+    case PairRegime::Scaled: return "scaled";
+  }
+  return "none";
 }
 
 std::vector<int> pair_axes(const RopeSpec& spec) {
@@ -145,21 +177,26 @@ std::vector<double> alibi_slopes(int num_heads) {
 
 namespace {
 
-// Each axis restarts its frequency index: the frequencies of a spec whose
-// rotary_dim is the axis's, placed at the axis's pairs.
-std::vector<double> per_axis_frequencies(const RopeSpec& spec, std::optional<int64_t> seq_len) {
+// Each axis restarts its frequency index: the frequencies (and what scaling
+// did to them) of a spec whose rotary_dim is the axis's, placed at the
+// axis's pairs.
+void place_per_axis_frequencies(const RopeSpec& spec, std::optional<int64_t> seq_len, RopeFrequencies& out) {
   const std::vector<int> axis = pair_axes(spec);
-  std::vector<std::vector<double>> sets;
+  std::vector<RopeFrequencies> sets;
   for (int pairs : spec.axes.sections) {
     RopeSpec one = spec;
     one.axes = {};
     one.rotary_dim = 2 * pairs;
-    sets.push_back(compute_frequencies(one, seq_len).inv_freq);
+    sets.push_back(compute_frequencies(one, seq_len));
   }
-  std::vector<double> f(axis.size());
+  out.inv_freq.resize(axis.size());
+  out.pair_scaling.resize(axis.size());
   std::vector<size_t> next(sets.size(), 0);
-  for (size_t r = 0; r < axis.size(); ++r) f[r] = sets[axis[r]][next[axis[r]]++];
-  return f;
+  for (size_t r = 0; r < axis.size(); ++r) {
+    const size_t i = next[axis[r]]++;
+    out.inv_freq[r] = sets[axis[r]].inv_freq[i];
+    out.pair_scaling[r] = sets[axis[r]].pair_scaling[i];
+  }
 }
 
 }  // namespace
@@ -168,39 +205,60 @@ RopeFrequencies compute_frequencies(const RopeSpec& spec, std::optional<int64_t>
   const Scaling& s = spec.scaling;
   const double theta = spec.frequency.theta;
   RopeFrequencies out;
+  // The scalings that change every pair alike: a regime and value for all.
+  const auto all_pairs = [&out](PairRegime regime, double value) {
+    out.pair_scaling.assign(out.inv_freq.size(), {regime, value});
+  };
   switch (s.type) {
-    case ScalingType::None: out.inv_freq = base_frequencies(spec, theta); break;
+    case ScalingType::None:
+      out.inv_freq = base_frequencies(spec, theta);
+      all_pairs(PairRegime::None, 1.0);
+      break;
     case ScalingType::Linear:
       out.inv_freq = base_frequencies(spec, theta);
       for (double& f : out.inv_freq) f /= s.factor;
+      all_pairs(PairRegime::Scaled, s.factor);
       break;
-    case ScalingType::Ntk: out.inv_freq = base_frequencies(spec, rescaled_theta(theta, s.factor, spec.rotary_dim)); break;
-    case ScalingType::Dynamic: {
-      const int64_t len = std::max(seq_len.value_or(0), s.original_max_position);
-      out.inv_freq = base_frequencies(spec, dynamic_ntk_theta(spec, static_cast<double>(len)));
-      out.effective_seq_len = len;
+    case ScalingType::Ntk: {
+      const double base = rescaled_theta(theta, s.factor, spec.rotary_dim);
+      out.inv_freq = base_frequencies(spec, base);
+      all_pairs(PairRegime::Scaled, base);
       break;
     }
-    case ScalingType::Yarn:
-      out.inv_freq = yarn_frequencies(spec);
-      out.attention_factor = yarn_attention_factor(s);
+    case ScalingType::Dynamic: {
+      const int64_t len = std::max(seq_len.value_or(0), s.original_max_position);
+      const double base = dynamic_ntk_theta(spec, static_cast<double>(len));
+      out.inv_freq = base_frequencies(spec, base);
+      out.effective_seq_len = len;
+      all_pairs(PairRegime::Scaled, base);
       break;
+    }
+    case ScalingType::Yarn: {
+      out.inv_freq = yarn_frequencies(spec, out.pair_scaling);
+      const AttentionFactor a = yarn_attention(s);
+      out.attention_factor = a.value, out.attention_factor_source = a.source;
+      break;
+    }
     case ScalingType::LongRope: {
       out.uses_long_factor = s.policy == LongRopePolicy::Long ||
                              (s.policy == LongRopePolicy::PerCall && seq_len && *seq_len > s.original_max_position);
       const std::vector<double>& ext = out.uses_long_factor ? s.long_factor : s.short_factor;
       out.inv_freq = base_frequencies(spec, theta);
-      for (size_t i = 0; i < out.inv_freq.size(); ++i) out.inv_freq[i] /= ext[i];
-      out.attention_factor = longrope_attention_factor(s);
+      for (size_t i = 0; i < out.inv_freq.size(); ++i) {
+        out.inv_freq[i] /= ext[i];
+        out.pair_scaling.push_back({out.uses_long_factor ? PairRegime::Long : PairRegime::Short, ext[i]});
+      }
+      const AttentionFactor a = longrope_attention(s);
+      out.attention_factor = a.value, out.attention_factor_source = a.source;
       if (s.policy == LongRopePolicy::PerCall) out.effective_seq_len = seq_len;
       break;
     }
     case ScalingType::Llama3:
       out.inv_freq = base_frequencies(spec, theta);
-      apply_llama3(out.inv_freq, s);
+      apply_llama3(out.inv_freq, s, out.pair_scaling);
       break;
   }
-  if (spec.axes.per_axis_frequencies) out.inv_freq = per_axis_frequencies(spec, seq_len);
+  if (spec.axes.per_axis_frequencies) place_per_axis_frequencies(spec, seq_len, out);
   if (spec.xpos.enabled) {
     const double d = spec.rotary_dim;
     for (int i = 0; i < spec.num_pairs(); ++i) out.xpos_base.push_back((2.0 * i + 0.4 * d) / (1.4 * d));

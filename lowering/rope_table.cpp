@@ -12,7 +12,7 @@ namespace ropegen {
 
 namespace {
 
-Diagnostic no_table(const RopeSpec& spec, const char* why) { return Diagnostic{{spec.name, -1, -1}, why, {}}; }
+Diagnostic no_table(const RopeSpec& spec, const char* why) { return named_error(spec.name, why); }
 
 // Angles in double: exact to ~1e-9 rad at the positions engines use.
 RopeTable cos_sin_table(const RopeSpec& spec, const std::vector<int64_t>& positions, int64_t seq_len) {
@@ -77,11 +77,11 @@ Result<RopeTable> rope_table(const RopeSpec& spec, const std::vector<int64_t>& p
     return no_table(spec, "a spec with `frequency: {scheme: table}` has no table of its own: it reads the call's cos_sin_cache");
   const size_t per_row = std::max(1, spec.axes.count());
   if (positions.size() % per_row != 0)
-    return Diagnostic{{"positions", -1, -1}, fmt::format("multi-axis positions need {} ids per row", per_row), {}};
+    return named_error("positions", fmt::format("multi-axis positions need {} ids per row", per_row));
   int64_t max_position = 0;
   for (int64_t p : positions) {
     if (!is_valid_position(p))
-      return Diagnostic{{"positions", -1, -1}, fmt::format("position {} is out of range: positions must be in 0..2^53", p), {}};
+      return named_error("positions", fmt::format("position {} is out of range: positions must be in 0..2^53", p));
     max_position = std::max(max_position, p);
   }
   if (spec.encoding == Encoding::Sinusoidal) return sinusoidal_table(spec, positions);

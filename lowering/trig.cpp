@@ -1,6 +1,7 @@
 #include "trig.h"
 
 #include "constant_table.h"
+#include "exact_f64.h"
 
 namespace ropegen::lowering {
 
@@ -16,20 +17,10 @@ Tuple reduce_angle(const Expr& angle_f64, const std::string& prefix) {
   // strict_float: no fused multiply-add, so every target rounds the same
   // operations the same way (a CPU fused k * pi/2 into the subtraction,
   // lavapipe did not: 1-3 ulp apart in cos/sin).
-  const Expr k = round(angle_f64 * f64_constant(kTwoOverPi, prefix + "two_over_pi"));
+  const Expr k = round_even_f64(angle_f64 * f64_constant(kTwoOverPi, prefix + "two_over_pi"));
   const Expr r = strict_float(cast<float>(angle_f64 - k * f64_constant(kPiOver2, prefix + "pi_over_2")));
   return Tuple(r, cast<int>(cast<int64_t>(k) & 3));
 }
-
-namespace {
-// floor(x) of a float64, exact: GPU kernels compute quarter_turns_split
-// (targets/gpu_schedule.cpp), and Halide 21's Vulkan backend has no float64
-// floor (its round is GLSL's RoundEven, which it has).
-Expr floor_f64(const Expr& x) {
-  const Expr nearest = round(x);
-  return select(nearest > x, nearest - Expr(1.0), nearest);
-}
-}  // namespace
 
 Tuple quarter_turns_split(const Expr& inv_freq_f64, const std::string& prefix) {
   // 2/pi * 2^30: a power-of-two scaling, exact.

@@ -79,7 +79,7 @@ std::string first_difference(const std::string& tag, const std::string& expected
 
 std::optional<Diagnostic> seal_entry(const std::string& path, const std::string& tag) {
   auto fail = [&](const std::string& what) {
-    return Diagnostic{{path, -1, -1}, fmt::format("cannot seal cache entry {}: {}: {}", path, what, std::strerror(errno)), {}};
+    return named_error(path, fmt::format("cannot seal cache entry {}: {}: {}", path, what, std::strerror(errno)));
   };
   UniqueFd fd(::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC));
   struct stat st;

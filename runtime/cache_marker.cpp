@@ -23,11 +23,10 @@ constexpr std::string_view kMarker =
     "# rope-gen kernel cache, layout 1. rope-gen only deletes the files of its own format in here.\n";
 
 Diagnostic refuse(const std::string& root, const std::string& why) {
-  return Diagnostic{{root, -1, -1},
-                    fmt::format("kernel cache {}: {}; rope-gen only writes to and deletes from a directory it created, "
-                                "so it will not use this one: set ROPEGEN_CACHE_DIR to a new or empty directory",
-                                root, why),
-                    {}};
+  return named_error(
+      root, fmt::format("kernel cache {}: {}; rope-gen only writes to and deletes from a directory it created, "
+                        "so it will not use this one: set ROPEGEN_CACHE_DIR to a new or empty directory",
+                        root, why));
 }
 
 bool is_empty_dir(const std::string& dir) {
@@ -75,7 +74,7 @@ std::optional<Diagnostic> claim_cache_dir(const std::string& root) {
       }
       std::string why;
       const std::optional<bool> created = write_marker(root, &why);
-      if (!created) return Diagnostic{{root, -1, -1}, "kernel cache: " + why, {}};
+      if (!created) return named_error(root, "kernel cache: " + why);
       if (*created) return std::nullopt;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));

@@ -71,12 +71,13 @@ std::optional<Diagnostic> add_to_stats(const DiskCache& cache, const CacheCounte
   for_each_counter(total, [&](const char* name, auto value) { text += fmt::format("{} {}\n", name, value); });
   if (!total.last_fallback.empty()) text += fmt::format("{} {}\n", kLastFallback, total.last_fallback);
   const std::string path = cache.path(kStatsName), tmp = path + ".tmp";  // only ever written under the lock
-  if (!cache.replaceable(kStatsName)) return Diagnostic{{path, -1, -1}, fmt::format("{} is not rope-gen's: left as it is", path), {}};
+  if (!cache.replaceable(kStatsName))
+    return named_error(path, fmt::format("{} is not rope-gen's: left as it is", path));
   cache.remove(std::string(kStatsName) + ".tmp");  // left by a process that died while writing
   if (!write_new_file(tmp, text))
-    return Diagnostic{{path, -1, -1}, fmt::format("cannot update {}: {}", path, std::strerror(errno)), {}};
+    return named_error(path, fmt::format("cannot update {}: {}", path, std::strerror(errno)));
   if (const auto failure = base::publish_file(tmp, path, {/*only_own_files=*/true, /*sync_dir=*/false}))
-    return Diagnostic{{path, -1, -1}, fmt::format("cannot update {}: {}", path, failure->why), {}};
+    return named_error(path, fmt::format("cannot update {}: {}", path, failure->why));
   return std::nullopt;
 }
 

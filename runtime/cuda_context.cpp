@@ -29,7 +29,8 @@ int32_t get_stream(Halide::JITUserContext* c, void* /*context*/, void** stream) 
 // Halide's default (posix_get_symbol.cpp), and libcuda.so.1 for libcuda.so.
 void* load_library(const char* name) {
   void* lib = dlopen(name, RTLD_LAZY);
-  if (!lib && std::strcmp(name, "libcuda.so") == 0) lib = dlopen("libcuda.so.1", RTLD_LAZY);
+  if (!lib && std::strcmp(name, ROPEGEN_CUDA_DRIVER_DEVELOPMENT_LIBRARY) == 0)
+    lib = dlopen(ROPEGEN_CUDA_DRIVER_LIBRARY, RTLD_LAZY);
   return lib;
 }
 
@@ -43,12 +44,12 @@ void* primary_context(int ordinal) {
   const auto& loaded = cuda_driver();
   if (const auto* why = std::get_if<std::string>(&loaded)) throw DeviceError(*why);
   const CudaDriver& cu = std::get<CudaDriver>(loaded);
-  int device = 0;
-  void* context = nullptr;
-  if (const int e = cu.init(0); e != 0) throw DeviceError(fmt::format("cuInit failed (CUresult {})", e));
-  if (const int e = cu.device_get(&device, ordinal); e != 0)
+  ropegen_CUdevice device = 0;
+  ropegen_CUcontext context = nullptr;
+  if (const int e = cu.cuInit(0); e != 0) throw DeviceError(fmt::format("cuInit failed (CUresult {})", e));
+  if (const int e = cu.cuDeviceGet(&device, ordinal); e != 0)
     throw DeviceError(fmt::format("cuda:{} is not a CUDA device of this process (CUresult {})", ordinal, e));
-  if (const int e = cu.primary_context_retain(&context, device); e != 0)
+  if (const int e = cu.cuDevicePrimaryCtxRetain(&context, device); e != 0)
     throw DeviceError(fmt::format("the primary context of cuda:{} cannot be retained (CUresult {})", ordinal, e));
   retained.emplace(ordinal, context);
   return context;

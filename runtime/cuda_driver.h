@@ -1,23 +1,18 @@
-// The CUDA driver API as rope-gen calls it itself: libcuda.so.1 (what the
-// driver installs; libcuda.so is only in development packages) by dlopen
-// with RTLD_LOCAL, once per process: rope-gen never links against the driver
-// and adds nothing to the process's global symbols. Only the entry points
-// rope-gen uses, by their documented C signatures.
+// The CUDA driver API as rope-gen calls it itself (base/cuda_driver_api.h):
+// libcuda.so.1 (what the driver installs; libcuda.so, which only development
+// packages provide, as a fallback) loaded once per process and kept: rope-gen
+// never links against the driver and adds nothing to the process's global
+// symbols.
 #pragma once
 
 #include <string>
 #include <variant>
 
+#include "base/cuda_driver_api.h"
+
 namespace ropegen::runtime {
 
-struct CudaDriver {
-  int (*init)(unsigned flags) = nullptr;                              // cuInit
-  int (*device_count)(int* count) = nullptr;                          // cuDeviceGetCount
-  int (*device_get)(int* device, int ordinal) = nullptr;              // cuDeviceGet
-  int (*attribute)(int* value, int attribute, int device) = nullptr;  // cuDeviceGetAttribute
-  int (*name)(char* name, int length, int device) = nullptr;          // cuDeviceGetName
-  int (*primary_context_retain)(void** context, int device) = nullptr;  // cuDevicePrimaryCtxRetain
-};
+using CudaDriver = ropegen_cuda_driver;
 
 // The driver, or why it cannot be loaded (one sentence).
 const std::variant<CudaDriver, std::string>& cuda_driver();

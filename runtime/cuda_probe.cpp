@@ -8,8 +8,6 @@
 namespace ropegen::runtime {
 namespace {
 
-constexpr int kAttributeCapabilityMajor = 75, kAttributeCapabilityMinor = 76;
-
 // The highest capability Halide 21 can target that the device runs.
 Halide::Target::Feature capability_feature(int version) {
   using T = Halide::Target;
@@ -29,21 +27,23 @@ ProbeResult probe_cuda() {
   const auto& loaded = cuda_driver();
   if (const auto* why = std::get_if<std::string>(&loaded)) return *why;
   const CudaDriver& cu = std::get<CudaDriver>(loaded);
-  if (const int e = cu.init(0); e != 0)
+  if (const int e = cu.cuInit(0); e != 0)
     return fmt::format("the CUDA driver failed to initialise (CUresult {}; is a GPU visible to this process?)", e);
   int count = 0;
-  if (cu.device_count(&count) != 0 || count == 0) return std::string("the CUDA driver reports no CUDA device");
+  if (cu.cuDeviceGetCount(&count) != 0 || count == 0) return std::string("the CUDA driver reports no CUDA device");
   // Halide picks one of the devices at run time: the oldest capability
   // among them is safe for every pick.
   int lowest = 1000;
   std::string names;
   for (int i = 0; i < count; ++i) {
-    int dev = 0, major = 0, minor = 0;
+    ropegen_CUdevice dev = 0;
+    int major = 0, minor = 0;
     char name[256] = {};
-    if (cu.device_get(&dev, i) != 0 || cu.attribute(&major, kAttributeCapabilityMajor, dev) != 0 ||
-        cu.attribute(&minor, kAttributeCapabilityMinor, dev) != 0)
+    if (cu.cuDeviceGet(&dev, i) != 0 ||
+        cu.cuDeviceGetAttribute(&major, ROPEGEN_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) != 0 ||
+        cu.cuDeviceGetAttribute(&minor, ROPEGEN_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) != 0)
       continue;
-    cu.name(name, sizeof(name) - 1, dev);
+    cu.cuDeviceGetName(name, sizeof(name) - 1, dev);
     lowest = std::min(lowest, major * 10 + minor);
     names += fmt::format("{}{} (sm_{}{})", names.empty() ? "" : ", ", name, major, minor);
   }

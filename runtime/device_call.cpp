@@ -16,6 +16,8 @@
 namespace ropegen::runtime {
 namespace {
 
+using abi::Arg;
+
 // Tokens [s0, s0 + ns) of batches [b0, b0 + nb), staged as `padded` tokens.
 struct Part {
   int b0, nb, s0, ns, padded;
@@ -126,40 +128,45 @@ class PartRun {
   void run(const DevicePipelines& pipelines, const PipelineArguments& whole) {
     const bool rope = spec_.encoding == Encoding::Rope;
     PipelineArguments a = whole;
-    a.q = gather(call_.q);
-    if (call_.k.defined()) a.k = gather(call_.k);  // kv_cache specs read k without out_k
-    if (call_.v.defined()) a.v = gather(call_.v);
-    if (call_.positions.defined()) a.positions = gather_positions(call_.positions);
-    if (call_.saved_q.defined()) a.saved_q = gather(call_.saved_q);
-    if (call_.saved_k.defined()) a.saved_k = gather(call_.saved_k);
-    a.offset = call_.offset;
-    a.seq_len = call_.seq_len;
-    a.k_scale = call_.k_scale, a.v_scale = call_.v_scale;
-    a.out_q = rope ? rotary_stage(call_.q) : row_stage(call_.q);
-    if (variant_.with_k) a.out_k = rotary_stage(call_.k);
+    // The part's rows and ids (kv_cache specs read k without out_k).
+    for (Arg arg : abi::kTensorArgs) {
+      const abi::ArgumentInfo& row = abi::info(arg);
+      if (row.direction != abi::Direction::In || !call_[arg].defined()) continue;
+      if (row.kind == abi::ArgKind::Rows)
+        a[arg] = gather(call_[arg]);
+      else if (row.kind == abi::ArgKind::Ids)
+        a[arg] = gather_positions(call_[arg]);
+    }
+    a.scalars = call_.scalars;
+    a[Arg::OutQ] = rope ? rotary_stage(call_[Arg::Q]) : row_stage(call_[Arg::Q]);
+    if (variant_.with_k) a[Arg::OutK] = rotary_stage(call_[Arg::K]);
     // dL/d(inv_freq) of this part's rows (computed on the device), summed below.
-    if (call_.d_freqs.defined()) a.d_freqs = Halide::Buffer<float>(call_.d_freqs.dim(0).extent());
+    if (call_[Arg::DFreqs].defined()) a[Arg::DFreqs] = Halide::Buffer<float>(call_[Arg::DFreqs].dim(0).extent());
     pipelines.rope(a);
 
     std::vector<Copy> copies;
-    copies.push_back({a.out_q, rope ? rotary_view(call_.out_q, spec_) : call_.out_q, 0});
-    if (variant_.with_k) copies.push_back({a.out_k, rotary_view(call_.out_k, spec_), 0});
-    if (rope) add_pass_through(pipelines, a.q, call_.q, call_.out_q, copies);
-    if (rope && variant_.with_k) add_pass_through(pipelines, a.k, call_.k, call_.out_k, copies);
+    copies.push_back({a[Arg::OutQ], rope ? rotary_view(call_[Arg::OutQ], spec_) : call_[Arg::OutQ], 0});
+    if (variant_.with_k) copies.push_back({a[Arg::OutK], rotary_view(call_[Arg::OutK], spec_), 0});
+    if (rope) add_pass_through(pipelines, a[Arg::Q], call_[Arg::Q], call_[Arg::OutQ], copies);
+    if (rope && variant_.with_k) add_pass_through(pipelines, a[Arg::K], call_[Arg::K], call_[Arg::OutK], copies);
 
     // Device memory is freed before any other handle to a staged buffer
     // exists: Halide's buffers share device allocations by reference count.
-    for (Halide::Buffer<> b : {a.q, a.k, a.v, a.positions, a.saved_q, a.saved_k})
-      if (b.defined()) b.device_free(pipelines.context);
+    for (Arg arg : abi::kTensorArgs) {
+      const abi::ArgKind kind = abi::info(arg).kind;
+      const bool staged_here = kind == abi::ArgKind::Rows || kind == abi::ArgKind::Ids;
+      if (staged_here && abi::info(arg).direction == abi::Direction::In && a[arg].defined())
+        a[arg].device_free(pipelines.context);
+    }
     for (Copy& c : copies) {
       check(c.staged.copy_to_host(pipelines.context), "a result");
       c.staged.device_free(pipelines.context);
       c.view.copy_from(c.shift ? c.staged.translated(0, c.shift) : c.staged);
     }
-    if (a.d_freqs.defined()) {
-      check(a.d_freqs.copy_to_host(), "dL/d(inv_freq)");
-      a.d_freqs.device_free();
-      Halide::Buffer<float> part(a.d_freqs), total(call_.d_freqs);
+    if (a[Arg::DFreqs].defined()) {
+      check(a[Arg::DFreqs].copy_to_host(), "dL/d(inv_freq)");
+      a[Arg::DFreqs].device_free();
+      Halide::Buffer<float> part(a[Arg::DFreqs]), total(call_[Arg::DFreqs]);
       total.for_each_element([&](int r) { total(r) += part(r); });
     }
   }
@@ -231,27 +238,28 @@ class PartRun {
 
 Sizes sizes_of(const RopeSpec& spec, const lowering::KernelVariant& variant, const DevicePart& call,
                const DeviceInfo& device) {
-  const int64_t e = call.q.type().bytes();
+  const Halide::Buffer<>&q = call[Arg::Q], &k = call[Arg::K], &v = call[Arg::V], &positions = call[Arg::Positions];
+  const int64_t e = q.type().bytes();
   Sizes s{{}, device.buffer_size_multiple, device.max_buffer_bytes, device.max_token_blocks, device.max_batch_blocks};
   if (spec.encoding != Encoding::Rope) {
-    const int64_t d = call.q.dim(0).extent(), h = call.q.dim(1).extent();
+    const int64_t d = q.dim(0).extent(), h = q.dim(1).extent();
     s.token_bytes = {padded_row(static_cast<int>(d)) * h * e, d * h * e};  // input, output
   }
   std::vector<int64_t> heads;
-  if (spec.encoding == Encoding::Rope) heads.push_back(call.q.dim(1).extent());
-  if (variant.with_k) heads.push_back(call.k.dim(1).extent());
+  if (spec.encoding == Encoding::Rope) heads.push_back(q.dim(1).extent());
+  if (variant.with_k) heads.push_back(k.dim(1).extent());
   // k read into a cache only, and v: their staged rows.
-  if (!variant.with_k && call.k.defined()) s.token_bytes.push_back(padded_row(spec.head_dim) * call.k.dim(1).extent() * e);
-  if (call.v.defined())
-    s.token_bytes.push_back(padded_row(call.v.dim(0).extent()) * call.v.dim(1).extent() * e);
+  if (!variant.with_k && k.defined()) s.token_bytes.push_back(padded_row(spec.head_dim) * k.dim(1).extent() * e);
+  if (v.defined()) s.token_bytes.push_back(padded_row(v.dim(0).extent()) * v.dim(1).extent() * e);
   for (int64_t h : heads) {
     // input (and the saved forward input), rotary output, pass-through copies
-    for (int n = call.saved_q.defined() ? 2 : 1; n > 0; --n) s.token_bytes.push_back(padded_row(spec.head_dim) * h * e);
+    for (int n = call[Arg::SavedQ].defined() ? 2 : 1; n > 0; --n)
+      s.token_bytes.push_back(padded_row(spec.head_dim) * h * e);
     s.token_bytes.push_back(spec.rotary_dim * h * e);
     for (auto [first, count] : pass_ranges(spec)) s.token_bytes.push_back(count * h * e);
   }
-  if (call.positions.defined())
-    s.token_bytes.push_back(call.positions.type().bytes() * (call.positions.dimensions() == 3 ? call.positions.dim(0).extent() : 1));
+  if (positions.defined())
+    s.token_bytes.push_back(positions.type().bytes() * (positions.dimensions() == 3 ? positions.dim(0).extent() : 1));
   return s;
 }
 
@@ -298,6 +306,10 @@ Halide::Buffer<> staged_cu_seqlens(const Halide::Buffer<>& cu, int64_t multiple)
   return b;
 }
 
+// Per-token index tensors (batch_indices, slot_mapping, cache_positions):
+// staged padded with -1 (not appended).
+bool per_token_index(Arg a) { return a == Arg::BatchIndices || a == Arg::SlotMapping || a == Arg::CachePositions; }
+
 std::atomic<uint64_t> staged_part_count{0};
 
 }  // namespace
@@ -315,46 +327,51 @@ void prepare_device_runtime(const Halide::Target& target) {
 
 int device_parts(const RopeSpec& spec, const lowering::KernelVariant& variant, const DevicePart& call,
                  const DeviceInfo& device) {
+  const Halide::Buffer<>& q = call[Arg::Q];
   return static_cast<int>(
-      plan_parts(sizes_of(spec, variant, call, device), call.q.dim(2).extent(), call.q.dim(3).extent()).size());
+      plan_parts(sizes_of(spec, variant, call, device), q.dim(2).extent(), q.dim(3).extent()).size());
 }
 
 void run_on_device(const RopeSpec& spec, const lowering::KernelVariant& variant, const DevicePart& call,
                    const DeviceInfo& device, const DevicePipelines& pipelines) {
   const Sizes sizes = sizes_of(spec, variant, call, device);
+  // The arguments that are not split (cu_seqlens, tables, frequencies, the
+  // cos/sin cache (the rows up to the call's largest position: prepare_call
+  // crops the view), the KV-cache append's indices and caches), staged once
+  // for every part. The caches' entries no token goes to come back as they
+  // went; every part updates them, they are copied back once.
   PipelineArguments whole;
-  whole.cu_seqlens = staged_cu_seqlens(call.cu_seqlens, device.buffer_size_multiple);
-  whole.table = staged_whole(call.table, device.buffer_size_multiple);
-  whole.freqs = staged_whole(call.freqs, device.buffer_size_multiple);
-  // The rows up to the call's largest position (prepare_call crops the view).
-  whole.cos_sin_cache = staged_whole(call.cos_sin_cache, device.buffer_size_multiple);
-  // KV-cache append: the caches are staged whole (their entries no token
-  // goes to come back as they went), updated by every part, copied back once.
-  whole.kv_indices = staged_whole(call.kv_indices, device.buffer_size_multiple);
-  whole.kv_indptr = staged_whole(call.kv_indptr, device.buffer_size_multiple);
-  whole.batch_indices = staged_token_indices(call.batch_indices, device.buffer_size_multiple);
-  whole.slot_mapping = staged_token_indices(call.slot_mapping, device.buffer_size_multiple);
-  whole.cache_positions = staged_token_indices(call.cache_positions, device.buffer_size_multiple);
-  whole.k_cache = staged_whole(call.k_cache, device.buffer_size_multiple);
-  whole.v_cache = staged_whole(call.v_cache, device.buffer_size_multiple);
-  if (call.d_freqs.defined()) Halide::Buffer<float>(call.d_freqs).fill(0.0f);  // the parts add to it
+  for (Arg arg : abi::kTensorArgs) {
+    if (abi::info(arg).kind != abi::ArgKind::Whole || arg == Arg::DFreqs) continue;
+    const int64_t multiple = device.buffer_size_multiple;
+    if (arg == Arg::CuSeqlens)
+      whole[arg] = staged_cu_seqlens(call[arg], multiple);
+    else if (per_token_index(arg))
+      whole[arg] = staged_token_indices(call[arg], multiple);
+    else
+      whole[arg] = staged_whole(call[arg], multiple);
+  }
+  if (call[Arg::DFreqs].defined()) Halide::Buffer<float>(call[Arg::DFreqs]).fill(0.0f);  // the parts add to it
+  const Halide::Buffer<>& q = call[Arg::Q];
   try {
-    for (const Part& p : plan_parts(sizes, call.q.dim(2).extent(), call.q.dim(3).extent())) {
+    for (const Part& p : plan_parts(sizes, q.dim(2).extent(), q.dim(3).extent())) {
       PartRun(spec, variant, call, p).run(pipelines, whole);
       ++staged_part_count;
     }
   } catch (const Halide::Error& e) {
     throw DeviceError(fmt::format("{}: {}", device.description, e.what()));
   }
-  for (Halide::Buffer<> b : {whole.cu_seqlens, whole.table, whole.freqs, whole.cos_sin_cache, whole.kv_indices,
-                             whole.kv_indptr, whole.batch_indices, whole.slot_mapping, whole.cache_positions})
-    if (b.defined()) b.device_free(pipelines.context);
-  for (auto [copy, caller] : {std::pair{whole.k_cache, call.k_cache}, std::pair{whole.v_cache, call.v_cache}}) {
-    if (!copy.defined()) continue;
-    check(copy.copy_to_host(pipelines.context), "a KV cache");
-    copy.device_free(pipelines.context);
-    Halide::Buffer<> view = caller;
-    view.copy_from(copy);
+  for (Arg arg : abi::kTensorArgs) {
+    Halide::Buffer<> staged = whole[arg];
+    if (!staged.defined()) continue;
+    if (abi::info(arg).direction == abi::Direction::InOut) {  // the caches
+      check(staged.copy_to_host(pipelines.context), "a KV cache");
+      staged.device_free(pipelines.context);
+      Halide::Buffer<> view = call[arg];
+      view.copy_from(staged);
+    } else {
+      staged.device_free(pipelines.context);
+    }
   }
 }
 

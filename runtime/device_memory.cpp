@@ -27,8 +27,6 @@ constexpr uint64_t kSizeMultiple = 256;
 // bound from its first byte to the end of its allocation).
 constexpr uint64_t kMostBytes = (uint64_t{1} << 31) - kSizeMultiple;
 
-Diagnostic error(std::string message) { return Diagnostic{{"DeviceMemory", -1, -1}, std::move(message), {}}; }
-
 // Calls into Halide's runtime outside a pipeline: its error messages kept
 // for the diagnostic, its prints quiet (runtime/halide_messages.h).
 struct RuntimeCall : Halide::JITUserContext {
@@ -82,19 +80,23 @@ struct DeviceMemory::Allocation {
   // (a crop unless offset is 0), the copy, the crop released.
   Status copy(void* host, size_t n, size_t offset, bool to_device) {
     if (offset > size || n > size - offset)
-      return error(fmt::format("bytes [{}, {}) are outside this allocation of {} bytes", offset, offset + n, size));
+      return named_error("DeviceMemory", fmt::format("bytes [{}, {}) are outside this allocation of {} bytes", offset,
+                                                     offset + n, size));
     if (n == 0) return {};
     RuntimeCall call;
     halide_dimension_t dim;
     halide_buffer_t part = bytes_buffer(&dim, 0, static_cast<int64_t>(n));
     part.host = static_cast<uint8_t*>(host);
     part.device = offset == 0 ? buffer.device : crop(offset, call);
-    if (part.device == 0) return error(call.failure("a crop of Vulkan memory", halide_error_code_device_crop_failed));
+    if (part.device == 0)
+      return named_error("DeviceMemory", call.failure("a crop of Vulkan memory", halide_error_code_device_crop_failed));
     part.device_interface = interface;
     part.flags = to_device ? halide_buffer_flag_host_dirty : halide_buffer_flag_device_dirty;
     const int code = to_device ? interface->copy_to_device(&call, &part, interface) : interface->copy_to_host(&call, &part);
     if (offset != 0) release_crop(part.device, interface, call);
-    if (code != 0) return error(call.failure(to_device ? "a copy to Vulkan memory" : "a copy from Vulkan memory", code));
+    if (code != 0)
+      return named_error("DeviceMemory",
+                         call.failure(to_device ? "a copy to Vulkan memory" : "a copy from Vulkan memory", code));
     return {};
   }
 
@@ -142,39 +144,46 @@ DeviceMemory::Allocation::~Allocation() {
 Result<DeviceMemory> DeviceMemory::allocate(Device device, size_t bytes) {
   switch (device.type) {
     case DeviceType::CPU:
-      return error("host (cpu) tensors are the caller's memory: DeviceMemory allocates on a Vulkan device");
+      return named_error("DeviceMemory",
+                         "host (cpu) tensors are the caller's memory: DeviceMemory allocates on a Vulkan device");
     case DeviceType::CUDA:
-      return error("CUDA tensors are the caller's own device memory (cudaMalloc, PyTorch): pass their device pointers "
-                   "as Tensor::data; DeviceMemory allocates on Vulkan, where Halide 21 cannot use memory it did not "
-                   "allocate");
+      return named_error(
+          "DeviceMemory",
+          "CUDA tensors are the caller's own device memory (cudaMalloc, PyTorch): pass their device pointers "
+          "as Tensor::data; DeviceMemory allocates on Vulkan, where Halide 21 cannot use memory it did not "
+          "allocate");
     case DeviceType::Vulkan: break;
   }
   if (device.id != 0)
-    return error(fmt::format("vulkan:{} is not a device rope-gen can allocate on: Halide's Vulkan runtime runs on one "
-                             "device per process, vulkan:0",
-                             device.id));
+    return named_error(
+        "DeviceMemory",
+        fmt::format("vulkan:{} is not a device rope-gen can allocate on: Halide's Vulkan runtime runs on one "
+                    "device per process, vulkan:0",
+                    device.id));
   const Result<Halide::Target> target = runtime::runnable_target("vulkan");
   if (!target) return target.errors();
   const Result<runtime::DeviceInfo> info = runtime::probe_device(*target);
   if (!info) return info.errors();
   const uint64_t most = std::min<uint64_t>(kMostBytes, static_cast<uint64_t>(info->max_buffer_bytes));
   if (bytes == 0 || bytes > most)
-    return error(fmt::format("{} bytes cannot be allocated: 1 to {} bytes on {} (its maxStorageBufferRange, and "
-                             "2^31 - 256: a kernel argument is bound from its first byte to the end of its "
-                             "allocation)",
-                             bytes, most, info->description));
+    return named_error("DeviceMemory",
+                       fmt::format("{} bytes cannot be allocated: 1 to {} bytes on {} (its maxStorageBufferRange, and "
+                                   "2^31 - 256: a kernel argument is bound from its first byte to the end of its "
+                                   "allocation)",
+                                   bytes, most, info->description));
   runtime::prepare_device_runtime(*target);
 
   auto a = std::make_unique<Allocation>();
   try {
     a->interface = Halide::get_device_interface_for_device_api(Halide::DeviceAPI::Vulkan, *target);
   } catch (const Halide::Error& e) {
-    return error(fmt::format("Halide's Vulkan runtime cannot be loaded: {}", e.what()));
+    return named_error("DeviceMemory", fmt::format("Halide's Vulkan runtime cannot be loaded: {}", e.what()));
   }
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   a->reserved = (bytes + page - 1) / page * page;
   void* reserved = mmap(nullptr, a->reserved, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (reserved == MAP_FAILED) return error(fmt::format("{} bytes of address space cannot be reserved", a->reserved));
+  if (reserved == MAP_FAILED)
+    return named_error("DeviceMemory", fmt::format("{} bytes of address space cannot be reserved", a->reserved));
   a->address = static_cast<uint8_t*>(reserved);
   a->size = bytes;
   const int64_t padded = static_cast<int64_t>((bytes + kSizeMultiple - 1) / kSizeMultiple * kSizeMultiple);
@@ -182,10 +191,12 @@ Result<DeviceMemory> DeviceMemory::allocate(Device device, size_t bytes) {
   RuntimeCall call;
   if (const int code = a->interface->device_malloc(&call, &a->buffer, a->interface); code != 0) {
     a->buffer.device = 0;
-    return error(call.failure(fmt::format("allocating {} bytes on {}", bytes, info->description), code));
+    return named_error("DeviceMemory",
+                       call.failure(fmt::format("allocating {} bytes on {}", bytes, info->description), code));
   }
   if ((a->pin = a->crop(0, call)) == 0)
-    return error(call.failure("a crop of new Vulkan memory", halide_error_code_device_crop_failed));
+    return named_error("DeviceMemory",
+                       call.failure("a crop of new Vulkan memory", halide_error_code_device_crop_failed));
   {
     std::lock_guard<std::mutex> lock(registry().mutex);
     registry().allocations[reinterpret_cast<uintptr_t>(a->address)] = a.get();
@@ -204,12 +215,12 @@ size_t DeviceMemory::size() const { return allocation_ ? allocation_->size : 0; 
 Device DeviceMemory::device() const { return Device{DeviceType::Vulkan, 0}; }
 
 Status DeviceMemory::copy_from_host(const void* source, size_t bytes, size_t offset) {
-  if (!allocation_) return error("this DeviceMemory holds no allocation");
+  if (!allocation_) return named_error("DeviceMemory", "this DeviceMemory holds no allocation");
   return allocation_->copy(const_cast<void*>(source), bytes, offset, /*to_device=*/true);
 }
 
 Status DeviceMemory::copy_to_host(void* destination, size_t bytes, size_t offset) const {
-  if (!allocation_) return error("this DeviceMemory holds no allocation");
+  if (!allocation_) return named_error("DeviceMemory", "this DeviceMemory holds no allocation");
   return allocation_->copy(destination, bytes, offset, /*to_device=*/false);
 }
 

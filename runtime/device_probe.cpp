@@ -13,8 +13,6 @@ namespace {
 
 using Halide::Target;
 
-Diagnostic error(std::string message) { return Diagnostic{{"target", -1, -1}, std::move(message), {}}; }
-
 // One probe per API per process: drivers do not come and go while it runs.
 const ProbeResult& cached_probe(Target::Feature api) {
   static std::mutex mutex;
@@ -40,7 +38,7 @@ Result<DeviceInfo> probe_device(const Target& target) {
   const Target::Feature api = target.has_feature(Target::CUDA) ? Target::CUDA : Target::Vulkan;
   const ProbeResult& r = cached_probe(api);
   if (const auto* why = std::get_if<std::string>(&r))
-    return error(fmt::format("target `{}` cannot run on this machine: {}", target.to_string(), *why));
+    return named_error("target", fmt::format("target `{}` cannot run on this machine: {}", target.to_string(), *why));
   return std::get<DeviceInfo>(r);
 }
 

@@ -36,8 +36,6 @@ constexpr const char* kWorkPrefix = "build-";
 // Entries and runtime objects replace only this user's regular files, durably.
 constexpr base::ReplaceRules kCacheFiles{/*only_own_files=*/true, /*sync_dir=*/true};
 
-Diagnostic error(const std::string& path, std::string message) { return Diagnostic{{path, -1, -1}, std::move(message), {}}; }
-
 std::string errno_text() { return std::strerror(errno); }
 
 // <16 hex digits><suffix>: the names of entries and runtime objects.
@@ -95,9 +93,9 @@ std::optional<Diagnostic> check_proc_fd(const TrustedOpen& dir, const std::strin
   struct stat via_proc;
   const std::string link = fmt::format("/proc/self/fd/{}", dir.fd.get());
   if (::stat(link.c_str(), &via_proc) != 0 || via_proc.st_ino != dir.st.st_ino || via_proc.st_dev != dir.st.st_dev)
-    return error(path, fmt::format("kernel cache {}: /proc is not mounted; rope-gen loads cached kernels through "
-                                   "/proc/self/fd so that the file checked is the file loaded",
-                                   path));
+    return named_error(path, fmt::format("kernel cache {}: /proc is not mounted; rope-gen loads cached kernels through "
+                                         "/proc/self/fd so that the file checked is the file loaded",
+                                         path));
   return std::nullopt;
 }
 
@@ -115,30 +113,31 @@ std::string default_cache_dir() {
 }
 
 Result<DiskCache> DiskCache::open(const std::string& dir, uint64_t max_bytes, milliseconds lock_wait) {
-  if (dir.empty()) return error("ROPEGEN_CACHE_DIR", "no kernel cache directory: set ROPEGEN_CACHE_DIR or HOME");
+  if (dir.empty()) return named_error("ROPEGEN_CACHE_DIR", "no kernel cache directory: set ROPEGEN_CACHE_DIR or HOME");
   std::error_code ec;
   const fs::path given(dir);
   if (given.has_parent_path()) fs::create_directories(given.parent_path(), ec);
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
-    return error(dir, fmt::format("cannot create the kernel cache directory {}: {}", dir, errno_text()));
+    return named_error(dir, fmt::format("cannot create the kernel cache directory {}: {}", dir, errno_text()));
   char* real = ::realpath(dir.c_str(), nullptr);
-  if (!real) return error(dir, fmt::format("kernel cache {}: {}", dir, errno_text()));
+  if (!real) return named_error(dir, fmt::format("kernel cache {}: {}", dir, errno_text()));
   const std::string root(real);
   std::free(real);
   // Kernels are loaded as code from here: nobody else may be able to put files in it.
   const TrustedOpen top = open_trusted(root, "", Expect::Directory);
   if (top.status != TrustedOpen::Status::Ok)
-    return error(dir, fmt::format("kernel cache {}: {}; rope-gen loads code from it, so it must be yours, writable by "
-                                  "nobody else, on a path only you or root can change (set ROPEGEN_CACHE_DIR)",
-                                  dir, top.status == TrustedOpen::Status::Absent ? "does not exist" : top.why));
+    return named_error(dir,
+                       fmt::format("kernel cache {}: {}; rope-gen loads code from it, so it must be yours, writable by "
+                                   "nobody else, on a path only you or root can change (set ROPEGEN_CACHE_DIR)",
+                                   dir, top.status == TrustedOpen::Status::Absent ? "does not exist" : top.why));
   if (auto e = claim_cache_dir(root)) return *e;
   for (const char* sub : {"kernels", "runtime", "locks", "tmp"}) {
     const std::string path = root + "/" + sub;
     if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST)
-      return error(path, fmt::format("cannot create {}: {}", path, errno_text()));
+      return named_error(path, fmt::format("cannot create {}: {}", path, errno_text()));
     const TrustedOpen checked = open_trusted(root, sub, Expect::Directory);
     if (checked.status != TrustedOpen::Status::Ok)
-      return error(path, fmt::format("kernel cache {}: {}; rope-gen loads code from it", dir, checked.why));
+      return named_error(path, fmt::format("kernel cache {}: {}; rope-gen loads code from it", dir, checked.why));
   }
   if (auto e = check_proc_fd(top, dir)) return *e;
   return DiskCache(root, max_bytes, lock_wait);
@@ -152,18 +151,19 @@ TrustedOpen DiskCache::open_file(const std::string& name) const { return open_tr
 Result<FileLock> DiskCache::lock(const std::string& name, milliseconds wait) const {
   const std::string path = dir_ + "/locks/" + name + ".lock";
   UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600));
-  if (!fd.valid()) return error(path, fmt::format("cannot open lock {}: {}", path, errno_text()));
+  if (!fd.valid()) return named_error(path, fmt::format("cannot open lock {}: {}", path, errno_text()));
   struct stat st;
-  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return error(path, fmt::format("lock {} is not a regular file", path));
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode))
+    return named_error(path, fmt::format("lock {} is not a regular file", path));
   // flock has no timeout: poll, backing off, until the deadline.
   const auto deadline = std::chrono::steady_clock::now() + wait;
   milliseconds pause(1);
   while (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
     if (errno == EINTR) continue;
-    if (errno != EWOULDBLOCK) return error(path, fmt::format("cannot lock {}: {}", path, errno_text()));
+    if (errno != EWOULDBLOCK) return named_error(path, fmt::format("cannot lock {}: {}", path, errno_text()));
     if (std::chrono::steady_clock::now() >= deadline)
-      return error(path, fmt::format("another process has held the lock {} for over {:.1f} s (stopped or hung?)", path,
-                                     wait.count() / 1e3));
+      return named_error(path, fmt::format("another process has held the lock {} for over {:.1f} s (stopped or hung?)",
+                                           path, wait.count() / 1e3));
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, milliseconds(50));
   }
@@ -174,7 +174,8 @@ Result<FileLock> DiskCache::lock_key(const CacheKey& key) const { return lock("k
 
 Result<std::string> DiskCache::make_work_dir() const {
   std::string tmpl = path(std::string("tmp/") + kWorkPrefix + "XXXXXX");
-  if (!::mkdtemp(tmpl.data())) return error(dir_, fmt::format("cannot create a work directory in {}/tmp: {}", dir_, errno_text()));
+  if (!::mkdtemp(tmpl.data()))
+    return named_error(dir_, fmt::format("cannot create a work directory in {}/tmp: {}", dir_, errno_text()));
   return tmpl.substr(dir_.size() + 1);
 }
 
@@ -182,8 +183,8 @@ std::optional<Diagnostic> DiskCache::publish(const std::string& sealed_file, con
   const std::string target = path(name);
   const auto failure = base::publish_file(sealed_file, target, kCacheFiles);
   if (!failure) return std::nullopt;
-  if (failure->refused) return error(target, fmt::format("{} is not rope-gen's: left as it is", target));
-  return error(target, fmt::format("cannot move a new file into {}: {}", target, failure->why));
+  if (failure->refused) return named_error(target, fmt::format("{} is not rope-gen's: left as it is", target));
+  return named_error(target, fmt::format("cannot move a new file into {}: {}", target, failure->why));
 }
 
 void DiskCache::touch(const CacheKey& key) const { ::utimensat(AT_FDCWD, path(entry_name(key)).c_str(), nullptr, AT_SYMLINK_NOFOLLOW); }

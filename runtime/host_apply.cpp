@@ -1,7 +1,4 @@
-#include "host_apply.h"
-
-#include <optional>
-#include <tuple>
+#include "runtime/host_apply.h"
 
 #include <fmt/format.h>
 
@@ -11,127 +8,147 @@
 namespace ropegen::runtime {
 namespace {
 
+using abi::Arg;
+
 Tensor dense(void* data, ElementType type, const std::vector<int64_t>& shape) {
   return Tensor::dense(data, type, shape.data(), static_cast<int>(shape.size()));
 }
 
-// A float32 host tensor in the spec's storage type, and where its result goes.
-struct Staged {
-  HostStorage in, out;
-  Staged(const HostTensor& t, DType dtype) : in(to_storage(t.data, dtype)), out(in.empty_like()) {}
-};
+// Whether an output is made for this request: out_k when k is rotated into
+// it, d_freqs for the backward of run-time frequencies.
+bool made(Arg output, const ApplyRequest& r) {
+  if (!r[abi::info(output).like]) return false;
+  if (output == Arg::OutK) return r.out_k;
+  if (output == Arg::DFreqs) return r.backward;
+  return true;
+}
 
 }  // namespace
 
-// Everything the call points into; allocated once, never moved.
+HostArray HostArray::of_floats(std::vector<int64_t> shape, std::vector<float> values) {
+  HostArray a;
+  a.shape = std::move(shape), a.type = ElementType::Float32, a.floats = std::move(values);
+  return a;
+}
+
+HostArray HostArray::of_ids(std::vector<int64_t> shape, std::vector<int64_t> values, bool int64) {
+  HostArray a;
+  a.shape = std::move(shape), a.type = int64 ? ElementType::Int64 : ElementType::Int32, a.ints = std::move(values);
+  return a;
+}
+
+HostArray HostArray::of_codes(std::vector<int64_t> shape, std::vector<uint8_t> codes) {
+  HostArray a;
+  a.shape = std::move(shape), a.type = ElementType::UInt8, a.codes = std::move(codes);
+  return a;
+}
+
+int64_t HostArray::elements() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+// Everything the call points into, one slot per argument; allocated once,
+// never moved.
 struct HostCall::Storage {
-  std::optional<Staged> q, k;
-  bool out_k = false;
-  std::optional<std::vector<uint8_t>> k_codes, v_codes;  // fp8 caches, as they came
-  std::optional<HostStorage> v, k_cache, v_cache, saved_q, saved_k, table;
-  std::vector<int32_t> index_storage[5];
-  std::vector<int32_t> ids32;
-  std::vector<int64_t> ids64, cu;
-  std::vector<float> freqs, d_freqs, cos_sin_cache;
+  struct Slot {
+    std::optional<HostStorage> stored;  // in the spec's (or the cache's) dtype
+    std::vector<float> floats;          // float32 as it came
+    std::vector<int32_t> ints32;
+    std::vector<int64_t> ints64;
+    std::vector<uint8_t> codes;
+    std::vector<int64_t> shape;
+  };
+  abi::ByTensor<Slot> slots;
 };
 
 HostCall::HostCall() : storage_(std::make_unique<Storage>()) {}
 HostCall::~HostCall() = default;
 
 Result<std::unique_ptr<HostCall>> HostCall::make(const RopeSpec& spec, const ApplyRequest& r) {
-  std::unique_ptr<HostCall> made(new HostCall());
-  Call& call = made->call_;
-  Storage& s = *made->storage_;
-  Staged& q = s.q.emplace(r.q, spec.dtype);
-  call.q = dense(q.in.data(), q.in.element_type(), r.q.shape);
-  call.out_q = dense(q.out.data(), q.out.element_type(), r.q.shape);
-  if (r.k) {
-    Staged& k = s.k.emplace(*r.k, spec.dtype);
-    call.k = dense(k.in.data(), k.in.element_type(), r.k->shape);
-    s.out_k = r.out_k;
-    if (r.out_k) call.out_k = dense(k.out.data(), k.out.element_type(), r.k->shape);
-  }
-  // KV-cache append: caches in the cache dtype, indices as int32 (an id
-  // outside int32 is refused here, naming its tensor).
-  const DType cache_dtype = spec.kv_cache.float_dtype();
-  if (r.k_cache_codes)
-    s.k_codes = r.k_cache_codes->codes, call.k_cache = dense(s.k_codes->data(), ElementType::UInt8, r.k_cache_codes->shape);
-  if (r.v_cache_codes)
-    s.v_codes = r.v_cache_codes->codes, call.v_cache = dense(s.v_codes->data(), ElementType::UInt8, r.v_cache_codes->shape);
-  call.k_scale = r.k_scale, call.v_scale = r.v_scale;
-  if (r.v) s.v = to_storage(r.v->data, spec.dtype), call.v = dense(s.v->data(), s.v->element_type(), r.v->shape);
-  if (r.k_cache)
-    s.k_cache = to_storage(r.k_cache->data, cache_dtype),
-    call.k_cache = dense(s.k_cache->data(), s.k_cache->element_type(), r.k_cache->shape);
-  if (r.v_cache)
-    s.v_cache = to_storage(r.v_cache->data, cache_dtype),
-    call.v_cache = dense(s.v_cache->data(), s.v_cache->element_type(), r.v_cache->shape);
-  const std::tuple<const std::optional<std::vector<int64_t>>*, const char*, std::optional<Tensor>*> indices[] = {
-      {&r.kv_indices, "kv_indices", &call.kv_indices},
-      {&r.kv_indptr, "kv_indptr", &call.kv_indptr},
-      {&r.batch_indices, "batch_indices", &call.batch_indices},
-      {&r.slot_mapping, "slot_mapping", &call.slot_mapping},
-      {&r.cache_positions, "cache_positions", &call.cache_positions}};
-  for (int i = 0; i < 5; ++i) {
-    const auto [values, name, into] = indices[i];
-    if (!*values) continue;
-    for (int64_t x : **values) {
-      if (x < INT32_MIN || x > INT32_MAX)
-        return Diagnostic{{name, -1, -1}, fmt::format("{} holds {}, which does not fit int32 (cache indices are int32)", name, x), {}};
-      s.index_storage[i].push_back(static_cast<int32_t>(x));
-    }
-    *into = dense(s.index_storage[i].data(), ElementType::Int32, {static_cast<int64_t>(s.index_storage[i].size())});
-  }
-  if (r.saved_q) s.saved_q = to_storage(r.saved_q->data, spec.dtype), call.saved_q = dense(s.saved_q->data(), s.saved_q->element_type(), r.saved_q->shape);
-  if (r.saved_k) s.saved_k = to_storage(r.saved_k->data, spec.dtype), call.saved_k = dense(s.saved_k->data(), s.saved_k->element_type(), r.saved_k->shape);
-  if (r.table) s.table = to_storage(r.table->data, spec.dtype), call.table = dense(s.table->data(), s.table->element_type(), r.table->shape);
-  // Ids are read in the width they came in (the kernel variant follows it).
-  if (r.positions) {
-    if (r.positions->is_int64) {
-      s.ids64 = r.positions->values;
-      call.positions = dense(s.ids64.data(), ElementType::Int64, r.positions->shape);
-    } else {
-      s.ids32.reserve(r.positions->values.size());
-      for (int64_t v : r.positions->values) {
-        if (v < INT32_MIN || v > INT32_MAX)
-          return Diagnostic{{"positions", -1, -1}, "position id " + std::to_string(v) + " does not fit int32 ids; pass them as int64", {}};
-        s.ids32.push_back(static_cast<int32_t>(v));
+  std::unique_ptr<HostCall> host(new HostCall());
+  Call& call = host->call_;
+  for (Arg a : abi::kTensorArgs) {
+    const abi::ArgumentInfo& row = abi::info(a);
+    Storage::Slot& slot = host->storage_->slots[a];
+    std::optional<Tensor>& into = call.*row.call_tensor;
+    if (row.direction == abi::Direction::Out) {
+      if (!made(a, r)) continue;
+      slot.shape = r[row.like]->shape;
+      if (row.dtype == abi::DtypeRule::Float32) {
+        slot.floats.assign(r[row.like]->elements(), 0.0f);
+        into = dense(slot.floats.data(), ElementType::Float32, slot.shape);
+      } else {
+        slot.stored.emplace(spec.dtype, static_cast<size_t>(r[row.like]->elements()));
+        into = dense(slot.stored->data(), slot.stored->element_type(), slot.shape);
       }
-      call.positions = dense(s.ids32.data(), ElementType::Int32, r.positions->shape);
+      continue;
     }
-  }
-  if (r.cu_seqlens) {
-    s.cu = *r.cu_seqlens;
-    call.cu_seqlens = dense(s.cu.data(), ElementType::Int64, {static_cast<int64_t>(s.cu.size())});
-  }
-  if (r.freqs) {
-    s.freqs = r.freqs->data;
-    call.freqs = dense(s.freqs.data(), ElementType::Float32, r.freqs->shape);
-    if (r.backward) {
-      s.d_freqs.assign(s.freqs.size(), 0.0f);
-      call.d_freqs = dense(s.d_freqs.data(), ElementType::Float32, r.freqs->shape);
+    if (!r[a]) continue;
+    const HostArray& in = *r[a];
+    slot.shape = in.shape;
+    const bool ints = in.type == ElementType::Int32 || in.type == ElementType::Int64;
+    switch (row.dtype) {
+      case abi::DtypeRule::Spec:
+        slot.stored = to_storage(in.floats, spec.dtype);
+        into = dense(slot.stored->data(), slot.stored->element_type(), slot.shape);
+        break;
+      case abi::DtypeRule::Float32:
+        slot.floats = in.floats;
+        into = dense(slot.floats.data(), ElementType::Float32, slot.shape);
+        break;
+      case abi::DtypeRule::KvCache:
+        if (in.type == ElementType::UInt8) {  // fp8 codes, as they are
+          slot.codes = in.codes;
+          into = dense(slot.codes.data(), ElementType::UInt8, slot.shape);
+        } else {
+          slot.stored = to_storage(in.floats, spec.kv_cache.float_dtype());
+          into = dense(slot.stored->data(), slot.stored->element_type(), slot.shape);
+        }
+        break;
+      case abi::DtypeRule::Ids:
+      case abi::DtypeRule::Int32:
+        if (!ints) return named_error(row.name, fmt::format("{} must be integers", row.name));
+        // Ids are read in the width they came in (the kernel variant follows
+        // it); cache indices are int32.
+        if (row.dtype == abi::DtypeRule::Ids && in.type == ElementType::Int64) {
+          slot.ints64 = in.ints;
+          into = dense(slot.ints64.data(), ElementType::Int64, slot.shape);
+          break;
+        }
+        for (int64_t x : in.ints) {
+          if (x < INT32_MIN || x > INT32_MAX)
+            return named_error(row.name, row.dtype == abi::DtypeRule::Int32
+                                             ? fmt::format("{} holds {}, which does not fit int32 (cache indices are "
+                                                           "int32)",
+                                                           row.name, x)
+                                             : fmt::format("{} {} does not fit int32 ids; pass them as int64",
+                                                           a == Arg::Positions ? "position id" : row.name, x));
+          slot.ints32.push_back(static_cast<int32_t>(x));
+        }
+        into = dense(slot.ints32.data(), ElementType::Int32, slot.shape);
+        break;
+      case abi::DtypeRule::Scalar: break;
     }
-  }
-  // The cache is float32 whatever the spec's dtype: passed as it is.
-  if (r.cos_sin_cache) {
-    s.cos_sin_cache = r.cos_sin_cache->data;
-    call.cos_sin_cache = dense(s.cos_sin_cache.data(), ElementType::Float32, r.cos_sin_cache->shape);
   }
   call.offset = r.offset;
   call.seq_len = r.seq_len;
+  call.k_scale = r.k_scale, call.v_scale = r.v_scale;
   call.backward = r.backward;
-  return made;
+  return host;
 }
 
 ApplyResult HostCall::results() const {
-  const Storage& s = *storage_;
   ApplyResult result;
-  result.out_q = s.q->out.to_float();
-  if (s.k && s.out_k) result.out_k = s.k->out.to_float();
-  if (s.k_cache) result.k_cache = s.k_cache->to_float();
-  if (s.v_cache) result.v_cache = s.v_cache->to_float();
-  result.k_cache_codes = s.k_codes, result.v_cache_codes = s.v_codes;
-  if (call_.d_freqs) result.d_freqs = s.d_freqs;
+  for (Arg a : abi::kTensorArgs) {
+    const Storage::Slot& slot = storage_->slots[a];
+    if (abi::info(a).direction == abi::Direction::In || !(call_.*abi::info(a).call_tensor)) continue;
+    if ((call_.*abi::info(a).call_tensor)->type == ElementType::UInt8)
+      result[a] = HostArray::of_codes(slot.shape, slot.codes);
+    else
+      result[a] = HostArray::of_floats(slot.shape, slot.stored ? slot.stored->to_float() : slot.floats);
+  }
   return result;
 }
 

@@ -1,7 +1,9 @@
-// Applying a spec to float32 host tensors (what `rope-gen apply` and the
-// tests do): convert to the spec's dtype, run one ropegen::Call, convert
-// back. Single-tensor encodings (sinusoidal, learned, ALiBi scores) pass
-// their tensor as `q` (the library calls it "x").
+// Applying a spec to host arrays (what `rope-gen apply`, the GPU kit's
+// case writer and the tests do): each argument converted by its row of the
+// argument table (abi/arguments.h) into the spec's storage, one
+// ropegen::Call run, the outputs converted back. Single-tensor encodings
+// (sinusoidal, learned, ALiBi scores) pass their tensor as q (the library
+// calls it "x").
 #pragma once
 
 #include <cstdint>
@@ -10,62 +12,59 @@
 #include <string>
 #include <vector>
 
+#include "abi/arguments.h"
 #include "ropegen/call.h"
 #include "ropegen/result.h"
 #include "ropegen/spec.h"
 
 namespace ropegen::runtime {
 
-struct HostTensor {
-  std::vector<int64_t> shape;     // in the spec's layout
-  std::vector<float> data;
-};
-
-struct HostCodes {
+// An argument's values on the host, as a .npy file holds them.
+struct HostArray {
   std::vector<int64_t> shape;
+  // Float32: `floats`; Int32 / Int64: `ints` (ids are passed in that width);
+  // UInt8: `codes` (fp8 caches).
+  ElementType type = ElementType::Float32;
+  std::vector<float> floats;
+  std::vector<int64_t> ints;
   std::vector<uint8_t> codes;
-};
 
-struct HostPositions {
-  std::vector<int64_t> shape;
-  std::vector<int64_t> values;
-  bool is_int64 = false;          // the kernel reads the ids in their own width
+  static HostArray of_floats(std::vector<int64_t> shape, std::vector<float> values);
+  static HostArray of_ids(std::vector<int64_t> shape, std::vector<int64_t> values, bool int64 = true);
+  static HostArray of_codes(std::vector<int64_t> shape, std::vector<uint8_t> codes);
+  int64_t elements() const;
 };
 
 struct ApplyRequest {
-  HostTensor q;
-  std::optional<HostTensor> k;
-  std::optional<HostPositions> positions;  // multi-axis: a trailing [n_axes] dim
-  std::optional<HostTensor> table;         // learned: [max_len, dim]
-  std::optional<HostTensor> freqs;         // frequency scheme runtime: [rotary_dim / 2]
-  std::optional<HostTensor> cos_sin_cache; // frequency scheme table: [max_pos, rotary_dim], float32 as it is
-  // Backward: q / k are the upstream gradients; with run-time frequencies
-  // the forward inputs too, for dL/d(inv_freq).
-  bool backward = false;
-  std::optional<HostTensor> saved_q, saved_k;
-  std::optional<std::vector<int64_t>> cu_seqlens;  // thd
+  // The call's tensors by argument, converted by their dtype rule: float32
+  // values to the spec's dtype (q, k, v, table, saved inputs) or passed as
+  // they are (freqs, the cos/sin cache); ids in their width; cache indices
+  // narrowed to int32 (an index outside int32 is refused naming its
+  // tensor); KV caches to the kv_cache dtype (fp8: their codes as they
+  // are), updated and returned. Outputs (out_q, out_k, d_freqs) are made
+  // here, shaped like their inputs.
+  abi::ByTensor<std::optional<HostArray>> tensors;
   int64_t offset = 0;
-  std::optional<int64_t> seq_len;                  // default: max position + 1
-  std::string target = "host";
-  // Fused KV-cache append (spec kv_cache): caches in float32, converted to
-  // the cache dtype, updated and returned; indices are passed as int32.
-  // out_k: whether rotated k is also returned (with a cache it is optional).
-  bool out_k = true;
-  std::optional<HostTensor> v, k_cache, v_cache;
-  // fp8 caches (kv_cache dtype fp8_*): their uint8 codes instead of
-  // k_cache, v_cache, returned updated; the call's scales (absent: 1).
-  std::optional<HostCodes> k_cache_codes, v_cache_codes;
+  std::optional<int64_t> seq_len;  // default: max position + 1
   std::optional<float> k_scale, v_scale;
-  std::optional<std::vector<int64_t>> kv_indices, kv_indptr, batch_indices, slot_mapping;
-  std::optional<std::vector<int64_t>> cache_positions;  // paged: where tokens go (absent: positions)
+  bool backward = false;  // q, k: upstream gradients; with run-time frequencies also dL/d(inv_freq)
+  // kv_cache specs: whether rotated k is also returned (with a cache it is optional).
+  bool out_k = true;
+  std::string target = "host";
+
+  std::optional<HostArray>& operator[](abi::Arg a) { return tensors[a]; }
+  const std::optional<HostArray>& operator[](abi::Arg a) const { return tensors[a]; }
 };
 
 struct ApplyResult {
-  std::vector<float> out_q;
-  std::optional<std::vector<float>> out_k;
-  std::optional<std::vector<float>> d_freqs;  // backward with run-time frequencies
-  std::optional<std::vector<float>> k_cache, v_cache;  // updated (float32 of the cache dtype's values)
-  std::optional<std::vector<uint8_t>> k_cache_codes, v_cache_codes;  // fp8 caches, updated
+  // out_q, out_k (when returned), d_freqs (backward of run-time
+  // frequencies), and the KV caches as updated: float32 of the stored
+  // values (fp8 caches: their codes).
+  abi::ByTensor<std::optional<HostArray>> outputs;
+
+  std::optional<HostArray>& operator[](abi::Arg a) { return outputs[a]; }
+  const std::optional<HostArray>& operator[](abi::Arg a) const { return outputs[a]; }
+  const std::vector<float>& out_q() const { return outputs[abi::Arg::OutQ]->floats; }
 };
 
 // A request as one ropegen::Call on host storage in the spec's dtype (ids

@@ -26,23 +26,23 @@ constexpr Target::Feature kCpuFeatures[] = {
 
 std::string platform(const Target& t) { return Target(t.os, t.arch, t.bits).to_string(); }
 
-Diagnostic error(std::string message) { return Diagnostic{{"target", -1, -1}, std::move(message), {}}; }
-
 }  // namespace
 
 std::optional<Diagnostic> host_cpu_cannot_run(const Target& target) {
   const Target host = Halide::get_host_target();
   if (target.arch != host.arch || target.bits != host.bits || target.os != host.os)
-    return error(fmt::format("target `{}` is for {} but this machine is {}: its kernels cannot run here (`rope-gen "
-                             "build` still compiles for it)",
-                             target.to_string(), platform(target), platform(host)));
+    return named_error(
+        "target", fmt::format("target `{}` is for {} but this machine is {}: its kernels cannot run here (`rope-gen "
+                              "build` still compiles for it)",
+                              target.to_string(), platform(target), platform(host)));
   std::vector<std::string> missing;
   for (Target::Feature f : kCpuFeatures)
     if (target.has_feature(f) && !host.has_feature(f)) missing.push_back(Target::feature_to_name(f));
   if (!missing.empty())
-    return error(fmt::format("target `{}` needs CPU features this machine lacks ({}; it has {}): its kernels cannot "
-                             "run here (`rope-gen build` still compiles for it)",
-                             target.to_string(), fmt::join(missing, ", "), host.to_string()));
+    return named_error(
+        "target", fmt::format("target `{}` needs CPU features this machine lacks ({}; it has {}): its kernels cannot "
+                              "run here (`rope-gen build` still compiles for it)",
+                              target.to_string(), fmt::join(missing, ", "), host.to_string()));
   return std::nullopt;
 }
 

@@ -8,8 +8,6 @@
 namespace ropegen::runtime {
 namespace {
 
-Diagnostic error(const std::string& what, std::string message) { return Diagnostic{{what, -1, -1}, std::move(message), {}}; }
-
 uint64_t physical_memory_bytes() {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   uint64_t bytes = 0;
@@ -26,7 +24,7 @@ Result<int64_t> element_count(const std::vector<int64_t>& dims, const std::strin
   int64_t n = 1;
   for (int64_t d : dims)
     if (d < 0 || __builtin_mul_overflow(n, d, &n))
-      return error(what, fmt::format("{} elements overflow int64", fmt::join(dims, " x ")));
+      return named_error(what, fmt::format("{} elements overflow int64", fmt::join(dims, " x ")));
   return n;
 }
 
@@ -37,12 +35,12 @@ Result<uint64_t> host_bytes_for(const std::vector<std::pair<int64_t, int64_t>>& 
     if (count < 0 || item_bytes < 0 ||
         __builtin_mul_overflow(static_cast<uint64_t>(count), static_cast<uint64_t>(item_bytes), &bytes) ||
         __builtin_add_overflow(total, bytes, &total))
-      return error(what, "needs more than 2^64 bytes of memory");
+      return named_error(what, "needs more than 2^64 bytes of memory");
   }
   const uint64_t available = physical_memory_bytes();
   if (total > available)
-    return error(what, fmt::format("needs {} bytes ({:.1f} GiB) of memory; this machine has {:.1f} GiB", total,
-                                   gib(total), gib(available)));
+    return named_error(what, fmt::format("needs {} bytes ({:.1f} GiB) of memory; this machine has {:.1f} GiB", total,
+                                         gib(total), gib(available)));
   return total;
 }
 

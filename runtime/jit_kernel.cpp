@@ -1,11 +1,12 @@
 #include "jit_kernel.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <optional>
 #include <stdexcept>
 
-#include <fmt/format.h>
-
+#include "abi/arguments.h"
 #include "call/contract.h"
 #include "call/device_views.h"
 #include "call/parts.h"
@@ -59,7 +60,7 @@ void JitKernel::run_on_device_memory(const call::PreparedCall& call) {
   const bool cuda = target_.has_feature(Halide::Target::CUDA), vulkan = target_.has_feature(Halide::Target::Vulkan);
   if (!(cuda && call.device.type == DeviceType::CUDA) && !(vulkan && call.device.type == DeviceType::Vulkan))
     throw KernelFailure(device_mismatch(call, target_.to_string()));
-  if (algorithm_->uses_seq_len && !call.seq_len_known)
+  if (algorithm_->uses(abi::Arg::SeqLen) && !call.seq_len_known)
     throw KernelFailure("this spec's frequencies depend on seq_len (dynamic NTK scaling, or LongRoPE's per-call "
                         "choice): a device call passes seq_len, since its positions are not read on the host");
   const Result<DeviceInfo> device = probe_device(target_);
@@ -96,27 +97,23 @@ void JitKernel::run_part(const call::PartViews& part, Halide::JITUserContext* co
   for (const call::PassThroughArguments& copy : bound.pass_through) realize(wrap(copy), context);
 }
 
+// The used arguments bound by the table (abi/arguments.h), pool_threads
+// from the runtime that runs the kernel.
 void JitKernel::realize(const PipelineArguments& args, Halide::JITUserContext* context) {
   lowering::RopeAlgorithm& a = *algorithm_;
-  a.q.input.set(args.q);
-  if (a.k.input.defined()) a.k.input.set(args.k);
-  if (a.v.defined()) a.v.set(args.v);
-  if (a.uses_page_table)
-    a.kv_indices.set(args.kv_indices), a.kv_indptr.set(args.kv_indptr), a.batch_indices.set(args.batch_indices),
-        a.cache_positions.set(args.cache_positions);
-  if (a.uses_slot_mapping) a.slot_mapping.set(args.slot_mapping);
-  if (a.uses_positions) a.positions.set(args.positions);
-  if (a.uses_cu_seqlens) a.cu_seqlens.set(args.cu_seqlens);
-  if (a.uses_table) a.table.set(args.table);
-  if (a.uses_freqs) a.freqs.set(args.freqs);
-  if (a.uses_cos_sin_cache) a.cos_sin_cache.set(args.cos_sin_cache);
-  if (a.q.saved.defined()) a.q.saved.set(args.saved_q);
-  if (a.k.saved.defined()) a.k.saved.set(args.saved_k);
-  a.offset.set(args.offset);
-  a.seq_len.set(args.seq_len);
-  a.pool_threads.set(pool_threads_ ? std::max(pool_threads_(), 1) : 1);  // 0 before the pool's first loop
-  a.k_scale.set(args.k_scale);
-  a.v_scale.set(args.v_scale);
+  for (int i = 0; i < abi::kArgCount; ++i) {
+    const abi::Arg arg = static_cast<abi::Arg>(i);
+    if (abi::info(arg).direction != abi::Direction::In) continue;
+    if (abi::is_tensor(arg)) {
+      if (a.uses(arg)) a.input(arg).set(args[arg]);
+    } else if (arg == abi::Arg::PoolThreads) {
+      a.scalar(arg).set(int64_t{pool_threads_ ? std::max(pool_threads_(), 1) : 1});  // 0 before the pool's first loop
+    } else if (abi::info(arg).kind == abi::ArgKind::Int64) {
+      a.scalar(arg).set(args.scalars[arg].i64);
+    } else {
+      a.scalar(arg).set(args.scalars[arg].f32);
+    }
+  }
   pipeline_.realize(context, Halide::Realization(args.outputs()), target_);
 }
 

@@ -34,8 +34,6 @@ void capture_error(void*, const char* message) {
   last_error = message;
 }
 
-Diagnostic error(const std::string& path, std::string message) { return Diagnostic{{path, -1, -1}, std::move(message), {}}; }
-
 Result<call::ArgvEntry> resolve(void* handle, const std::string& path, const std::string& symbol, bool pass_through) {
   auto argv = reinterpret_cast<call::ArgvFunction>(dlsym(handle, (symbol + "_argv").c_str()));
   auto metadata = reinterpret_cast<MetadataFunction>(dlsym(handle, (symbol + "_metadata").c_str()));
@@ -78,12 +76,12 @@ Result<std::shared_ptr<CompiledKernel>> load_kernel(int fd, const std::string& p
   // be reused. So a descriptor of its own is kept open as long as the object
   // is loaded (for the life of the process).
   UniqueFd own(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
-  if (!own.valid()) return error(path, fmt::format("cannot load {}: {}", path, std::strerror(errno)));
+  if (!own.valid()) return named_error(path, fmt::format("cannot load {}: {}", path, std::strerror(errno)));
   // RTLD_LOCAL: nothing in the object joins the process's global scope.
   void* handle = dlopen(fmt::format("/proc/self/fd/{}", own.get()).c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
     const char* why = dlerror();
-    return error(path, fmt::format("cannot load {}: {}", path, why ? why : "unknown error"));
+    return named_error(path, fmt::format("cannot load {}: {}", path, why ? why : "unknown error"));
   }
   (void)own.release();
   if (auto set_handler = reinterpret_cast<SetErrorHandler>(dlsym(handle, "halide_set_error_handler")))

@@ -16,7 +16,7 @@ namespace ropegen::runtime {
 std::optional<Diagnostic> write_through_memory(const std::string& path,
                                                const std::function<void(const std::string& memory_path)>& produce) {
   auto fail = [&](const std::string& what) {
-    return Diagnostic{{path, -1, -1}, fmt::format("cannot write {}: {}: {}", path, what, std::strerror(errno)), {}};
+    return named_error(path, fmt::format("cannot write {}: {}: {}", path, what, std::strerror(errno)));
   };
   UniqueFd memory(::memfd_create("rope-gen-object", MFD_CLOEXEC));
   if (!memory.valid()) return fail("memfd_create");

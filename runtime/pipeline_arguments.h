@@ -2,24 +2,26 @@
 // realize: the same views, wrapped without copying.
 #pragma once
 
+#include <Halide.h>
+
 #include <cstdint>
 #include <vector>
 
-#include <Halide.h>
-
+#include "abi/arguments.h"
 #include "call/parts.h"
 
 namespace ropegen::runtime {
 
-// The rotary pipeline's inputs and outputs (lowering::RopeAlgorithm).
+// The rotary pipeline's inputs and outputs (lowering::RopeAlgorithm), by
+// argument (abi/arguments.h).
 struct PipelineArguments {
-  Halide::Buffer<> q, k, positions, cu_seqlens, table, freqs, cos_sin_cache, saved_q, saved_k;
-  Halide::Buffer<> v, kv_indices, kv_indptr, batch_indices, slot_mapping, cache_positions;
-  int64_t offset = 0, seq_len = 1;
-  float k_scale = 1.0f, v_scale = 1.0f;  // fp8 caches
-  Halide::Buffer<> out_q, out_k, k_cache, v_cache, d_freqs;
+  abi::ByTensor<Halide::Buffer<>> buffers;
+  abi::Scalars scalars;
 
-  // out_q (, out_k) (, k_cache (, v_cache)) (, d_freqs): the pipeline's output order
+  Halide::Buffer<>& operator[](abi::Arg a) { return buffers[a]; }
+  const Halide::Buffer<>& operator[](abi::Arg a) const { return buffers[a]; }
+  // The defined outputs in the table's order (out_q, out_k, k_cache,
+  // v_cache, d_freqs): the pipeline's output order.
   std::vector<Halide::Buffer<>> outputs() const;
 };
 

@@ -86,17 +86,15 @@ class PreparingKernel : public Kernel {
 
   Status run_prepared(const call::PreparedCall& prepared) {
     if (prepared.variant != variant_)
-      return Diagnostic{{"call", -1, -1},
-                        fmt::format("this kernel was built for {} but the call has {}", describe(variant_),
-                                    describe(prepared.variant)),
-                        {}};
+      return named_error("call", fmt::format("this kernel was built for {} but the call has {}", describe(variant_),
+                                             describe(prepared.variant)));
     try {
       const runtime::NotDuringFork running;  // a fork() waits for the run (runtime/fork_guard.h)
       compiled_->run(prepared);
     } catch (const runtime::KernelFailure& e) {
-      return Diagnostic{{target_, -1, -1}, fmt::format("running the kernel on {} failed: {}", target_, e.what()), {}};
+      return named_error(target_, fmt::format("running the kernel on {} failed: {}", target_, e.what()));
     } catch (const std::bad_alloc&) {
-      return Diagnostic{{target_, -1, -1}, "out of memory while running the kernel", {}};
+      return named_error(target_, "out of memory while running the kernel");
     }
     return {};
   }
@@ -156,11 +154,10 @@ Result<RuntimeOptions> RuntimeOptions::from_environment() {
   if (const char* cap = std::getenv("ROPEGEN_CACHE_MAX_BYTES"); cap && *cap) {
     const std::optional<uint64_t> bytes = parse_bytes(cap);
     if (!bytes)
-      return Diagnostic{{"ROPEGEN_CACHE_MAX_BYTES", -1, -1},
-                        fmt::format("ROPEGEN_CACHE_MAX_BYTES={}: expected a size in bytes, optionally with K, M or G "
-                                    "(e.g. 512M)",
-                                    cap),
-                        {}};
+      return named_error("ROPEGEN_CACHE_MAX_BYTES",
+                         fmt::format("ROPEGEN_CACHE_MAX_BYTES={}: expected a size in bytes, optionally with K, M or G "
+                                     "(e.g. 512M)",
+                                     cap));
     o.max_bytes = *bytes;
   }
   return o;
@@ -227,8 +224,8 @@ struct Runtime::State {
       return std::shared_ptr<CompiledKernel>(
           std::make_shared<SerializedKernel>(std::make_unique<runtime::JitKernel>(spec, variant, target)));
     } catch (const Halide::Error& e) {
-      return Diagnostic{{"target", -1, -1},
-                        fmt::format("Halide cannot compile {} for {}: {}", spec.name, target.to_string(), e.what()), {}};
+      return named_error("target",
+                         fmt::format("Halide cannot compile {} for {}: {}", spec.name, target.to_string(), e.what()));
     }
   }
 
@@ -288,14 +285,14 @@ struct Runtime::State {
       const runtime::TrustedOpen file = cache.open_file(name);
       if (file.status == runtime::TrustedOpen::Status::Refused) {
         refuse(file.why);
-        return Diagnostic{{cache.path(name), -1, -1}, file.why, {}};
+        return named_error(cache.path(name), file.why);
       }
       if (file.status == runtime::TrustedOpen::Status::Absent) return false;
       std::string payload;
       const runtime::EntryCheck check = runtime::check_entry(file.fd.get(), key.text, &payload);
       if (check.status == runtime::EntryCheck::Status::Ok) {
         if (runtime::write_new_file(object, payload)) return true;
-        return Diagnostic{{object, -1, -1}, fmt::format("cannot write {}: {}", object, std::strerror(errno)), {}};
+        return named_error(object, fmt::format("cannot write {}: {}", object, std::strerror(errno)));
       }
       if (evict_bad) evict_damaged(cache, name, check.why);
       return false;
@@ -341,7 +338,7 @@ struct Runtime::State {
     // Loaded like any entry: the descriptor of the file checked.
     const runtime::TrustedOpen built = cache.open_file(*work_name + "/kernel.so");
     if (built.status != runtime::TrustedOpen::Status::Ok)
-      return Diagnostic{{*object, -1, -1}, built.why.empty() ? *object + " vanished" : built.why, {}};
+      return named_error(*object, built.why.empty() ? *object + " vanished" : built.why);
     KernelResult kernel = runtime::load_kernel(built.fd.get(), *object, spec, variant, symbols);
     if (!kernel) return kernel.errors();
     if (auto e = cache.publish(*object, runtime::DiskCache::entry_name(key))) note(format(*e));  // still a good kernel for this process
@@ -435,9 +432,9 @@ Result<std::shared_ptr<Kernel>> Runtime::get(const RopeSpec& spec, const KernelV
       if (!compiled) return compiled.errors();
       return std::shared_ptr<Kernel>(std::make_shared<PreparingKernel>(spec, variant, target, std::move(compiled).value()));
     } catch (const std::exception& e) {
-      return Diagnostic{{"kernel cache", -1, -1}, fmt::format("internal error while getting a kernel: {}", e.what()), {}};
+      return named_error("kernel cache", fmt::format("internal error while getting a kernel: {}", e.what()));
     } catch (const Halide::Error& e) {  // not a std::exception
-      return Diagnostic{{"kernel cache", -1, -1}, fmt::format("Halide cannot compile this kernel: {}", e.what()), {}};
+      return named_error("kernel cache", fmt::format("Halide cannot compile this kernel: {}", e.what()));
     }
   }();
   promise.set_value(result);

@@ -22,8 +22,6 @@ extern char** environ;
 namespace ropegen::runtime {
 namespace {
 
-Diagnostic error(std::string message) { return Diagnostic{{"kernel cache", -1, -1}, std::move(message), {}}; }
-
 std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream s;
@@ -95,7 +93,8 @@ std::optional<Diagnostic> compile_runtime_object(const Halide::Target& target, c
       Halide::compile_standalone_runtime(memory, target.without_feature(Halide::Target::NoRuntime));
     });
   } catch (const Halide::Error& e) {
-    return error(fmt::format("Halide cannot compile its runtime for {}: {}", target.to_string(), e.what()));
+    return named_error("kernel cache",
+                       fmt::format("Halide cannot compile its runtime for {}: {}", target.to_string(), e.what()));
   }
 }
 
@@ -116,7 +115,8 @@ Result<std::string> compile_shared_object(const RopeSpec& spec, const lowering::
       objects.push_back(object);
     }
   } catch (const Halide::Error& e) {
-    return error(fmt::format("Halide cannot compile {} for {}: {}", spec.name, target.to_string(), e.what()));
+    return named_error("kernel cache",
+                       fmt::format("Halide cannot compile {} for {}: {}", spec.name, target.to_string(), e.what()));
   }
   objects.push_back(runtime_object);
 
@@ -125,7 +125,7 @@ Result<std::string> compile_shared_object(const RopeSpec& spec, const lowering::
   // size, for the kernel's pool_threads); the rest of the runtime stays local.
   const std::string exports = work_dir + "/exports.map";
   if (!write_new_file(exports, "{\n  global: " + symbols.prefix + "*; halide_set_error_handler; halide_shutdown_thread_pool; halide_get_num_threads;\n  local: *;\n};\n"))
-    return error(fmt::format("cannot write {}: {}", exports, std::strerror(errno)));
+    return named_error("kernel cache", fmt::format("cannot write {}: {}", exports, std::strerror(errno)));
   const std::string output = work_dir + "/kernel.so", log = work_dir + "/link.log";
   const char* cxx = std::getenv("ROPEGEN_CXX");
   std::vector<std::string> args = {cxx && *cxx ? cxx : "c++", "-shared", "-o", output};
@@ -134,10 +134,12 @@ Result<std::string> compile_shared_object(const RopeSpec& spec, const lowering::
                            "-ldl", "-lm"});
   const int status = run_program(args, log, work_dir);
   if (status < 0)
-    return error(fmt::format("cannot run the linker `{}`: {} (install a C++ compiler, or set ROPEGEN_CXX)", args[0],
-                             std::strerror(-status)));
+    return named_error("kernel cache",
+                       fmt::format("cannot run the linker `{}`: {} (install a C++ compiler, or set ROPEGEN_CXX)",
+                                   args[0], std::strerror(-status)));
   if (status != 0)
-    return error(fmt::format("linking the kernel with `{}` failed (exit {}):\n{}", args[0], status, read_text(log)));
+    return named_error("kernel cache", fmt::format("linking the kernel with `{}` failed (exit {}):\n{}", args[0],
+                                                   status, read_text(log)));
   return output;
 }
 

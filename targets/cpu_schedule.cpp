@@ -3,7 +3,7 @@
 //   in each tile -> cos/sin for the tile, once, shared by every head of q
 //   and k -> per row (token, head), per vector of pairs:
 //   both members into registers, then both stored (in place is correct).
-// Evidence: README.md's bench table (2-core VM, same-run ratio to a copy).
+// Evidence: docs/performance.md's bench tables (2-core VMs, same-run ratio to a copy).
 // A row-sized intermediate stage instead of the register stage cost 30% at
 // [1,128,32] (0.53 vs 0.76 of copy): twice the loads and stores per element.
 #include "schedule.h"
@@ -60,7 +60,7 @@ Expr tokens_per_tile(const RopeSpec& spec, Func f, const V& vars, Expr threads =
 // cos/sin read from a cache (scheme table) with one position per token: a
 // pair chunk's cos and sin are dense vector loads from the token's row.
 bool cos_sin_are_row_loads(const lowering::RopeAlgorithm& a, const RopeSpec& spec) {
-  return a.uses_cos_sin_cache && !spec.axes.enabled();
+  return a.uses(lowering::Arg::CosSinCache) && !spec.axes.enabled();
 }
 
 // Heads of one token are adjacent in memory except in bhsd, where a head's
@@ -182,21 +182,21 @@ void schedule_kv_append(lowering::RopeAlgorithm& a, const Target& target) {
   // -> this (median of 3): prefill 1 x 512 1.014 -> 0.94-0.97 -> 1.001,
   // 4 x 128 1.030 -> 0.94-0.98 -> 1.015, decode 64 x 1 0.663 -> 0.63-0.64
   // -> 0.662.
-  a.kv_target.compute_root().vectorize(a.s, lanes, TailStrategy::GuardWithIf);
-  const RDom& k = a.k_rows;
-  const RVar to = tiles(a.k_cache.update(0), k.x, k.w, {k.x, k.y, k.z}, "k");
-  a.k_cache.update(0).unroll(k.y);
+  a.kv.target.compute_root().vectorize(a.s, lanes, TailStrategy::GuardWithIf);
+  const RDom& k = a.kv.k_rows;
+  const RVar to = tiles(a.kv.k_cache.update(0), k.x, k.w, {k.x, k.y, k.z}, "k");
+  a.kv.k_cache.update(0).unroll(k.y);
   Var so("so"), si("si");
   for (Func f : {a.cos_sin, a.xpos_scale})
     if (f.defined())
       f.compute_root().split(a.s, so, si, 16, TailStrategy::GuardWithIf).parallel(so).vectorize(a.r, lanes, TailStrategy::GuardWithIf);
-  if (a.k_pass_rows.defined()) {
-    const RDom& p = a.k_pass_rows;
-    tiles(a.k_cache.update(1), p.x, p.z, {p.x, p.y}, "k_pass");
+  if (a.kv.k_pass_rows.defined()) {
+    const RDom& p = a.kv.k_pass_rows;
+    tiles(a.kv.k_cache.update(1), p.x, p.z, {p.x, p.y}, "k_pass");
   }
-  if (a.v_cache.defined()) {
-    const RDom& v = a.v_rows;
-    tiles(a.v_cache.update(0), v.x, v.z, {v.x, v.y}, "v");
+  if (a.kv.v_cache.defined()) {
+    const RDom& v = a.kv.v_rows;
+    tiles(a.kv.v_cache.update(0), v.x, v.z, {v.x, v.y}, "v");
   }
 }
 
@@ -212,7 +212,7 @@ void schedule_kv_append(lowering::RopeAlgorithm& a, const Target& target) {
 // the last group's tail as zero terms instead of where(), each of its
 // tokens was computed once per missing entry: [64, 1] took 158.)
 void schedule_frequency_gradient(lowering::RopeAlgorithm& a, const Target& target) {
-  if (!a.d_freqs.defined()) return;
+  if (!a.gradient.d_freqs.defined()) return;
   const int lanes = vector_lanes(target);
   // Pairs innermost and vectorised in every stage of f (they are
   // independent sums, so moving them inside the RDoms keeps every sum's order).
@@ -224,22 +224,22 @@ void schedule_frequency_gradient(lowering::RopeAlgorithm& a, const Target& targe
       f.update(i).reorder(order).vectorize(a.r, lanes, TailStrategy::GuardWithIf);
     }
   };
-  Func token = a.d_freqs_levels[0], groups = a.d_freqs_levels[1];
+  Func token = a.gradient.levels[0], groups = a.gradient.levels[1];
   const RVar entry(groups.update(0).get_schedule().rvars()[0].var);
   vectorized_pairs(groups);
   Var group("group");
   groups.compute_root().update(0).fuse(a.s, a.b, group).parallel(group);
   token.compute_at(groups, entry);
   vectorized_pairs(token);
-  for (Func f : {a.d_freqs_cos_sin, a.d_freqs_xpos_scale})
+  for (Func f : {a.gradient.cos_sin, a.gradient.xpos_scale})
     if (f.defined()) f.compute_at(groups, entry).vectorize(a.r, lanes, TailStrategy::GuardWithIf);
-  a.d_freqs_reduced.compute_at(a.d_freqs_cos_sin, a.r).vectorize(a.r);
-  for (size_t level = 2; level < a.d_freqs_levels.size(); ++level) {
-    a.d_freqs_levels[level].compute_root();
-    vectorized_pairs(a.d_freqs_levels[level]);
+  a.gradient.reduced.compute_at(a.gradient.cos_sin, a.r).vectorize(a.r);
+  for (size_t level = 2; level < a.gradient.levels.size(); ++level) {
+    a.gradient.levels[level].compute_root();
+    vectorized_pairs(a.gradient.levels[level]);
   }
-  a.d_freqs_sum.compute_root();
-  vectorized_pairs(a.d_freqs_sum);
+  a.gradient.sum.compute_root();
+  vectorized_pairs(a.gradient.sum);
 }
 
 // The frequencies and their fixed-point split, once per call, vectorised:
@@ -268,10 +268,11 @@ void schedule_pass_through_cpu(lowering::PassThroughCopy& c, const RopeSpec& spe
 void schedule_rope_cpu(lowering::RopeAlgorithm& a, const RopeSpec& spec, const Target& target) {
   const int lanes = vector_lanes(target);
   schedule_frequencies(a, lanes);  // undefined: cos/sin read from a cache (scheme table)
-  a.uses_pool_threads = true;
-  const Expr tokens = tokens_per_tile(spec, a.q.output, a, a.pool_threads);
-  const Expr sequences =
-      a.cos_sin_shared_by_batch ? batch_sharing_sequences(a.q.output, a, tokens, a.pool_threads) : Expr();
+  a.use(lowering::Arg::PoolThreads);
+  const Expr tokens = tokens_per_tile(spec, a.q.output, a, a.scalar(lowering::Arg::PoolThreads));
+  const Expr sequences = a.cos_sin_shared_by_batch
+                             ? batch_sharing_sequences(a.q.output, a, tokens, a.scalar(lowering::Arg::PoolThreads))
+                             : Expr();
   const Var tile = schedule_tensor(a, a.q, spec, target, tokens, sequences);
   if (a.variant.with_k) {
     // k has q's tokens and batch, only its heads differ (call/prepare_call
@@ -303,7 +304,7 @@ void schedule_rope_cpu(lowering::RopeAlgorithm& a, const RopeSpec& spec, const T
   if (a.reduced.defined()) a.reduced.compute_at(a.cos_sin, a.r).vectorize(a.r);  // once for both sin and cos
   if (a.xpos_scale.defined())
     a.xpos_scale.compute_at(a.q.output, tile).store_in(MemoryType::Stack).vectorize(a.r, lanes, TailStrategy::GuardWithIf);
-  if (a.k_cache.defined()) schedule_kv_append(a, target);
+  if (a.kv.k_cache.defined()) schedule_kv_append(a, target);
   schedule_frequency_gradient(a, target);
 }
 
@@ -343,10 +344,10 @@ void schedule_encoding_cpu(lowering::RopeAlgorithm& a, const RopeSpec& spec, con
   Func out = a.q.output;
   const Layout layout = lowering::kernel_layout(spec);
   const bool implicit = spec.positions == PositionsMode::Implicit;
-  if (a.uses_table && implicit && layout != Layout::SBHD) {  // sbd: the batch is inside anyway
-    a.uses_pool_threads = true;
+  if (a.uses(lowering::Arg::Table) && implicit && layout != Layout::SBHD) {  // sbd: the batch is inside anyway
+    a.use(lowering::Arg::PoolThreads);
     const Expr tiles = (extent_of(out, a.s) + kTileTokens - 1) / kTileTokens;
-    Stage rows_shared = out.specialize(tiles >= clamp(a.pool_threads, 1, 1024));
+    Stage rows_shared = out.specialize(tiles >= clamp(a.scalar(lowering::Arg::PoolThreads), 1, 1024));
     tile_tokens(out, rows_shared, a, layout, kTileTokens, {a.d}, true);
     rows_shared.vectorize(a.d, lanes, TailStrategy::GuardWithIf);
   }

@@ -28,20 +28,20 @@ Result<std::string> cuda_ptx(const RopeSpec& spec, const lowering::KernelVariant
       return Halide::Pipeline(a.outputs()).compile_to_module(a.arguments(), spec.name + "_rope", target);
     }();
     const Halide::Buffer<> ptx = module.get_cuda_ptx_assembly_buffer();
-    if (!ptx.defined()) return Diagnostic{{"target", -1, -1}, "Halide produced no PTX for " + spec.name, {}};
+    if (!ptx.defined()) return named_error("target", "Halide produced no PTX for " + spec.name);
     std::string text(static_cast<const char*>(ptx.data()), ptx.size_in_bytes());
     text.erase(text.find_last_not_of('\0') + 1);  // the buffer ends in NULs
     return text;
   } catch (const Halide::CompileError& e) {
-    return Diagnostic{{"target", -1, -1}, fmt::format("Halide cannot compile {} for {}: {}", spec.name,
-                                                        target.to_string(), e.what()), {}};
+    return named_error("target",
+                       fmt::format("Halide cannot compile {} for {}: {}", spec.name, target.to_string(), e.what()));
   }
 }
 
 Result<std::string> pipeline_code(const RopeSpec& spec, const lowering::KernelVariant& variant,
                                   const Halide::Target& target, PipelineCode kind) {
   if (kind == PipelineCode::Assembly && target.has_gpu_feature())
-    return Diagnostic{{"target", -1, -1}, fmt::format("target `{}` is not a CPU target", target.to_string()), {}};
+    return named_error("target", fmt::format("target `{}` is not a CPU target", target.to_string()));
   namespace fs = std::filesystem;
   // Halide writes these outputs to files only.
   std::error_code ec;
@@ -56,8 +56,8 @@ Result<std::string> pipeline_code(const RopeSpec& spec, const lowering::KernelVa
     module.compile({{kind == PipelineCode::Assembly ? Halide::OutputFileType::assembly : Halide::OutputFileType::stmt, file.string()}});
   } catch (const Halide::CompileError& e) {
     fs::remove_all(dir, ec);
-    return Diagnostic{{"target", -1, -1}, fmt::format("Halide cannot compile {} for {}: {}", spec.name,
-                                                        target.to_string(), e.what()), {}};
+    return named_error("target",
+                       fmt::format("Halide cannot compile {} for {}: {}", spec.name, target.to_string(), e.what()));
   }
   std::stringstream text;
   text << std::ifstream(file).rdbuf();

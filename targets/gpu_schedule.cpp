@@ -208,11 +208,11 @@ void schedule_tensor(const lowering::RopeAlgorithm& a, lowering::RotatedTensor& 
 // Level 0's thread computes its token's cos/sin (and xPos scales) once for
 // every head of q and k.
 void schedule_frequency_gradient(lowering::RopeAlgorithm& a, const RopeSpec& spec, const Target& target) {
-  if (!a.d_freqs.defined()) return;
+  if (!a.gradient.d_freqs.defined()) return;
   const int threads = std::min(largest_pow2_at_most(spec.num_pairs()), thread_budget(target));
   Var ro("ro"), ri("ri");
-  for (size_t i = 0; i < a.d_freqs_levels.size(); ++i) {
-    Func level = a.d_freqs_levels[i];
+  for (size_t i = 0; i < a.gradient.levels.size(); ++i) {
+    Func level = a.gradient.levels[i];
     Func launch = level.in();
     // Stored in rows of 32 entries (256 bytes): sized otherwise, these
     // buffers gave zeros for dL/d(inv_freq) of a later pipeline (lavapipe:
@@ -226,11 +226,11 @@ void schedule_frequency_gradient(lowering::RopeAlgorithm& a, const RopeSpec& spe
         .gpu_blocks(a.s, ro, a.b);
     level.compute_at(launch, ri);
     if (i == 0)
-      for (Func f : {a.d_freqs_cos_sin, a.d_freqs_reduced, a.d_freqs_xpos_scale})
+      for (Func f : {a.gradient.cos_sin, a.gradient.reduced, a.gradient.xpos_scale})
         if (f.defined()) f.compute_at(launch, ri);
   }
-  a.d_freqs.split(a.r, ro, ri, threads, TailStrategy::GuardWithIf).gpu_threads(ri).gpu_blocks(ro);
-  a.d_freqs_sum.compute_at(a.d_freqs, ri);
+  a.gradient.d_freqs.split(a.r, ro, ri, threads, TailStrategy::GuardWithIf).gpu_threads(ri).gpu_blocks(ro);
+  a.gradient.sum.compute_at(a.gradient.d_freqs, ri);
 }
 
 // Frequencies computed on the host, once per call: those of the dynamic
@@ -299,15 +299,16 @@ void schedule_rope_gpu(lowering::RopeAlgorithm& a, const RopeSpec& spec, const T
   // caller's caches (its image checks run before undefined stores are
   // removed), and a device-resident cache (no host pointer) fails the call.
   // No kernel results from them.
-  if (a.k_cache.defined()) {
-    a.k_cache.gpu_single_thread();
-    const RDom& k = a.k_rows;
-    scatter(a.k_cache.update(0), k.x, {k.y, k.z}, k.w);
-    if (a.k_pass_rows.defined()) scatter(a.k_cache.update(1), a.k_pass_rows.x, {a.k_pass_rows.y}, a.k_pass_rows.z);
+  if (a.kv.k_cache.defined()) {
+    a.kv.k_cache.gpu_single_thread();
+    const RDom& k = a.kv.k_rows;
+    scatter(a.kv.k_cache.update(0), k.x, {k.y, k.z}, k.w);
+    if (a.kv.k_pass_rows.defined())
+      scatter(a.kv.k_cache.update(1), a.kv.k_pass_rows.x, {a.kv.k_pass_rows.y}, a.kv.k_pass_rows.z);
   }
-  if (a.v_cache.defined()) {
-    a.v_cache.gpu_single_thread();
-    scatter(a.v_cache.update(0), a.v_rows.x, {a.v_rows.y}, a.v_rows.z);
+  if (a.kv.v_cache.defined()) {
+    a.kv.v_cache.gpu_single_thread();
+    scatter(a.kv.v_cache.update(0), a.kv.v_rows.x, {a.kv.v_rows.y}, a.kv.v_rows.z);
   }
 }
 

@@ -7,8 +7,6 @@ namespace {
 
 using Halide::Target;
 
-Diagnostic error(std::string message) { return Diagnostic{{"target", -1, -1}, std::move(message), {}}; }
-
 // Halide expands a leading "host" itself, and for host-cuda / host-vulkan
 // also asks the GPU driver for its capability — which aborts the process
 // when Vulkan has no device. rope-gen asks the driver itself, politely
@@ -46,21 +44,21 @@ Result<Target> parse_target(const std::string& name) {
   if (name == "vulkan") return with_required_gpu_features(Halide::get_host_target().with_feature(Target::Vulkan));
   const std::string expanded = expand_host(name);
   if (!Target::validate_target_string(expanded))
-    return error(fmt::format("unknown target `{}`; use host, cuda, vulkan or a Halide target such as "
-                             "x86-64-linux-avx2, arm-64-linux or host-cuda-cuda_capability_80",
-                             name));
+    return named_error("target", fmt::format("unknown target `{}`; use host, cuda, vulkan or a Halide target such as "
+                                             "x86-64-linux-avx2, arm-64-linux or host-cuda-cuda_capability_80",
+                                             name));
   Target t;
   try {
     t = Target(expanded);
   } catch (const Halide::CompileError& e) {  // e.g. a feature of another architecture (x86-64-linux-sve2)
     std::string why = e.what();
     while (!why.empty() && why.back() == '\n') why.pop_back();
-    return error(fmt::format("target `{}` is not valid: {}", name, why));
+    return named_error("target", fmt::format("target `{}` is not valid: {}", name, why));
   }
   if (has_unsupported_gpu_api(t))
-    return error(fmt::format("target `{}`: rope-gen has GPU schedules for cuda and vulkan only", name));
+    return named_error("target", fmt::format("target `{}`: rope-gen has GPU schedules for cuda and vulkan only", name));
   if (t.has_feature(Target::CUDA) && t.has_feature(Target::Vulkan))
-    return error(fmt::format("target `{}` names two GPU APIs; pick cuda or vulkan", name));
+    return named_error("target", fmt::format("target `{}` names two GPU APIs; pick cuda or vulkan", name));
   return with_required_gpu_features(t);
 }
 

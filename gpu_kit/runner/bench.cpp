@@ -192,7 +192,7 @@ int run_bench(const std::string& dir, const CudaDriver& cuda, bool quick, const 
         for (int i = 0; i < 3; ++i) call.run();  // the first loads the module
         m.synchronize();
         const double kernel_ms = timer.median_ms(reps, [&] { call.run(); });
-        const double copy_ms = timer.median_ms(reps, [&] { cuda.check(cuda.cuMemcpyDtoDAsync(dst, src, half, stream), "cuMemcpyDtoDAsync"); });
+        const double copy_ms = timer.median_ms(reps, [&] { cuda.check(cuda.cuMemcpyDtoDAsync_v2(dst, src, half, stream), "cuMemcpyDtoDAsync"); });
         const double bytes = static_cast<double>(call.bytes_moved());
         const double kernel_gbs = bytes / kernel_ms / 1e6, copy_gbs = bytes / copy_ms / 1e6;
         std::printf("| %s | %lld | %.1f | %.0f | %.0f | %.2f |\n", b.label, static_cast<long long>(tokens), kernel_ms * 1e3,
@@ -204,7 +204,7 @@ int run_bench(const std::string& dir, const CudaDriver& cuda, bool quick, const 
           try {
             CUgraph graph = nullptr;
             CUgraphExec exec = nullptr;
-            cuda.check(cuda.cuStreamBeginCapture(stream, kStreamCaptureModeThreadLocal), "cuStreamBeginCapture");
+            cuda.check(cuda.cuStreamBeginCapture_v2(stream, ROPEGEN_CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture");
             try {
               call.run();
             } catch (...) {

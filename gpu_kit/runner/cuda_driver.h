@@ -1,58 +1,32 @@
-// The CUDA driver API, loaded at run time (dlopen of libcuda.so.1): the kit
-// runs on a machine with a driver and no toolkit, and starts (to say so) on
-// one with neither. Only the entry points the runner uses, by their
-// documented C signatures; every call's result is checked (CudaError names
-// the call and the driver's message).
+// The CUDA driver API, loaded at run time (base/cuda_driver_api.h: dlopen of
+// libcuda.so.1): the kit runs on a machine with a driver and no toolkit, and
+// starts (to say so) on one with neither. Every call's result is checked
+// (CudaError names the call and the driver's message).
 #pragma once
 
-#include <cstddef>
-#include <cstdint>
 #include <stdexcept>
 #include <string>
 
+#include "base/cuda_driver_api.h"
+
 namespace kit {
 
-using CUresult = int;
-using CUdevice = int;
-using CUdeviceptr = uint64_t;
-using CUcontext = struct CUctx_st*;
-using CUstream = struct CUstream_st*;
-using CUevent = struct CUevent_st*;
-using CUgraph = struct CUgraph_st*;
-using CUgraphExec = struct CUgraphExec_st*;
+using CUresult = ropegen_CUresult;
+using CUdevice = ropegen_CUdevice;
+using CUdeviceptr = ropegen_CUdeviceptr;
+using CUcontext = ropegen_CUcontext;
+using CUstream = ropegen_CUstream;
+using CUevent = ropegen_CUevent;
+using CUgraph = ropegen_CUgraph;
+using CUgraphExec = ropegen_CUgraphExec;
 
 class CudaError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
 
-struct CudaDriver {
-  CUresult (*cuInit)(unsigned);
-  CUresult (*cuDeviceGet)(CUdevice*, int);
-  CUresult (*cuDeviceGetName)(char*, int, CUdevice);
-  CUresult (*cuDeviceGetAttribute)(int*, int, CUdevice);
-  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice);
-  CUresult (*cuCtxSetCurrent)(CUcontext);
-  CUresult (*cuMemAlloc)(CUdeviceptr*, size_t);
-  CUresult (*cuMemFree)(CUdeviceptr);
-  CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void*, size_t);
-  CUresult (*cuMemcpyDtoH)(void*, CUdeviceptr, size_t);
-  CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
-  CUresult (*cuMemsetD8)(CUdeviceptr, unsigned char, size_t);
-  CUresult (*cuMemsetD32Async)(CUdeviceptr, unsigned, size_t, CUstream);
-  CUresult (*cuStreamCreate)(CUstream*, unsigned);
-  CUresult (*cuStreamSynchronize)(CUstream);
-  CUresult (*cuEventCreate)(CUevent*, unsigned);
-  CUresult (*cuEventRecord)(CUevent, CUstream);
-  CUresult (*cuEventSynchronize)(CUevent);
-  CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent);
-  CUresult (*cuStreamBeginCapture)(CUstream, int);
-  CUresult (*cuStreamEndCapture)(CUstream, CUgraph*);
-  CUresult (*cuGraphInstantiateWithFlags)(CUgraphExec*, CUgraph, unsigned long long);
-  CUresult (*cuGraphLaunch)(CUgraphExec, CUstream);
-  CUresult (*cuGetErrorString)(CUresult, const char**);
-  CUresult (*cuDriverGetVersion)(int*);
-
+// The table's entry points (d.cuMemAlloc_v2, ...) and device 0.
+struct CudaDriver : ropegen_cuda_driver {
   CUdevice device = 0;
   std::string description;  // "NVIDIA H100 80GB HBM3 (sm_90, 132 SMs, driver 13.0)"
 
@@ -62,9 +36,5 @@ struct CudaDriver {
 
   void check(CUresult r, const char* what) const;
 };
-
-// Attributes read for the description.
-inline constexpr int kAttributeMultiprocessors = 16, kAttributeCapabilityMajor = 75, kAttributeCapabilityMinor = 76;
-inline constexpr int kStreamCaptureModeThreadLocal = 1;
 
 }  // namespace kit

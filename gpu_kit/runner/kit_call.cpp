@@ -3,6 +3,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "abi/arguments.h"
+
 namespace kit {
 namespace {
 
@@ -10,17 +12,13 @@ namespace {
 // q's and k's views changes it.
 constexpr uint8_t kUntouched = 0x5a;
 
-const ropegen_tensor** input_field(ropegen_call& call, const std::string& name) {
-  if (name == "q") return &call.q;
-  if (name == "k") return &call.k;
-  if (name == "positions") return &call.positions;
-  if (name == "cu_seqlens") return &call.cu_seqlens;
-  if (name == "table") return &call.table;
-  if (name == "freqs") return &call.freqs;
-  if (name == "cos_sin_cache") return &call.cos_sin_cache;
-  if (name == "saved_q") return &call.saved_q;
-  if (name == "saved_k") return &call.saved_k;
-  throw std::runtime_error("the kit's runner does not know the input " + name);
+// The C call's field for a tensor argument named in a case file (the
+// argument table's names).
+const ropegen_tensor** field(ropegen_call& call, const std::string& name) {
+  const std::optional<ropegen::abi::Arg> a = ropegen::abi::argument_named(name);
+  if (!a || !ropegen::abi::info(*a).c_tensor)
+    throw std::runtime_error("the kit's runner does not know the argument " + name);
+  return &(call.*ropegen::abi::info(*a).c_tensor);
 }
 
 // ropegen_c.h's status names (ropegen_status_string lives inside each library).
@@ -53,7 +51,7 @@ KitCall::KitCall(RunFn run, const KitCase& c, Form form, Memory& memory) : run_(
   for (const auto& [name, t] : c.inputs) {
     if (form == Form::FusedQkv && (name == "q" || name == "k")) continue;
     placed[name] = upload(t);
-    *input_field(call_, name) = tensor(placed[name].data, t);
+    *field(call_, name) = tensor(placed[name].data, t);
   }
   for (const auto& [name, like] : c.outputs) {
     written_like_[name] = like;
@@ -66,11 +64,7 @@ KitCall::KitCall(RunFn run, const KitCase& c, Form form, Memory& memory) : run_(
     Placed p{memory_.allocate(like.size_in_bytes()), like.size_in_bytes()};
     memory_.fill(p.data, 0xff, p.bytes);
     written_[name] = p;
-    ropegen_tensor* t = tensor(p.data, like);
-    if (name == "out_q") call_.out_q = t;
-    else if (name == "out_k") call_.out_k = t;
-    else if (name == "d_freqs") call_.d_freqs = t;
-    else throw std::runtime_error("the kit's runner does not know the output " + name);
+    *field(call_, name) = tensor(p.data, like);
   }
   call_.offset = c.offset;
   call_.seq_len = c.seq_len;

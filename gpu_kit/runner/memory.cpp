@@ -48,23 +48,23 @@ class CudaMemory : public Memory {
   void* stream() const override { return stream_; }
   void* allocate(size_t bytes) override {
     CUdeviceptr p = 0;
-    d_.check(d_.cuMemAlloc(&p, bytes + 64), "cuMemAlloc");
+    d_.check(d_.cuMemAlloc_v2(&p, bytes + 64), "cuMemAlloc");
     blocks_.push_back(p);
     return reinterpret_cast<void*>(p);
   }
   void upload(void* dst, const void* src, size_t bytes) override {
-    d_.check(d_.cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(dst), src, bytes), "cuMemcpyHtoD");
+    d_.check(d_.cuMemcpyHtoD_v2(reinterpret_cast<CUdeviceptr>(dst), src, bytes), "cuMemcpyHtoD");
   }
   void download(void* dst, const void* src, size_t bytes) override {
     synchronize();  // the call ran on our stream; a synchronous copy runs on the legacy one
-    d_.check(d_.cuMemcpyDtoH(dst, reinterpret_cast<CUdeviceptr>(src), bytes), "cuMemcpyDtoH");
+    d_.check(d_.cuMemcpyDtoH_v2(dst, reinterpret_cast<CUdeviceptr>(src), bytes), "cuMemcpyDtoH");
   }
   void fill(void* dst, uint8_t byte, size_t bytes) override {
-    d_.check(d_.cuMemsetD8(reinterpret_cast<CUdeviceptr>(dst), byte, bytes), "cuMemsetD8");
+    d_.check(d_.cuMemsetD8_v2(reinterpret_cast<CUdeviceptr>(dst), byte, bytes), "cuMemsetD8");
   }
   void synchronize() override { d_.check(d_.cuStreamSynchronize(stream_), "cuStreamSynchronize (a kernel's error surfaces here)"); }
   void release() override {
-    for (CUdeviceptr p : blocks_) d_.cuMemFree(p);
+    for (CUdeviceptr p : blocks_) d_.cuMemFree_v2(p);
     blocks_.clear();
   }
 

@@ -19,6 +19,12 @@ struct Diagnostic {
   std::string source_line;  // the offending line of the input, if known
 };
 
+// A diagnostic about something named rather than a place in a file: a call
+// argument ("k"), a flag ("--targets"), a path, "target".
+inline Diagnostic named_error(std::string what, std::string message) {
+  return Diagnostic{{std::move(what), -1, -1}, std::move(message), {}};
+}
+
 // One diagnostic, formatted for a terminal (no trailing newline).
 std::string format(const Diagnostic& d);
 // All of them, one after the other, each ending in a newline.

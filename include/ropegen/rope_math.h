@@ -16,6 +16,24 @@
 
 namespace ropegen {
 
+// What scaling did to one rotary pair, as the formulas below decided it
+// (rope-gen explain reports it). llama3: kept (wavelength under the original
+// context / high_freq_factor), interpolated (over context / low_freq_factor:
+// divided by factor), blended between; yarn: extrapolated (kept),
+// interpolated (divided by factor), on the ramp between; longrope: which
+// list's factor divided it; linear, ntk, dynamic: scaled.
+enum class PairRegime { None, Kept, Interpolated, Blended, Extrapolated, Ramp, Long, Short, Scaled };
+const char* to_string(PairRegime);
+
+struct PairScaling {
+  PairRegime regime = PairRegime::None;
+  // llama3: the smooth factor; yarn: gamma (both the weight of the unscaled
+  // frequency: inv = (1 - w) * inv0 / factor + w * inv0, 1 kept, 0
+  // interpolated); longrope, linear: the divisor of inv0; ntk, dynamic: the
+  // effective base. None: 1.
+  double value = 1.0;
+};
+
 struct RopeFrequencies {
   std::vector<double> inv_freq;     // rotary_dim / 2, after scaling
   double attention_factor = 1.0;    // multiplies cos and sin (HF attention_scaling)
@@ -24,6 +42,8 @@ struct RopeFrequencies {
   // (dynamic: max(seq_len, original_max_position); longrope per_call and xPos: seq_len).
   std::optional<int64_t> effective_seq_len;
   bool uses_long_factor = false;    // longrope: which list was applied
+  std::vector<PairScaling> pair_scaling;  // per pair (as inv_freq): what scaling did to it
+  const char* attention_factor_source = "none";  // the rule (or spec key) attention_factor came from
 };
 
 // seq_len is the run-time sequence length (HF: max position id + 1). Specs

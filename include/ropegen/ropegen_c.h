@@ -62,7 +62,7 @@ typedef struct ropegen_tensor {
 
 /* One call of a spec's kernel. Tensors the call does not need are NULL;
  * zero-initialise the struct and set what you pass. Shapes are in the
- * spec's layout (README, "Layouts").
+ * spec's layout (docs/spec.md, "Tensor layouts").
  *   q, k        rope: q, and k (may differ from q in its number of heads only).
  *               sinusoidal, learned: x as q; alibi: the scores [B, H, Sq, Sk] as q.
  *               backward: the upstream gradients dL/d(out_q), dL/d(out_k).

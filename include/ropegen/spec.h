@@ -2,7 +2,7 @@
 // struct for every encoding (RoPE and the additive/bias ones); the fields an
 // encoding does not use keep their defaults. A RopeSpec only ever comes out
 // of ropegen::load_spec / parse_spec, so all defaults are filled and every
-// invariant in the README's spec reference holds.
+// invariant of the spec reference (docs/spec.md) holds.
 #pragma once
 
 #include <cstdint>

@@ -11,6 +11,7 @@
     y = ropegen.compile("examples/transformer_sinusoidal.yaml")(x)  # x + PE (sinusoidal, learned: table=, alibi: scores)
     inv_freq, attention_factor = ropegen.freqs(spec, seq_len=8192)
     spec = ropegen.from_hf("path/to/model")                # a Hugging Face config.json -> spec text
+    info = ropegen.explain(spec)                            # `rope-gen explain --json` as a dict
 
 Kernels are compiled once per spec and kept in memory and on disk
 ($ROPEGEN_CACHE_DIR, default ~/.cache/rope-gen), so later calls and later
@@ -21,7 +22,7 @@ import os
 
 from . import _ropegen
 
-__all__ = ["compile", "freqs", "from_hf", "Kernel"]
+__all__ = ["compile", "freqs", "from_hf", "explain", "Kernel", "call_arguments"]
 
 
 def _spec_text(spec):
@@ -72,9 +73,7 @@ class Kernel:
         return self._kernel.encoding
 
     def __call__(self, q, k=None, positions=None, offset=0, seq_len=None, out_q=None, out_k=None, cu_seqlens=None,
-                 table=None, freqs=None, out=None, cos_sin_cache=None, *, v=None, k_cache=None, v_cache=None,
-                 kv_indices=None, kv_indptr=None, batch_indices=None, slot_mapping=None, k_scale=None, v_scale=None,
-                 cache_positions=None):
+                 table=None, freqs=None, out=None, cos_sin_cache=None, *, k_scale=None, v_scale=None, **tensors):
         """Rope: rotate q (and k); returns out_q, or (out_q, out_k) when k is
         given; pass out_q=q (out_k=k) to rotate in place; freqs: inv_freq for
         `scheme: runtime`; cos_sin_cache: float32 [max_pos, rotary_dim] (row p:
@@ -91,13 +90,12 @@ class Kernel:
         request's pages when it rotates by other positions (FlashInfer's
         fused op: positions place, pos_ids rotate); default: positions.
         Other encodings: q is x (or the scores), table the learned table;
-        returns the result (out=x: in place)."""
-        out_q = out if out is not None else out_q
-        kv = dict(v=v, k_cache=k_cache, v_cache=v_cache, kv_indices=kv_indices, kv_indptr=kv_indptr,
-                  batch_indices=batch_indices, slot_mapping=slot_mapping, k_scale=k_scale, v_scale=v_scale,
-                  cache_positions=cache_positions)
-        return self._run(q, k, positions, offset, seq_len, out_q, out_k, cu_seqlens, False, table, freqs, None, None,
-                         cos_sin_cache, kv)
+        returns the result (out=x: in place). Any other argument of the call
+        table (`ropegen.call_arguments()`) is passed by its name."""
+        tensors.update(positions=positions, cu_seqlens=cu_seqlens, table=table, freqs=freqs,
+                       cos_sin_cache=cos_sin_cache)
+        return self._run(q, k, out if out is not None else out_q, out_k, offset, seq_len, False, tensors,
+                         k_scale=k_scale, v_scale=v_scale)
 
     def backward(self, grad_q, grad_k=None, positions=None, offset=0, seq_len=None, out_q=None, out_k=None,
                  cu_seqlens=None, freqs=None, saved_q=None, saved_k=None, cos_sin_cache=None):
@@ -105,23 +103,28 @@ class Kernel:
         (and dL/d(out_k)), with the forward call's positions / offset / seq_len
         (and cos_sin_cache with `scheme: table`). With `scheme: runtime` pass the
         forward's freqs and inputs (saved_q, saved_k): dL/d(freqs) is returned last."""
-        return self._run(grad_q, grad_k, positions, offset, seq_len, out_q, out_k, cu_seqlens, True, None, freqs,
-                         saved_q, saved_k, cos_sin_cache)
+        tensors = dict(positions=positions, cu_seqlens=cu_seqlens, freqs=freqs, saved_q=saved_q, saved_k=saved_k,
+                       cos_sin_cache=cos_sin_cache)
+        return self._run(grad_q, grad_k, out_q, out_k, offset, seq_len, True, tensors)
 
-    def _run(self, q, k, positions, offset, seq_len, out_q, out_k, cu_seqlens, backward, table, freqs, saved_q,
-             saved_k, cos_sin_cache, kv=None):
-        kv = kv or {}
-        appending = kv.get("k_cache") is not None
+    def _run(self, q, k, out_q, out_k, offset, seq_len, backward, tensors, k_scale=None, v_scale=None):
+        appending = tensors.get("k_cache") is not None
         out_q = _empty_like(q) if out_q is None else out_q
         if k is not None and out_k is None and not appending:
             out_k = _empty_like(k)
+        freqs = tensors.get("freqs")
         d_freqs = _zeros_like_vector(freqs) if backward and freqs is not None else None
-        self._kernel(q, k, positions, offset, seq_len, out_q, out_k, cu_seqlens, backward, table, freqs, saved_q,
-                     saved_k, d_freqs, cos_sin_cache, kv.get("v"), kv.get("k_cache"), kv.get("v_cache"),
-                     kv.get("kv_indices"), kv.get("kv_indptr"), kv.get("batch_indices"), kv.get("slot_mapping"),
-                     kv.get("k_scale"), kv.get("v_scale"), kv.get("cache_positions"))
+        tensors.update(q=q, k=k, out_q=out_q, out_k=out_k, d_freqs=d_freqs)
+        self._kernel({name: t for name, t in tensors.items() if t is not None}, offset, seq_len, backward,
+                     k_scale=k_scale, v_scale=v_scale)
         results = (out_q,) + ((out_k,) if out_k is not None else ()) + ((d_freqs,) if d_freqs is not None else ())
         return results[0] if len(results) == 1 else results
+
+
+def call_arguments():
+    """The call's arguments, one tuple each (name, direction "in" | "out" |
+    "inout", dtype rule, kind), from the library's one argument table."""
+    return _ropegen.call_arguments()
 
 
 def compile(spec, target="host"):
@@ -135,6 +138,17 @@ def freqs(spec, seq_len=None):
     text, source = _spec_text(spec)
     inv_freq, attention_factor = _ropegen.freqs(text, source, seq_len)
     return numpy.asarray(inv_freq, dtype=numpy.float64), attention_factor
+
+
+def explain(spec, max_pos=None, seq_len=None, kernel=True, precision=True):
+    """What `rope-gen explain --json` prints, as a dict: per rotary pair inv_freq
+    (after and before scaling), wavelength, regime and axis; the attention factor
+    and its source; and the largest errors of cos/sin against float64 over
+    positions 0..max_pos of float32 angles, bf16 and f16 tables and (kernel=True)
+    rope-gen's own kernel, overall and per power-of-two bin (docs/explain.md);
+    precision=False: the frequencies alone ("precision" is None)."""
+    text, source = _spec_text(spec)
+    return json.loads(_ropegen.explain(text, source, max_pos, seq_len, bool(kernel), bool(precision)))
 
 
 def from_hf(config, name=None, layer_type=None, pairing=None, vision=False):

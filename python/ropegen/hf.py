@@ -7,29 +7,33 @@
 Where transformers applies RoPE: the model-level rotary module (`LlamaRotaryEmbedding`, ...)
 turns position_ids into (cos, sin) once per forward; every attention layer then calls its
 modeling file's `apply_rotary_pos_emb(q, k, cos, sin)` (DeepSeek-V3: `..._interleave`). GPT-J
-has no rotary module: its attention takes position_ids itself and calls
-`apply_rotary_pos_emb(tensor, sin, cos)` once for k and once for q. A rope-gen kernel wants
-the position ids, not cos/sin: it computes its own angles, with the spec's exact scaling.
+calls `apply_rotary_pos_emb(tensor, sin, cos)` once for k and once for q; up to transformers
+5.23 its attention takes position_ids and looks (sin, cos) up in its own table, from 5.24 a
+`GPTJRotaryEmbedding` module (without a `config`) returns them. A rope-gen kernel wants the
+position ids, not cos/sin: it computes its own angles, with the spec's exact scaling.
 
 Mechanism (how the position ids reach the kernel):
 - The rotary module's instance `forward` is wrapped: it returns HF's own (cos, sin), unchanged
-  (anything else that reads them still works), and tags cos with an attribute naming the
+  (anything else that reads them still works), and tags both with an attribute naming the
   position ids of this call and the rope-gen spec of this rotary module (and layer type:
   Gemma-3 calls the module once per layer type). Qwen2-VL's [3, B, S] M-RoPE ids are kept as
-  they are and moved to [B, S, 3] for the kernel.
+  they are and moved to [B, S, 3] for the kernel. A rotary module without a `config` (GPT-J's)
+  gets its spec from the model's config.
 - The apply function the attention forward calls is looked up in that forward's module
   globals, so it is replaced there by a dispatcher: cos tagged -> the rope-gen kernel; cos
   untagged -> the function that was there before. Only a patched model's rotary module tags
   its cos, so another model of the same class in the same process keeps HF's path even while
   the dispatcher is installed. The dispatcher is reference-counted per modeling module and
   the previous function is put back when the last patched model using it is unpatched.
-- GPT-J: its attention instances' `forward` is wrapped to set a context variable with the
-  call's position_ids, which the dispatcher for GPT-J's apply function reads.
+- GPT-J with its own table (transformers up to 5.23): its attention instances' `forward` is
+  wrapped to set a context variable with the call's position_ids, which the dispatcher for
+  GPT-J's apply function reads (with a rotary module it reads the tag, as above).
 - Before changing anything, patch() checks every (rotary module, layer type, apply function)
   pair it is going to route: HF's own apply function on HF's own cos/sin against the rope-gen
   kernel, on random q/k at short positions and at positions up to max_position_embeddings - 1
   (both LongRoPE lists). A family whose spec rope-gen cannot build, or whose RoPE the spec does
-  not reproduce, is refused with a ValueError naming the module and what differs.
+  not reproduce, is refused with a ValueError naming the module and what differs; so is a model
+  whose modules are in a form this module does not know (never another exception).
 
 Why not transformers' hook: integrations/hub_kernels.py decorates the apply function with
 `use_kernel_forward_from_hub("rotary_pos_emb")` and the attention classes with
@@ -51,7 +55,6 @@ bfloat16. torch.compile (after patch) traces it in one graph: dynamo follows the
 object, at trace time into ropegen.torch's op, and the ids stay graph inputs.
 """
 import contextvars
-import copy
 import functools
 import inspect
 import re
@@ -59,10 +62,10 @@ import threading
 import weakref
 
 import torch
-import yaml
 
 import ropegen
-from . import torch as rt
+from ._hf_check import _compare_gptj, _compare_rotary
+from ._hf_kernel import _Positions, _RopeSpec
 
 __all__ = ["patch", "unpatch", "is_patched"]
 
@@ -71,70 +74,6 @@ _LAYOUT_OF_UNSQUEEZE = {1: "bhsd", 2: "bshd"}  # HF's unsqueeze_dim for [B,S,D] 
 _APPLY_NAMES = ("apply_rotary_pos_emb", "apply_rotary_pos_emb_interleave")
 _ROPE_FUNCTION = re.compile(r"^apply_\w*(rotary|rope)")
 _lock = threading.RLock()
-
-
-# --- the kernel ----------------------------------------------------------------------------
-
-def _make_rope(spec):
-    """A ropegen.torch.Rope of the spec with explicit positions (M-RoPE axes need it said), its
-    dtype and layout left to each call's tensors."""
-    spec = {key: value for key, value in spec.items() if key not in ("dtype", "layout")}
-    return rt.Rope(dict(spec, positions="explicit"))
-
-
-class _RopeSpec:
-    """One rotary source (a rotary module, per layer type): its rope-gen spec, and a kernel per
-    head width that HF's apply function is given (it rotates the first rotary_dim dims of what
-    it gets: all of q, DeepSeek-V3's rope part, or GPT-NeoX's q with rotary_dim < head_dim)."""
-
-    def __init__(self, spec_text, where):
-        spec = yaml.safe_load(spec_text)
-        self.spec, self.where = spec, where
-        self.rotary_dim = int(spec["rotary_dim"])
-        self.n_axes = len(spec.get("axes", {}).get("sections", ())) or None
-        self.mismatch = {}  # apply function -> why its rotation differs from the spec's (not called then)
-        self._ropes = {}
-
-    def rope(self, width):
-        rope = self._ropes.get(width)
-        if rope is None:
-            if width < self.rotary_dim:
-                raise ValueError(f"ropegen.hf: {self.where}: q/k of {width} dims are narrower than the spec's "
-                                 f"rotary_dim {self.rotary_dim}")
-            rope = _make_rope(dict(self.spec, head_dim=width, rotary_offset=0))
-            self._ropes[width] = rope
-        return rope
-
-    def kernel_ids(self, position_ids, batch):
-        """HF's ids as the kernel takes them: [B, S], or [B, S, n_axes] (HF's M-RoPE ids are [3, B, S])."""
-        ids = position_ids
-        if self.n_axes:
-            ids = ids.unsqueeze(-1) if ids.dim() == 2 else ids.movedim(0, -1)
-            ids = ids.expand(*ids.shape[:-1], self.n_axes)
-        if ids.shape[0] != batch:
-            ids = ids.expand(batch, *ids.shape[1:])
-        return ids.contiguous()
-
-
-class _Positions:
-    """What a patched rotary module attaches to its cos: the call's position ids and spec."""
-
-    def __init__(self, rope_spec, position_ids):
-        self.rope_spec, self.position_ids = rope_spec, position_ids
-        self._ids = {}
-
-    def rotate(self, q, k, cos_dims, layout, via=None):
-        spec = self.rope_spec
-        if via in spec.mismatch:
-            raise ValueError(spec.mismatch[via])
-        if cos_dims != spec.rotary_dim:
-            raise ValueError(f"ropegen.hf: {spec.where}: HF's cos/sin rotate {cos_dims} dims but the rope-gen spec "
-                             f"has rotary_dim {spec.rotary_dim}")
-        batch = q.shape[0]  # bhsd or bshd
-        ids = self._ids.get(batch)
-        if ids is None:
-            ids = self._ids[batch] = spec.kernel_ids(self.position_ids, batch)
-        return spec.rope(q.shape[-1])(q, k, ids, layout=layout)
 
 
 # --- dispatchers that replace the apply functions ------------------------------------------
@@ -172,7 +111,7 @@ def _gptj_dispatcher(previous, via):
     """For GPT-J's apply_rotary_pos_emb(tensor, sin, cos), tensor [B, S, H, rotary_dim]."""
 
     def apply_rotary_pos_emb(tensor, sin, cos):
-        positions = _GPTJ_POSITIONS.get()
+        positions = getattr(cos, _TAG, None) or _GPTJ_POSITIONS.get()
         if positions is None:
             return previous(tensor, sin, cos)
         return positions.rotate(tensor, None, 2 * cos.shape[-1], "bshd", via)[0]
@@ -283,107 +222,33 @@ class _Specs:
         return self._specs[key]
 
 
-def _rotary_specs(rotary, name, specs):
-    """{layer_type or None: _RopeSpec} for one rotary module."""
+def _rotary_config(rotary, model):
+    """The config a rotary module was built from: its own, else (GPT-J's module keeps none) the model's text
+    config; None when neither is there."""
+    config = getattr(rotary, "config", None)
+    if config is None:
+        config = getattr(model, "config", None)
+        config = config.get_text_config() if hasattr(config, "get_text_config") else config
+    return config if hasattr(config, "to_dict") else None
+
+
+def _rotary_specs(rotary, name, specs, config):
+    """{layer_type or None: _RopeSpec} for one rotary module built from `config`."""
     cls = type(rotary)
     params = _parameters(_forward_function(cls))
     if params not in (["self", "x", "position_ids"], ["self", "x", "position_ids", "layer_type"]):
         takes = ", ".join(params or ["?"])
         raise ValueError(f"ropegen.hf.patch: {name} ({cls.__name__}): its forward takes ({takes}); only "
                          "forward(x, position_ids[, layer_type]) returning (cos, sin) is supported")
-    config = rotary.config
+    if config is None:
+        raise ValueError(f"ropegen.hf.patch: {name} ({cls.__name__}) has no `config` and neither has the model: "
+                         "there is no config to make its spec from")
     where = f"{name} ({cls.__name__}, model_type {config.model_type}"
     if "layer_type" not in params:
         return {None: specs.get(config, None, where + ")")}
     rope_types = getattr(rotary, "rope_type", None)
     layer_types = rope_types if isinstance(rope_types, dict) else getattr(rotary, "layer_types", ())
     return {t: specs.get(config, t, f"{where}, layer_type {t})") for t in sorted(layer_types)}
-
-
-# --- checking a spec against HF's own rotation before routing anything ---------------------
-
-def _test_positions(config, n_axes):
-    """Two calls' ids, [1, S] (or [3, 1, S]): short, and reaching max_position_embeddings - 1."""
-    top = int(getattr(config, "max_position_embeddings", 4096) or 4096)
-    short = torch.arange(8)
-    long = torch.unique(torch.cat([torch.arange(8), torch.tensor([top // 3, top // 2, top - 2, top - 1])]))
-    out = []
-    for ids in (short, long):
-        if n_axes:  # differing axes, as an image's tokens have (t, h, w)
-            ids = torch.stack([ids, ids // 2, torch.flip(ids, [0])])[:, None, :]
-        else:
-            ids = ids[None, :]
-        out.append(ids)
-    return out
-
-
-def _difference(expected, got, max_position):
-    """None, or what differs beyond HF float32 RoPE's own error (~2^-24 * position per unit of |q|)."""
-    scale = max(1.0, float(expected.abs().max()))
-    tol = (2e-5 + 3e-7 * max_position) * scale
-    diff = float((got - expected).abs().max())
-    if diff <= tol:
-        return None
-    return f"max |diff| {diff:.3g} > {tol:.3g} at positions up to {max_position}"
-
-
-def _float32_copy(rotary):
-    """A copy to call: the module itself, or, where model.to(bf16/f16) has rounded its inv_freq
-    buffers (HF's own rotation is then off by up to 2^-9 * angle), a new one from its config."""
-    buffers = [b for b in rotary.buffers() if b.is_floating_point()]
-    if all(b.dtype in (torch.float32, torch.float64) for b in buffers):
-        return copy.deepcopy(rotary)
-    try:
-        return type(rotary)(rotary.config)
-    except Exception:  # noqa: BLE001 - a constructor that wants more than the config
-        return copy.deepcopy(rotary).float()
-
-
-def _compare_rotary(rotary, layer_type, rope_spec, fn):
-    """None when the spec reproduces `fn` on `rotary`'s cos/sin, else what differs."""
-    rotary = _float32_copy(rotary)  # the call may update a dynamic / LongRoPE module's state
-    gen = torch.Generator().manual_seed(0)
-    x = torch.zeros(1, dtype=torch.float32)
-    tested = False
-    for ids in _test_positions(rotary.config, rope_spec.n_axes):
-        with torch.no_grad():
-            cos, sin = rotary(x, ids) if layer_type is None else rotary(x, ids, layer_type)
-        positions = _Positions(rope_spec, ids)
-        seq, width = ids.shape[-1], cos.shape[-1]
-        for w in sorted({width, int(rope_spec.spec["head_dim"])}):
-            q = torch.randn(1, 2, seq, w, generator=gen)
-            k = torch.randn(1, 1, seq, w, generator=gen)
-            try:
-                expected = fn(q, k, cos, sin)
-            except RuntimeError as e:
-                if w == width:
-                    return f"it fails on HF's own cos/sin: {e}"
-                continue  # this apply function only takes the rotary part (DeepSeek-V3)
-            with torch.no_grad():
-                got = positions.rotate(q, k, width, "bhsd")
-            for e, g in zip(expected, got):
-                why = _difference(e, g, int(ids.max()))
-                if why:
-                    return why
-            tested = True
-    return None if tested else "nothing was compared"
-
-
-def _compare_gptj(attention, rope_spec, fn, module_globals):
-    table = attention.embed_positions
-    if table.dtype != torch.float32 and "create_sinusoidal_positions" in module_globals:  # rounded by .to(bf16)
-        table = module_globals["create_sinusoidal_positions"](attention.max_positions, attention.pos_embd_dim)
-    gen = torch.Generator().manual_seed(0)
-    for ids in _test_positions(attention.config, None):
-        sincos = table[ids].float()
-        sin, cos = torch.split(sincos, sincos.shape[-1] // 2, dim=-1)
-        tensor = torch.randn(1, ids.shape[-1], 2, 2 * cos.shape[-1], generator=gen)
-        with torch.no_grad():
-            got = _Positions(rope_spec, ids).rotate(tensor, None, 2 * cos.shape[-1], "bshd")[0]
-        why = _difference(fn(tensor, sin, cos), got, int(ids.max()))
-        if why:
-            return why
-    return None
 
 
 # --- patch / unpatch -----------------------------------------------------------------------
@@ -403,7 +268,9 @@ def _tagging_forward(original, specs):
         layer_type = args[0] if args else kwargs.get("layer_type")
         rope_spec = specs.get(layer_type)
         if rope_spec is not None and position_ids is not None and isinstance(out, tuple) and len(out) == 2:
-            setattr(out[0], _TAG, _Positions(rope_spec, position_ids))
+            tag = _Positions(rope_spec, position_ids)
+            for t in out:  # (cos, sin), or GPT-J's (sin, cos): each apply function finds it on its `cos`
+                setattr(t, _TAG, tag)
         return out
 
     return forward
@@ -428,17 +295,24 @@ def _signature_text(fn):
     return f"({', '.join(params)})" if params is not None else ""
 
 
+def _looks_up_own_table(attention):
+    """GPT-J up to transformers 5.23: the attention takes position_ids and indexes its own (sin, cos) table."""
+    return hasattr(attention, "embed_positions") and "position_ids" in (
+        _parameters(_forward_function(type(attention))) or [])
+
+
 def _plan(model):
-    """What patch() will change, checked: ([(rotary module, {layer_type: spec})], [(GPT-J attention,
-    spec)], [(module globals, apply function name, kind)]). Changes nothing."""
+    """What patch() will change, checked: ([(rotary module, config, {layer_type: spec})], [(GPT-J
+    attention, spec)], [(module globals, apply function name, kind)]). Changes nothing."""
     specs = _Specs()
-    rotaries, gptj, swaps, unknown = [], [], {}, {}
+    rotaries, gptj, swaps, unknown, table_keys = [], [], {}, {}, set()
     for name, module in model.named_modules():
         cls = type(module)
         if _is_vision(module):
             continue
         if cls.__name__.endswith("RotaryEmbedding"):
-            rotaries.append((module, _rotary_specs(module, name or "model", specs)))
+            config = _rotary_config(module, model)
+            rotaries.append((module, config, _rotary_specs(module, name or "model", specs, config)))
             continue
         functions, module_globals = _rope_functions_called(cls)
         for fn_name, fn in functions.items():
@@ -446,8 +320,10 @@ def _plan(model):
             if kind is None:
                 unknown.setdefault(f"{cls.__name__} calls {fn_name}{_signature_text(fn)}", name)
                 continue
-            swaps[(id(module_globals), fn_name)] = (module_globals, fn_name, kind)
-            if kind == "gptj":
+            key = (id(module_globals), fn_name)
+            swaps[key] = (module_globals, fn_name, kind)
+            if kind == "gptj" and _looks_up_own_table(module):
+                table_keys.add(key)
                 where = f"{name} ({cls.__name__}, model_type {module.config.model_type})"
                 gptj.append((module, specs.get(module.config, None, where)))
     if unknown:
@@ -456,25 +332,25 @@ def _plan(model):
                          + ". Supported: apply_rotary_pos_emb(q, k, cos, sin[, unsqueeze_dim]) fed by a "
                          "...RotaryEmbedding module, DeepSeek-V3's apply_rotary_pos_emb_interleave, and GPT-J's "
                          "apply_rotary_pos_emb(tensor, sin, cos)")
-    qk_swaps = [s for s in swaps.values() if s[2] == "qk"]
-    if not qk_swaps and not gptj:
+    tagged = [s for key, s in swaps.items() if key not in table_keys]  # fed by a rotary module's (cos, sin)
+    if not tagged and not gptj:
         raise ValueError(f"ropegen.hf.patch: {type(model).__name__} has no rotary position embedding that "
                          "ropegen.hf can route (no attention calls apply_rotary_pos_emb)")
-    if qk_swaps and not rotaries:
+    if tagged and not rotaries:
         raise ValueError(f"ropegen.hf.patch: {type(model).__name__}: attention calls apply_rotary_pos_emb but "
                          "no ...RotaryEmbedding module makes its cos/sin")
     # HF's own rotation against the spec's, per apply function the attentions may call; a function
     # that differs (DeepSeek-V3's forward names both the half and the interleaved one) is recorded
     # and raises if it is ever called with this spec; none agreeing refuses the model.
-    for module, layer_specs in rotaries:
+    for module, config, layer_specs in rotaries:
         for layer_type, rope_spec in layer_specs.items():
-            for module_globals, fn_name, _ in qk_swaps:
+            for module_globals, fn_name, kind in tagged:
                 via = _qualified(module_globals, fn_name)
-                why = _compare_rotary(module, layer_type, rope_spec, module_globals[fn_name])
+                why = _compare_rotary(module, config, layer_type, rope_spec, module_globals[fn_name], kind)
                 if why:
                     rope_spec.mismatch[via] = (f"ropegen.hf: {rope_spec.where}: rope-gen's spec does not reproduce "
                                                f"{via}: {why}")
-            if len(rope_spec.mismatch) == len(qk_swaps):
+            if tagged and len(rope_spec.mismatch) == len(tagged):
                 raise ValueError("ropegen.hf.patch: refusing to patch: " + "; ".join(rope_spec.mismatch.values()))
     for module, rope_spec in gptj:
         module_globals = _forward_function(type(module)).__globals__
@@ -483,7 +359,7 @@ def _plan(model):
         if why:
             raise ValueError(f"ropegen.hf.patch: refusing to patch: {rope_spec.where}: rope-gen's spec does not "
                              f"reproduce {via}: {why}")
-    return rotaries, gptj, list(swaps.values())
+    return [(module, layer_specs) for module, _, layer_specs in rotaries], gptj, list(swaps.values())
 
 
 def _set_forward(record, module, forward):
@@ -497,7 +373,13 @@ def patch(model):
     with _lock:
         if model in _patched:
             raise ValueError(f"ropegen.hf.patch: this {type(model).__name__} is already patched")
-        rotaries, gptj, swaps = _plan(model)
+        try:
+            rotaries, gptj, swaps = _plan(model)
+        except ValueError:
+            raise
+        except Exception as e:  # noqa: BLE001 - HF code in a form this module does not know; nothing changed yet
+            raise ValueError(f"ropegen.hf.patch: {type(model).__name__}: its RoPE modules are in a form ropegen.hf "
+                             f"does not know ({type(e).__name__}: {e}); nothing was patched") from e
         record = _Patch()
         for module_globals, name, kind in swaps:
             record.swaps.append(_acquire(module_globals, name, kind))

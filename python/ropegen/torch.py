@@ -90,7 +90,7 @@ def _dl(t):
 
 def _run(spec, q, k, positions, layout, offset, cu_seqlens, freqs, out_q, out_k, backward=False, saved_q=None,
          saved_k=None, d_freqs=None, k_scale=None, v_scale=None, **tensors):
-    """The one call of a kernel from this module; `tensors`: the binding's other
+    """The one call of a kernel from this module; `tensors`: the call's other
     tensor arguments by name (cos_sin_cache, v, k_cache, kv_indices, ...);
     k_scale, v_scale: fp8 caches' scales (None: not given)."""
     device = q.device.type
@@ -102,9 +102,10 @@ def _run(spec, q, k, positions, layout, offset, cu_seqlens, freqs, out_q, out_k,
         # values are not read on the host).
         stream = torch.cuda.current_stream(q.device).cuda_stream
         cu_seqlens = _int32(cu_seqlens)
-    run(_dl(q), _dl(k), _dl(positions), offset, None, _dl(out_q), _dl(out_k), _dl(cu_seqlens), backward, None,
-        _dl(freqs), _dl(saved_q), _dl(saved_k), _dl(d_freqs), **{name: _dl(t) for name, t in tensors.items()},
-        k_scale=k_scale, v_scale=v_scale, stream=stream)
+    tensors.update(q=q, k=k, positions=positions, out_q=out_q, out_k=out_k, cu_seqlens=cu_seqlens, freqs=freqs,
+                   saved_q=saved_q, saved_k=saved_k, d_freqs=d_freqs)
+    run({name: _dl(t) for name, t in tensors.items() if t is not None}, offset, None, backward, k_scale=k_scale,
+        v_scale=v_scale, stream=stream)
 
 
 def _new(t):
@@ -326,7 +327,8 @@ def _spec_of(spec):
 class Rope(torch.nn.Module):
     """A rope spec as a module: forward(q, k=None, position_ids=None, *, layout="bhsd",
     offset=0, cu_seqlens=None) -> (q_rot, k_rot), differentiable in q, k and (for
-    `scheme: runtime`) the trainable `freqs` parameter.
+    `scheme: runtime`) the trainable `freqs` parameter; backward(...) (same arguments)
+    rotates by minus the angle.
 
     spec: a path, YAML text, dict, or a Hugging Face config (through from_hf).
     Layouts: "bhsd" (HF's [B, H, S, D]), "bshd", "sbhd", "thd" (packed tokens
@@ -369,6 +371,13 @@ class Rope(torch.nn.Module):
         else:
             torch.ops.ropegen.rope_(self.spec, q, k, position_ids, layout, offset, cu_seqlens, self.freqs)
         return q, k
+
+    def backward(self, q, k=None, position_ids=None, *, layout="bhsd", offset=0, cu_seqlens=None):
+        """The rotation by minus the angle, forward's inverse (and its gradient): q (and k) rotated back. DeepSeek-V4
+        applies it to its attention output (HF's apply function with (cos, -sin)). Not itself differentiable."""
+        out_q, out_k, _ = torch.ops.ropegen.rope_backward(self.spec, q, k, position_ids, layout, offset, cu_seqlens,
+                                                          self.freqs, None, None)
+        return out_q, (out_k if k is not None else None)
 
     def extra_repr(self):
         return self.spec.splitlines()[0] if self.spec else ""

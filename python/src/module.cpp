@@ -2,10 +2,6 @@
 // cached in memory and on disk) and run it on DLPack tensors (numpy, torch
 // CPU) without copies; errors are ValueErrors (TypeErrors for what is not a
 // tensor) with the library's messages.
-#include <array>
-#include <memory>
-#include <mutex>
-
 #include <fmt/format.h>
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
@@ -15,6 +11,11 @@
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
+#include <array>
+#include <memory>
+#include <mutex>
+
+#include "abi/arguments.h"
 #include "ropegen/rope_math.h"
 #include "ropegen/runtime.h"
 #include "ropegen/spec_io.h"
@@ -25,6 +26,7 @@ using namespace ropegen;
 
 namespace ropegen::python {
 void bind_from_hf(nb::module_& m);  // from_hf_binding.cpp
+void bind_explain(nb::module_& m);  // explain_binding.cpp
 }
 
 namespace {
@@ -63,64 +65,49 @@ class SpecKernel {
  public:
   SpecKernel(RopeSpec spec, std::string target) : spec_(std::move(spec)), target_(std::move(target)) {}
 
-  // Rope: q (, k) -> out_q (, out_k), forward or backward. Other encodings:
-  // their tensor x as q -> out_q. Tensors arrive as Python objects so that
-  // a wrong one is named (tensor_args.h); the call is checked by the
-  // library's prepare_call, like every other.
-  void call(nb::handle q_arg, nb::handle k_arg, nb::handle positions_arg, nb::handle offset_arg, nb::handle seq_len_arg,
-            nb::handle out_q_arg, nb::handle out_k_arg, nb::handle cu_seqlens_arg, bool backward, nb::handle table_arg,
-            nb::handle freqs_arg, nb::handle saved_q_arg, nb::handle saved_k_arg, nb::handle d_freqs_arg,
-            nb::handle cos_sin_cache_arg, nb::handle v_arg, nb::handle k_cache_arg, nb::handle v_cache_arg,
-            nb::handle kv_indices_arg, nb::handle kv_indptr_arg, nb::handle batch_indices_arg,
-            nb::handle slot_mapping_arg, std::optional<float> k_scale, std::optional<float> v_scale,
-            nb::handle cache_positions_arg, uintptr_t stream) {
-    const bool rope = spec_.encoding == Encoding::Rope;
-    const char* q_name = rope ? "q" : "x";
-    const char* out_name = rope ? "out_q" : "out";
+  // One call: `tensors` maps argument names (abi/arguments.h: q, k,
+  // positions, ..., out_q, k_cache, ...) to tensors; inputs may be
+  // read-only, outputs and the caches (updated in place) not. Tensors
+  // arrive as Python objects so that a wrong one is named (tensor_args.h);
+  // the call is checked by the library's prepare_call, like every other.
+  void call(nb::dict tensors, nb::handle offset_arg, nb::handle seq_len_arg, bool backward,
+            std::optional<float> k_scale, std::optional<float> v_scale, uintptr_t stream) {
+    const bool single = spec_.encoding != Encoding::Rope;
+    for (auto [key, value] : tensors) {
+      const std::string name = nb::cast<std::string>(nb::str(key));
+      const std::optional<abi::Arg> arg = abi::argument_named(name);
+      if (!arg || !abi::is_tensor(*arg))
+        throw nb::type_error(fmt::format("{} is not a tensor argument of a call", name).c_str());
+    }
     Call call;
     // The ndarrays stay alive until the call returns: a DLPack capsule of a
     // temporary (torch.utils.dlpack.to_dlpack(ids.int())) owns its memory
     // only through them.
     std::vector<Input> held_inputs;
     std::vector<Output> held_outputs;
-    auto in = [&](nb::handle h, const char* name, std::optional<Tensor>& into, bool spec_dtype) {
-      if (std::optional<Input> t = python::optional_input(h, name)) {
-        if (spec_dtype) python::check_dtype(spec_, t->dtype(), name);
-        into = tensor_of(*t, name);
+    for (const abi::ArgumentInfo& a : abi::kArguments) {
+      if (!a.call_tensor) continue;
+      const std::string name = abi::user_name(a.arg, single);
+      const nb::handle h = tensors.contains(a.name) ? nb::handle(tensors[a.name]) : nb::handle(Py_None);
+      // q and out_q (x and out) are required: the message names what is missing.
+      const bool required = a.arg == abi::Arg::Q || a.arg == abi::Arg::OutQ;
+      std::optional<Tensor>& into = call.*a.call_tensor;
+      if (a.direction == abi::Direction::In) {
+        std::optional<Input> t =
+            required ? std::optional<Input>(python::input(h, name)) : python::optional_input(h, name);
+        if (!t) continue;
+        if (a.dtype == abi::DtypeRule::Spec) python::check_dtype(spec_, t->dtype(), name);
+        into = tensor_of(*t, name.c_str());
         held_inputs.push_back(std::move(*t));
-      }
-    };
-    auto out = [&](nb::handle h, const char* name, std::optional<Tensor>& into, bool spec_dtype) {
-      if (std::optional<Output> t = python::optional_output(h, name)) {
-        if (spec_dtype) python::check_dtype(spec_, t->dtype(), name);
-        into = tensor_of(*t, name);
+      } else {
+        std::optional<Output> t =
+            required ? std::optional<Output>(python::output(h, name)) : python::optional_output(h, name);
+        if (!t) continue;
+        if (a.dtype == abi::DtypeRule::Spec) python::check_dtype(spec_, t->dtype(), name);
+        into = tensor_of(*t, name.c_str());
         held_outputs.push_back(std::move(*t));
       }
-    };
-    in(q_arg, q_name, call.q, true);
-    if (!call.q) call.q = tensor_of(python::input(q_arg, q_name), q_name);  // names what is missing
-    out(out_q_arg, out_name, call.out_q, true);
-    if (!call.out_q) call.out_q = tensor_of(python::output(out_q_arg, out_name), out_name);
-    in(k_arg, "k", call.k, true);
-    out(out_k_arg, "out_k", call.out_k, true);
-    in(positions_arg, "positions", call.positions, false);
-    in(cu_seqlens_arg, "cu_seqlens", call.cu_seqlens, false);
-    in(table_arg, "table", call.table, true);
-    in(freqs_arg, "freqs", call.freqs, false);
-    in(cos_sin_cache_arg, "cos_sin_cache", call.cos_sin_cache, false);  // float32 whatever the spec's dtype
-    in(saved_q_arg, "saved_q", call.saved_q, true);
-    in(saved_k_arg, "saved_k", call.saved_k, true);
-    out(d_freqs_arg, "d_freqs", call.d_freqs, false);
-    // The fused KV-cache append: caches are updated in place (their dtype is
-    // the spec's kv_cache dtype: prepare_call checks it).
-    in(v_arg, "v", call.v, true);
-    out(k_cache_arg, "k_cache", call.k_cache, false);
-    out(v_cache_arg, "v_cache", call.v_cache, false);
-    in(kv_indices_arg, "kv_indices", call.kv_indices, false);
-    in(kv_indptr_arg, "kv_indptr", call.kv_indptr, false);
-    in(batch_indices_arg, "batch_indices", call.batch_indices, false);
-    in(slot_mapping_arg, "slot_mapping", call.slot_mapping, false);
-    in(cache_positions_arg, "cache_positions", call.cache_positions, false);
+    }
     call.k_scale = k_scale, call.v_scale = v_scale;  // fp8 caches (uint8 codes); None: not given
     call.offset = python::integer(offset_arg, "offset");
     if (!seq_len_arg.is_none()) call.seq_len = python::integer(seq_len_arg, "seq_len");
@@ -182,17 +169,11 @@ std::optional<E> spelled(const std::optional<std::string>& name, std::optional<E
 NB_MODULE(_ropegen, m) {
   m.doc() = "rope-gen kernels; use the `ropegen` package rather than this module";
   python::bind_from_hf(m);
+  python::bind_explain(m);
   nb::class_<SpecKernel>(m, "Kernel")
-      .def("__call__", &SpecKernel::call, nb::arg("q").none(), nb::arg("k").none(), nb::arg("positions").none(),
-           nb::arg("offset").none(), nb::arg("seq_len").none(), nb::arg("out_q").none(), nb::arg("out_k").none(),
-           nb::arg("cu_seqlens").none(), nb::arg("backward"), nb::arg("table").none(), nb::arg("freqs").none(),
-           nb::arg("saved_q").none(), nb::arg("saved_k").none(), nb::arg("d_freqs").none(),
-           nb::arg("cos_sin_cache").none() = nb::none(), nb::arg("v").none() = nb::none(),
-           nb::arg("k_cache").none() = nb::none(), nb::arg("v_cache").none() = nb::none(),
-           nb::arg("kv_indices").none() = nb::none(), nb::arg("kv_indptr").none() = nb::none(),
-           nb::arg("batch_indices").none() = nb::none(), nb::arg("slot_mapping").none() = nb::none(),
-           nb::arg("k_scale").none() = nb::none(), nb::arg("v_scale").none() = nb::none(),
-           nb::arg("cache_positions").none() = nb::none(), nb::arg("stream") = 0)
+      .def("__call__", &SpecKernel::call, nb::arg("tensors"), nb::arg("offset").none(), nb::arg("seq_len").none(),
+           nb::arg("backward"), nb::arg("k_scale").none() = nb::none(), nb::arg("v_scale").none() = nb::none(),
+           nb::arg("stream") = 0)
       .def_prop_ro("spec", &SpecKernel::spec_yaml)
       .def_prop_ro("encoding", &SpecKernel::encoding)
       .def_prop_ro("spec_hash", &SpecKernel::hash)
@@ -210,6 +191,20 @@ NB_MODULE(_ropegen, m) {
   m.def("freqs", [](const std::string& text, const std::string& source, std::optional<int64_t> seq_len) {
     const RopeFrequencies f = compute_frequencies(parse(text, source), seq_len);
     return std::make_tuple(f.inv_freq, f.attention_factor);
+  });
+  // The argument table (abi/arguments.h), for the Python layers' loops:
+  // (name, direction "in" | "out" | "inout", dtype rule, kind).
+  m.def("call_arguments", [] {
+    std::vector<std::tuple<std::string, std::string, std::string, std::string>> rows;
+    for (const abi::ArgumentInfo& a : abi::kArguments) {
+      const char* direction = a.direction == abi::Direction::In    ? "in"
+                              : a.direction == abi::Direction::Out ? "out"
+                                                                   : "inout";
+      const char* rules[] = {"spec", "float32", "ids", "int32", "kv_cache", "scalar"};
+      const char* kinds[] = {"rows", "ids", "whole", "int64", "float32"};
+      rows.emplace_back(a.name, direction, rules[static_cast<int>(a.dtype)], kinds[static_cast<int>(a.kind)]);
+    }
+    return rows;
   });
   m.def("normalise", [](const std::string& text, const std::string& source) { return to_yaml(parse(text, source)); });
 }

@@ -68,3 +68,19 @@ def test_bad_options_and_inputs():
         ropegen.from_hf(llama3(), vision=True)  # a text-only model has no vision tower
     with pytest.raises(TypeError):
         ropegen.from_hf(42)
+
+
+def test_non_finite_numbers_as_pythons_json_writes_them():
+    """A dict with inf / nan goes through json.dumps as Infinity / NaN: accepted where from-hf does not read,
+    refused by name where it does."""
+    config = dict(llama3(), time_step_limit=[0.0, float("inf")], init_std=float("nan"))
+    assert ropegen.from_hf(config) == ropegen.from_hf(llama3())
+    with pytest.raises(ValueError, match=r"`rope_theta` must be a number, not Infinity"):
+        ropegen.from_hf(dict(llama3(), rope_theta=float("inf")))
+
+
+def test_a_name_is_used_as_given():
+    assert ropegen.from_hf(llama3(), name="l3_8b").splitlines()[0] == "name: l3_8b"
+    for name in ("../l3", "Llama3", "l3/8b"):
+        with pytest.raises(ValueError, match=r"--name `.*`: a spec name must be an identifier"):
+            ropegen.from_hf(llama3(), name=name)

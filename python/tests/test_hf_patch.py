@@ -253,3 +253,26 @@ def test_torch_compile_traces_a_patched_model_in_one_graph():
             assert max_diff(compiled(**kwargs).logits, eager) <= 1e-6
     finally:
         hf.unpatch(model)
+
+
+def test_gptj_refusals_are_value_errors_naming_the_model():
+    """GPT-J keeps its (sin, cos) table in a rotary module without a config (transformers 5.24) or in its
+    attention (up to 5.23): a table that disagrees with the config, or a module in another form, is a
+    ValueError naming the model, and nothing is patched."""
+    model = build("gptj")
+    owners = [m for m in model.modules() if isinstance(getattr(m, "embed_positions", None), torch.Tensor)]
+    assert owners
+    with torch.no_grad():
+        for m in owners:
+            m.embed_positions.mul_(1.01)
+    with pytest.raises(ValueError, match=r"GPTJ.*does not reproduce .*modeling_gptj.apply_rotary_pos_emb: max "):
+        hf.patch(model)
+    assert not hf.is_patched(model)
+    model = build("gptj")
+    for m in model.modules():
+        if isinstance(getattr(m, "embed_positions", None), torch.Tensor):
+            del m.embed_positions  # neither form any more
+    with pytest.raises(ValueError, match=r"ropegen.hf.patch: GPTJForCausalLM"):
+        hf.patch(model)
+    assert not hf.is_patched(model)
+    assert all("forward" not in m.__dict__ for m in model.modules())

@@ -11,8 +11,6 @@ namespace {
 
 using Halide::Target;
 
-Diagnostic error(std::string message) { return Diagnostic{{"--targets", -1, -1}, std::move(message), {}}; }
-
 // x86-64 machines differ most in vector width, so `host` there is a
 // dispatch set from the widest to the baseline every x86-64 CPU runs.
 std::vector<Target> expand_host() {
@@ -111,9 +109,10 @@ Result<AotTargets> parse_aot_targets(const std::string& list) {
   std::vector<Diagnostic> errors;
   for (const std::string& name : split(list)) {
     if (name.empty()) {
-      errors.push_back(error(fmt::format("--targets `{}` has an empty entry; write e.g. host, host,cuda or "
-                                         "x86-64-linux-avx2,x86-64-linux",
-                                         list)));
+      errors.push_back(
+          named_error("--targets", fmt::format("--targets `{}` has an empty entry; write e.g. host, host,cuda or "
+                                               "x86-64-linux-avx2,x86-64-linux",
+                                               list)));
       continue;
     }
     if (name == "host") {
@@ -122,34 +121,38 @@ Result<AotTargets> parse_aot_targets(const std::string& list) {
     }
     Result<Target> t = parse_target(name);
     if (!t) {
-      for (Diagnostic d : t.errors()) errors.push_back(error(d.message));
+      for (Diagnostic d : t.errors()) errors.push_back(named_error("--targets", d.message));
       continue;
     }
     if (t->has_gpu_feature()) gpu_wanted.push_back(*t), gpu_names.push_back(name);
     else wanted.push_back(*t);
   }
   if (!errors.empty()) return errors;
-  if (wanted.empty() && gpu_wanted.empty()) return error("--targets is empty; write host or a list of Halide targets");
+  if (wanted.empty() && gpu_wanted.empty())
+    return named_error("--targets", "--targets is empty; write host or a list of Halide targets");
   if (wanted.empty())
-    return error(fmt::format("--targets `{}` has no CPU target: a library needs one for the host side of its GPU "
-                             "kernels (and its CPU tensors); write host,{} (or x86-64-linux,{} for the smallest "
-                             "library)",
-                             list, list, list));
+    return named_error("--targets",
+                       fmt::format("--targets `{}` has no CPU target: a library needs one for the host side of its GPU "
+                                   "kernels (and its CPU tensors); write host,{} (or x86-64-linux,{} for the smallest "
+                                   "library)",
+                                   list, list, list));
 
   const Target& base = wanted.back();
   for (const Target& t : wanted) {
     if (t.os != base.os || t.arch != base.arch || t.bits != base.bits)
-      return error(fmt::format("--targets mixes {} and {}: one library holds one architecture and OS; "
-                               "run rope-gen build once per architecture",
-                               os_arch_bits(t), os_arch_bits(base)));
+      return named_error("--targets",
+                         fmt::format("--targets mixes {} and {}: one library holds one architecture and OS; "
+                                     "run rope-gen build once per architecture",
+                                     os_arch_bits(t), os_arch_bits(base)));
     if (auto f = abi_changing_feature(t))
-      return error(fmt::format("target `{}` has feature `{}`, which changes the generated C interface; "
-                               "remove it",
-                               t.to_string(), *f));
+      return named_error("--targets",
+                         fmt::format("target `{}` has feature `{}`, which changes the generated C interface; "
+                                     "remove it",
+                                     t.to_string(), *f));
     for (auto f : kMustMatch)
       if (t.has_feature(f) != base.has_feature(f))
-        return error(fmt::format("feature `{}` must be on every target or none (it is on some)",
-                                 Target::feature_to_name(f)));
+        return named_error("--targets", fmt::format("feature `{}` must be on every target or none (it is on some)",
+                                                    Target::feature_to_name(f)));
   }
 
   AotTargets out;
@@ -158,24 +161,29 @@ Result<AotTargets> parse_aot_targets(const std::string& list) {
     std::replace(suffix.begin(), suffix.end(), '-', '_');
     for (const AotTarget& seen : out.cpu)
       if (seen.suffix == suffix)
-        return error(fmt::format("target `{}` is listed twice; each feature level once", t.to_string()));
+        return named_error("--targets",
+                           fmt::format("target `{}` is listed twice; each feature level once", t.to_string()));
     out.cpu.push_back({t.with_feature(Target::NoRuntime), suffix, DeviceType::CPU});
   }
   for (size_t i = 0; i < gpu_wanted.size(); ++i) {
     const Target& t = gpu_wanted[i];
     const std::string& name = gpu_names[i];
     if (t.os != base.os || t.arch != base.arch || t.bits != base.bits)
-      return error(fmt::format("--targets mixes {} and {}: a GPU target's host code runs on the library's CPU "
-                               "(the baseline, {})",
-                               os_arch_bits(t), os_arch_bits(base), base.to_string()));
+      return named_error("--targets",
+                         fmt::format("--targets mixes {} and {}: a GPU target's host code runs on the library's CPU "
+                                     "(the baseline, {})",
+                                     os_arch_bits(t), os_arch_bits(base), base.to_string()));
     if (auto f = abi_changing_feature(t))
-      return error(fmt::format("target `{}` has feature `{}`: rope-gen sets what GPU kernels need; remove it",
-                               name, *f));
+      return named_error(
+          "--targets",
+          fmt::format("target `{}` has feature `{}`: rope-gen sets what GPU kernels need; remove it", name, *f));
     const DeviceType device = t.has_feature(Target::CUDA) ? DeviceType::CUDA : DeviceType::Vulkan;
     if (out.for_device(device))
-      return error(fmt::format("--targets has two {0} targets; a library holds one per GPU API (`{0}` alone: {1})",
-                               to_string(device), device == DeviceType::CUDA ? "sm_80 PTX, run by sm_80 .. sm_90 GPUs"
-                                                                             : "Vulkan with the features rope-gen needs"));
+      return named_error(
+          "--targets", fmt::format("--targets has two {0} targets; a library holds one per GPU API (`{0}` alone: {1})",
+                                   to_string(device),
+                                   device == DeviceType::CUDA ? "sm_80 PTX, run by sm_80 .. sm_90 GPUs"
+                                                              : "Vulkan with the features rope-gen needs"));
     out.gpu.push_back({gpu_target(t, base), to_string(device), device});
   }
   // CUDA first, then Vulkan, whatever the order written.

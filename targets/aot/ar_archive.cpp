@@ -33,7 +33,7 @@ bool is_symbol_table(std::string_view name) {
 
 Result<std::vector<ArchiveMember>> read_ar_archive(std::string_view bytes, const std::string& where) {
   auto error = [&](size_t at, const std::string& what) {
-    return Diagnostic{{where, -1, -1}, fmt::format("not a readable ar archive (at byte {}): {}", at, what), {}};
+    return named_error(where, fmt::format("not a readable ar archive (at byte {}): {}", at, what));
   };
   if (bytes.substr(0, kMagic.size()) != kMagic) return error(0, "no \"!<arch>\" magic (a thin archive?)");
   std::vector<ArchiveMember> members;

@@ -18,8 +18,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-Diagnostic error(const std::string& where, std::string message) { return Diagnostic{{where, -1, -1}, std::move(message), {}}; }
-
 std::string read_text(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream s;
@@ -31,7 +29,7 @@ std::optional<Diagnostic> write_text(const fs::path& path, const std::string& te
   std::ofstream out(path, std::ios::binary);
   out << text;
   out.close();
-  if (!out) return error(path.string(), "cannot write " + path.string());
+  if (!out) return named_error(path.string(), "cannot write " + path.string());
   return std::nullopt;
 }
 
@@ -152,16 +150,16 @@ Result<std::vector<std::string>> build_aot_library(const RopeSpec& spec, const A
   const fs::path dir(dir_name), objects = dir / "objects";
   std::error_code ec;
   fs::create_directory(objects, ec);
-  if (ec) return error(objects.string(), "cannot create " + objects.string() + ": " + ec.message());
+  if (ec) return named_error(objects.string(), "cannot create " + objects.string() + ": " + ec.message());
 
   LibraryDescription lib{spec, targets, runtime_target(targets), {}};
   lib.has_call_library = can_hold_call_library(lib.runtime_target);
   if (!lib.has_call_library && !targets.gpu.empty())
-    return error("--targets", fmt::format("GPU targets need rope-gen's call library and device hooks in the "
-                                          "archive, which rope-gen carries for {} only; build this library with "
-                                          "CPU targets alone, or run rope-gen on a {} machine",
-                                          architecture_name(Halide::get_host_target()),
-                                          architecture_name(lib.runtime_target)));
+    return named_error(
+        "--targets", fmt::format("GPU targets need rope-gen's call library and device hooks in the "
+                                 "archive, which rope-gen carries for {} only; build this library with "
+                                 "CPU targets alone, or run rope-gen on a {} machine",
+                                 architecture_name(Halide::get_host_target()), architecture_name(lib.runtime_target)));
   std::vector<std::string> written;
   try {
     for (const EntryPoint& entry : entry_points(spec)) {
@@ -175,7 +173,7 @@ Result<std::vector<std::string>> build_aot_library(const RopeSpec& spec, const A
       if (auto e = extract_call_library(lib, objects)) return *e;
     Halide::create_static_library(object_files(objects), lib.runtime_target, (dir / library_file(spec)).string());
   } catch (const Halide::CompileError& e) {
-    return error("--targets", fmt::format("Halide cannot compile {} for these targets: {}", spec.name, e.what()));
+    return named_error("--targets", fmt::format("Halide cannot compile {} for these targets: {}", spec.name, e.what()));
   }
   written.push_back(library_file(spec));
   fs::remove_all(objects, ec);
@@ -183,8 +181,8 @@ Result<std::vector<std::string>> build_aot_library(const RopeSpec& spec, const A
   // The caller compiles against the runtime header of the Halide that built the objects.
   fs::copy_file(ROPEGEN_HALIDE_RUNTIME_HEADER, dir / halide_runtime_header_file(), ec);
   if (ec)
-    return error(ROPEGEN_HALIDE_RUNTIME_HEADER,
-                 fmt::format("cannot copy Halide's runtime header {}: {}", ROPEGEN_HALIDE_RUNTIME_HEADER, ec.message()));
+    return named_error(ROPEGEN_HALIDE_RUNTIME_HEADER, fmt::format("cannot copy Halide's runtime header {}: {}",
+                                                                  ROPEGEN_HALIDE_RUNTIME_HEADER, ec.message()));
   written.push_back(halide_runtime_header_file());
   if (auto e = write_text(dir / c_header_file(),
                           std::string(embedded::bytes(embedded::ropegen_c_header, embedded::ropegen_c_header_size))))

@@ -1,14 +1,15 @@
 #include "generated_header.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <cctype>
 #include <string>
 #include <vector>
 
-#include <fmt/format.h>
-#include <fmt/ranges.h>
-
+#include "abi/arguments.h"
+#include "abi/kernel_abi.h"
 #include "call/contract.h"
-#include "call/layout_traits.h"
 #include "ropegen/spec_io.h"
 
 namespace ropegen::targets::aot {
@@ -39,7 +40,7 @@ std::string contract_initializer(const ropegen_contract& c) {
 // The shape of q (x, the scores) in the spec's layout.
 std::string tensor_shape(const RopeSpec& spec, const char* heads = "H") {
   if (spec.encoding == Encoding::Alibi) return fmt::format("[B, {}, Sq, Sk]", spec.num_heads);
-  const call::LayoutTraits& t = call::layout_traits(spec.layout);
+  const abi::LayoutTraits& t = abi::layout_traits(spec.layout);
   std::vector<std::string> dims(t.rank);
   dims[t.d] = spec.encoding == Encoding::Rope ? std::to_string(spec.head_dim) : std::to_string(spec.dim);
   dims[t.s] = t.packed() ? "T" : "S";
@@ -48,10 +49,10 @@ std::string tensor_shape(const RopeSpec& spec, const char* heads = "H") {
   return fmt::format("[{}]", fmt::join(dims, ", "));
 }
 
-bool packed(const RopeSpec& spec) { return call::layout_traits(spec.layout).packed(); }
+bool packed(const RopeSpec& spec) { return abi::layout_traits(spec.layout).packed(); }
 
 std::string token_dims(const RopeSpec& spec) {
-  const call::LayoutTraits& t = call::layout_traits(spec.layout);
+  const abi::LayoutTraits& t = abi::layout_traits(spec.layout);
   if (t.packed()) return "[T]";
   return t.s < t.b ? "[S, B] (or [S] shared by the batch)" : "[B, S] (or [S] shared by the batch)";
 }
@@ -65,74 +66,88 @@ const char* element(DType t) {
   return "?";
 }
 
-// What each of ropegen_call's fields means for this spec.
+// Whether a call of this spec takes an argument: its feature (abi/arguments.h).
+bool takes(const RopeSpec& spec, abi::Feature feature) {
+  const bool rope = spec.encoding == Encoding::Rope;
+  const KvCache& kv = spec.kv_cache;
+  switch (feature) {
+    case abi::Feature::Always: return true;
+    case abi::Feature::Rope: return rope;
+    case abi::Feature::ExplicitPositions:
+      return spec.encoding != Encoding::Alibi && spec.positions == PositionsMode::Explicit;
+    case abi::Feature::PackedLayout: return packed(spec);
+    case abi::Feature::LearnedTable: return spec.encoding == Encoding::Learned;
+    case abi::Feature::RuntimeFrequencies:
+    case abi::Feature::FrequencyGradient: return rope && spec.frequency.scheme == FrequencyScheme::Runtime;
+    case abi::Feature::TableFrequencies: return rope && spec.frequency.scheme == FrequencyScheme::Table;
+    case abi::Feature::KvCache: return rope && kv.enabled;
+    case abi::Feature::PagedKvCache: return rope && kv.enabled && kv.layout != KvLayout::Contiguous;
+    case abi::Feature::ContiguousKvCache: return rope && kv.enabled && kv.layout == KvLayout::Contiguous;
+    case abi::Feature::Fp8KvCache: return rope && kv.enabled && kv.is_fp8();
+    case abi::Feature::SequenceLength:
+      return rope && (spec.xpos.enabled || spec.scaling.type == ScalingType::Dynamic ||
+                      (spec.scaling.type == ScalingType::LongRope && spec.scaling.policy == LongRopePolicy::PerCall));
+    case abi::Feature::CpuSchedule: return false;  // not a field of the call
+  }
+  return false;
+}
+
+// A tensor argument's shape and dtype for this spec, as a call passes it.
+std::string shape_and_dtype(const RopeSpec& spec, const abi::ArgumentInfo& a) {
+  const bool rope = spec.encoding == Encoding::Rope;
+  const KvCache& kv = spec.kv_cache;
+  const bool key = a.arg == abi::Arg::K || a.arg == abi::Arg::OutK || a.arg == abi::Arg::SavedK;
+  std::string shape;
+  switch (a.shape) {
+    case abi::ShapeRule::Layout:
+      shape = a.arg == abi::Arg::V ? std::string("[T, Hk, Dv]") : tensor_shape(spec, key ? "Hk" : "H");
+      break;
+    case abi::ShapeRule::TokenIds:
+      shape = token_dims(spec) +
+              (spec.axes.enabled() ? fmt::format(" plus a trailing [{}] (one id per axis)", spec.axes.count()) : "");
+      break;
+    case abi::ShapeRule::Vector:
+      shape = std::string(a.extent) == "pairs" ? fmt::format("[{}]", spec.num_pairs()) : fmt::format("[{}]", a.extent);
+      break;
+    case abi::ShapeRule::RowTable: shape = fmt::format("[{}, {}]", a.extent, rope ? spec.rotary_dim : spec.dim); break;
+    case abi::ShapeRule::KvCache: {
+      const std::string d = a.arg == abi::Arg::KCache ? std::to_string(spec.head_dim) : "Dv";
+      shape = kv.layout == KvLayout::PagedNhd   ? fmt::format("[pages, {}, Hk, {}]", kv.page_size, d)
+              : kv.layout == KvLayout::PagedHnd ? fmt::format("[pages, Hk, {}, {}]", kv.page_size, d)
+                                                : fmt::format("[num_slots, Hk, {}]", d);
+      break;
+    }
+    case abi::ShapeRule::Scalar: return "";
+  }
+  switch (a.dtype) {
+    case abi::DtypeRule::Spec: return shape + " " + element(spec.dtype);
+    case abi::DtypeRule::Float32: return shape + " float32";
+    case abi::DtypeRule::Ids: return shape + " int32 or int64";
+    case abi::DtypeRule::Int32: return shape + " int32";
+    case abi::DtypeRule::KvCache:
+      return shape + " " + (kv.is_fp8() ? fmt::format("uint8 ({} codes)", to_string(kv.dtype)) : to_string(kv.dtype));
+    case abi::DtypeRule::Scalar: return shape;
+  }
+  return shape;
+}
+
+// What each of ropegen_call's fields means for this spec: one line per
+// argument it takes (the argument table's rows), then the in-place rule.
 std::string call_doc(const RopeSpec& spec) {
   std::string out;
-  auto line = [&](const std::string& field, const std::string& text) { out += fmt::format(" *   {:<12} {}\n", field, text); };
-  const std::string dtype = element(spec.dtype);
-  switch (spec.encoding) {
-    case Encoding::Rope:
-      line("q", fmt::format("{} {}, {} dims per head; rotates dims {} .. {} ({} pairing{})", tensor_shape(spec), dtype,
-                            spec.head_dim, spec.rotary_offset, spec.rotary_offset + spec.rotary_dim - 1,
-                            to_string(spec.pairing),
-                            spec.output_pairing != spec.pairing ? fmt::format(", written {}", to_string(spec.output_pairing)) : ""));
-      line("k", fmt::format("NULL, or {}: like q but for its number of heads", tensor_shape(spec, "Hk")));
-      line("out_q/out_k", spec.output_pairing == spec.pairing
-                              ? std::string("shaped like q and k; NULL (or == q, k): in place")
-                              : std::string("shaped like q and k, required: this spec moves dims, so not in place"));
-      break;
-    case Encoding::Sinusoidal:
-    case Encoding::Learned:
-      line("q", fmt::format("x, {} {}: adds the {} position encoding", tensor_shape(spec), dtype, to_string(spec.encoding)));
-      line("out_q", "shaped like x; NULL: in place");
-      if (spec.encoding == Encoding::Learned) line("table", fmt::format("[max_len, {}] {}, the learned positions", spec.dim, dtype));
-      break;
-    case Encoding::Alibi:
-      line("q", fmt::format("the attention scores {} {}: adds each head's linear bias", tensor_shape(spec), dtype));
-      line("out_q", "shaped like q; NULL: in place");
-      break;
+  auto line = [&](const std::string& field, const std::string& text) {
+    out += fmt::format(" *   {:<14} {}\n", field, text);
+  };
+  const bool single = spec.encoding != Encoding::Rope;
+  for (const abi::ArgumentInfo& a : abi::kArguments) {
+    if (!takes(spec, a.feature) || (!a.c_tensor && !a.cli_flag)) continue;
+    const std::string what = shape_and_dtype(spec, a);
+    line(abi::user_name(a.arg, single), what.empty() ? a.doc : what + ": " + a.doc);
   }
-  if (spec.encoding == Encoding::Alibi) {
-    line("offset", "query row r sits at offset + r, key j at j (no position ids)");
-  } else if (spec.positions == PositionsMode::Explicit) {
-    line("positions", fmt::format("int32 or int64 ids, {}{}", token_dims(spec),
-                                  spec.axes.enabled() ? fmt::format(" plus a trailing [{}] (one id per axis)", spec.axes.count()) : ""));
-  } else {
-    line("positions", "NULL: implicit, token s of each sequence is at offset + s");
-    line("offset", "the first token's position (the KV cache's length)");
-  }
-  if (packed(spec)) line("cu_seqlens", "int32 or int64 [n + 1], sequence starts 0 .. T; NULL: one sequence");
-  if (spec.encoding == Encoding::Rope && spec.frequency.scheme == FrequencyScheme::Runtime) {
-    line("freqs", fmt::format("float32 [{}], inv_freq, given per call", spec.num_pairs()));
-    line("saved_q/k", "backward: the forward's inputs; d_freqs float32 [rotary_dim / 2] receives dL/d(inv_freq)");
-  }
-  if (spec.encoding == Encoding::Rope && spec.frequency.scheme == FrequencyScheme::Table)
-    line("cos_sin_cache", fmt::format("float32 [max_pos, {}], row p = [cos of the {} pairs | their sin] at position p "
-                                      "(attention factor included); every position < max_pos",
-                                      spec.rotary_dim, spec.num_pairs()));
-  if (spec.kv_cache.enabled) {
-    const KvCache& kv = spec.kv_cache;
-    const std::string d = std::to_string(spec.head_dim);
-    const std::string shape = kv.layout == KvLayout::PagedNhd   ? fmt::format("[pages, {}, Hk, D]", kv.page_size)
-                              : kv.layout == KvLayout::PagedHnd ? fmt::format("[pages, Hk, {}, D]", kv.page_size)
-                                                                : std::string("[num_slots, Hk, D]");
-    const std::string cache_dtype = kv.is_fp8() ? fmt::format("uint8 ({} codes)", to_string(kv.dtype)) : to_string(kv.dtype);
-    line("k", fmt::format("[T, Hk, {}] {}, required: rotated into k_cache (and into out_k only when out_k is given; "
-                          "k itself is not written)", d, dtype));
-    line("v", fmt::format("NULL, or [T, Hk, Dv] {}: copied into v_cache", dtype));
-    line("k_cache", fmt::format("{} {} (D = {}; v_cache: D = Dv), updated in place at the tokens' entries", shape,
-                                cache_dtype, d));
-    if (kv.layout == KvLayout::Contiguous)
-      line("slot_mapping", "int32 [T]: token t goes to slot slot_mapping[t] (< 0: not appended)");
-    else
-      line("kv_indices", "int32 page table: token t of request b = batch_indices[t] (int32 [T], < 0: not appended) "
-                         "at p = positions[t] goes to page kv_indices[kv_indptr[b] + p / page_size], entry "
-                         "p % page_size; kv_indptr int32 [B + 1]; cache_positions: NULL, or int32 [T] placing "
-                         "tokens that rotate by other positions");
-    if (kv.is_fp8())
-      line("k_scale", "float, > 0 (0: 1): k_cache holds the codes of x / k_scale (float32 division, saturated, "
-                      "nearest even); v_scale likewise for v_cache");
-  }
+  if (spec.encoding == Encoding::Rope && spec.output_pairing != spec.pairing)
+    line("out_q/out_k", "required: this spec reads pairs one way and writes them another, so not in place");
+  else
+    line("in place", single ? "out NULL (or == x)" : "out_q NULL (or == q), out_k NULL (or == k)");
   if (spec.encoding == Encoding::Rope && !spec.kv_cache.enabled)
     line("backward", "nonzero: q and k are dL/d(out), out_q/out_k receive dL/d(in)");
   return out;

@@ -1,8 +1,11 @@
 #include "manifest.h"
 
 #include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
 
+#include "abi/arguments.h"
+#include "abi/kernel_abi.h"
 #include "ropegen/spec_io.h"
 #include "targets/aot/generated_header.h"
 
@@ -22,83 +25,65 @@ const char* kind_name(const Halide::Argument& a) {
 }
 
 // Dim names and extents (numbers where the spec fixes them) of each buffer,
-// and what the dims mean; symbolic extents: H heads of q, Hk of k, S
+// by its row of the argument table (abi/arguments.h): its shape rule, its
+// extent's name, its doc. Symbolic extents: H heads of q, Hk of k, S
 // tokens, B batch (1 for thd), N sequences, C copied dims.
 void describe_buffer(const RopeSpec& spec, const std::string& name, ordered_json& j) {
   const int half = spec.num_pairs();
-  const bool interleaved = spec.output_pairing == Pairing::Interleaved;
-  const std::string heads = name.back() == 'k' ? "Hk" : "H";
-  if (name == "q" || name == "k") {
-    j["dims"] = {"d", "h", "s", "b"};
-    j["shape"] = {spec.head_dim, heads, "S", "B"};
-    j["note"] = "the whole head; dim d has stride 1";
-  } else if (name == "out_q" || name == "out_k") {
-    if (interleaved) {
-      j["dims"] = {"m", "r", "h", "s", "b"};
-      j["shape"] = {2, half, heads, "S", "B"};
-      j["note"] = fmt::format("the rotary dims only, based at dim {}: member m of pair r; r has stride 2", spec.rotary_offset);
-    } else {
-      j["dims"] = {"r", "m", "h", "s", "b"};
-      j["shape"] = {half, 2, heads, "S", "B"};
-      j["note"] = fmt::format("the rotary dims only, based at dim {}: member m of pair r; m has stride {}",
-                              spec.rotary_offset, half);
-    }
-  } else if (name == "positions" && spec.axes.enabled()) {
-    j["dims"] = {"axis", "s", "b"};
-    j["shape"] = {spec.axes.count(), "S", "B"};
-    j["note"] = "position ids, one per axis; any strides (0 along b shares ids across the batch)";
-  } else if (name == "positions") {
-    j["dims"] = {"s", "b"};
-    j["shape"] = {"S", "B"};
-    j["note"] = "position ids; any strides (0 along b shares ids across the batch)";
-  } else if (name == "x" || name == "out_x") {
-    const bool alibi = spec.encoding == Encoding::Alibi;
-    j["dims"] = alibi ? ordered_json{"key", "h", "query", "b"} : ordered_json{"d", "h", "s", "b"};
-    j["shape"] = alibi ? ordered_json{"Sk", spec.num_heads, "Sq", "B"} : ordered_json{spec.dim, 1, "S", "B"};
-    j["note"] = alibi ? "attention scores [B, H, Sq, Sk]; the key dim has stride 1" : "rows of x; dim d has stride 1";
-  } else if (name == "table") {
-    j["dims"] = {"d", "position"};
-    j["shape"] = {spec.dim, "max_len"};
-    j["note"] = "the learned position table [max_len, dim]";
-  } else if (name == "cos_sin_cache") {
-    j["dims"] = {"c", "position"};
-    j["shape"] = {spec.rotary_dim, "max_pos"};
-    j["note"] = "float32 [max_pos, rotary_dim]: cos of each pair, then its sin, per position; c has stride 1";
-  } else if (name == "freqs" || name == "d_freqs") {
-    j["dims"] = {"r"};
-    j["shape"] = {half};
-    j["note"] = name == "freqs" ? "inv_freq of each pair, given per call" : "dL/d(inv_freq)";
-  } else if (name == "saved_q" || name == "saved_k") {
-    j["dims"] = {"d", "h", "s", "b"};
-    j["shape"] = {spec.head_dim, heads, "S", "B"};
-    j["note"] = "the forward's input, for dL/d(inv_freq)";
-  } else if (name == "cu_seqlens") {
-    j["dims"] = {"n"};
-    j["shape"] = {"N+1"};
-    j["note"] = "thd: sequence starts, 0 .. T";
-  } else if (name == "pass_in" || name == "pass_out") {
+  if (name == "pass_in" || name == "pass_out") {
     j["dims"] = {"d", "h", "s", "b"};
     j["shape"] = {"C", "H", "S", "B"};
     j["note"] = "one range of dims outside the rotary part, based at its first dim";
-  } else if (name == "v") {
-    j["dims"] = {"d", "h", "s", "b"};
-    j["shape"] = {"Dv", "Hk", "T", 1};
-    j["note"] = "values [T, Hk, Dv], copied into v_cache";
-  } else if (name == "k_cache" || name == "v_cache") {
-    j["dims"] = {"d", "h", "entry", "page"};
-    j["shape"] = {name == "k_cache" ? ordered_json(spec.head_dim) : ordered_json("Dv"), "Hk",
-                  spec.kv_cache.page_size, spec.kv_cache.layout == KvLayout::Contiguous ? "num_slots" : "pages"};
-    j["note"] = spec.kv_cache.is_fp8() ? fmt::format("the cache, updated at the tokens' entries; uint8 {} codes of "
-                                                     "x / scale",
-                                                     to_string(spec.kv_cache.dtype))
-                                       : std::string("the cache, updated at the tokens' entries");
-  } else if (name == "kv_indices" || name == "kv_indptr" || name == "batch_indices" || name == "slot_mapping" ||
-             name == "cache_positions") {
-    j["dims"] = {"i"};
-    j["shape"] = {name == "kv_indptr" ? "B+1" : name == "kv_indices" ? "num_page_refs" : "T"};
-    j["note"] = name == "cache_positions" ? "int32: each token's position in its request's pages (the call's "
-                                            "cache_positions, else its positions)"
-                                          : "int32 cache indices";
+    return;
+  }
+  const std::optional<abi::Arg> arg = abi::argument_named(name);
+  if (!arg) return;
+  const abi::ArgumentInfo& a = abi::info(*arg);
+  const bool alibi = spec.encoding == Encoding::Alibi, rope = spec.encoding == Encoding::Rope;
+  const std::string heads =
+      *arg == abi::Arg::K || *arg == abi::Arg::OutK || *arg == abi::Arg::SavedK || *arg == abi::Arg::V ? "Hk" : "H";
+  auto extent = [&](const char* e) { return std::string(e) == "pairs" ? ordered_json(half) : ordered_json(e); };
+  j["note"] = a.doc;
+  switch (a.shape) {
+    case abi::ShapeRule::Layout:
+      if (rope && a.direction == abi::Direction::Out) {
+        // The rotary dims only, as the kernel writes them (abi::rotary_view).
+        const abi::RotaryView v = abi::rotary_view(spec.output_pairing, spec.rotary_dim);
+        j["dims"] = v.pairs_first ? ordered_json{"r", "m", "h", "s", "b"} : ordered_json{"m", "r", "h", "s", "b"};
+        j["shape"] = {v.extent0, v.extent1, heads, "S", "B"};
+        j["note"] = fmt::format("the rotary dims only, based at dim {}: member m of pair r; {} has stride {}",
+                                spec.rotary_offset, v.pairs_first ? "m" : "r", v.stride1);
+      } else if (alibi) {
+        j["dims"] = {"key", "h", "query", "b"};
+        j["shape"] = {"Sk", spec.num_heads, "Sq", "B"};
+      } else if (*arg == abi::Arg::V) {
+        j["dims"] = {"d", "h", "s", "b"};
+        j["shape"] = {"Dv", "Hk", "T", 1};
+      } else {
+        j["dims"] = {"d", "h", "s", "b"};
+        j["shape"] = {rope ? spec.head_dim : spec.dim, rope ? ordered_json(heads) : ordered_json(1), "S", "B"};
+      }
+      break;
+    case abi::ShapeRule::TokenIds:
+      j["dims"] = spec.axes.enabled() ? ordered_json{"axis", "s", "b"} : ordered_json{"s", "b"};
+      j["shape"] = spec.axes.enabled() ? ordered_json{spec.axes.count(), "S", "B"} : ordered_json{"S", "B"};
+      break;
+    case abi::ShapeRule::Vector:
+      j["dims"] = {"i"};
+      j["shape"] = {extent(a.extent)};
+      break;
+    case abi::ShapeRule::RowTable:
+      j["dims"] = {"column", "row"};
+      j["shape"] = {rope ? spec.rotary_dim : spec.dim, a.extent};
+      break;
+    case abi::ShapeRule::KvCache:
+      j["dims"] = {"d", "h", "entry", "page"};
+      j["shape"] = {*arg == abi::Arg::KCache ? ordered_json(spec.head_dim) : ordered_json("Dv"), "Hk",
+                    spec.kv_cache.page_size, spec.kv_cache.layout == KvLayout::Contiguous ? "num_slots" : "pages"};
+      if (spec.kv_cache.is_fp8())
+        j["note"] = fmt::format("{}; uint8 {} codes of x / scale", a.doc, to_string(spec.kv_cache.dtype));
+      break;
+    case abi::ShapeRule::Scalar: break;
   }
 }
 
@@ -140,6 +125,8 @@ ordered_json describe_entry(const LibraryDescription& lib, const CompiledEntry& 
     if (name == "pool_threads")
       arg["note"] = "the library runtime's halide_get_num_threads() (at least 1; <name>_run passes it): the size of "
                     "the parallel tasks follows it, the results do not";
+    else if (const std::optional<abi::Arg> a = abi::argument_named(name); a && !abi::is_tensor(*a))
+      arg["note"] = abi::info(*a).doc;
     args.push_back(arg);
   }
   j["arguments"] = args;

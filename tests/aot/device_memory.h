@@ -15,21 +15,14 @@
 #ifndef ROPEGEN_TESTS_AOT_DEVICE_MEMORY_H
 #define ROPEGEN_TESTS_AOT_DEVICE_MEMORY_H
 
-#include <dlfcn.h>
+/* The repository's header, found beside this file, as the compile line
+ * gives only the library's directory. */
+#include "../../base/cuda_driver_api.h"
 
 static ropegen_device call_device = {ROPEGEN_DEVICE_CPU, 0};
 
-static struct {
-  int present;
-  int (*init)(unsigned);
-  int (*device_get)(int *, int);
-  int (*primary_ctx_retain)(void **, int);
-  int (*ctx_set_current)(void *);
-  int (*mem_alloc)(unsigned long long *, size_t);
-  int (*memcpy_htod)(unsigned long long, const void *, size_t);
-  int (*memcpy_dtoh)(void *, unsigned long long, size_t);
-  int (*ctx_synchronize)(void);
-} cu;
+static ropegen_cuda_driver cu;
+static int cu_present;
 
 static void cuda_check(int result, const char *what) {
   if (result != 0) {
@@ -40,28 +33,24 @@ static void cuda_check(int result, const char *what) {
 
 /* Whether this machine runs CUDA: a driver and device call_device.device_id. */
 static int cuda_open(void) {
-  void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  int device;
-  void *context;
-  if (!lib) return 0;
-  *(void **)&cu.init = dlsym(lib, "cuInit");
-  *(void **)&cu.device_get = dlsym(lib, "cuDeviceGet");
-  *(void **)&cu.primary_ctx_retain = dlsym(lib, "cuDevicePrimaryCtxRetain");
-  *(void **)&cu.ctx_set_current = dlsym(lib, "cuCtxSetCurrent");
-  *(void **)&cu.mem_alloc = dlsym(lib, "cuMemAlloc_v2");
-  *(void **)&cu.memcpy_htod = dlsym(lib, "cuMemcpyHtoD_v2");
-  *(void **)&cu.memcpy_dtoh = dlsym(lib, "cuMemcpyDtoH_v2");
-  *(void **)&cu.ctx_synchronize = dlsym(lib, "cuCtxSynchronize");
-  if (!cu.init || cu.init(0) != 0 || cu.device_get(&device, call_device.device_id) != 0) return 0;
-  cuda_check(cu.primary_ctx_retain(&context, device), "cuDevicePrimaryCtxRetain");
-  cuda_check(cu.ctx_set_current(context), "cuCtxSetCurrent");
+  const unsigned long long needs =
+      ROPEGEN_CUDA_NEEDS(cuInit) | ROPEGEN_CUDA_NEEDS(cuDeviceGet) | ROPEGEN_CUDA_NEEDS(cuDevicePrimaryCtxRetain) |
+      ROPEGEN_CUDA_NEEDS(cuCtxSetCurrent) | ROPEGEN_CUDA_NEEDS(cuMemAlloc_v2) | ROPEGEN_CUDA_NEEDS(cuMemcpyHtoD_v2) |
+      ROPEGEN_CUDA_NEEDS(cuMemcpyDtoH_v2) | ROPEGEN_CUDA_NEEDS(cuCtxSynchronize);
+  ropegen_CUdevice device;
+  ropegen_CUcontext context;
+  if (!ropegen_cuda_driver_load(&cu, needs, 0) || cu.cuInit(0) != 0 ||
+      cu.cuDeviceGet(&device, call_device.device_id) != 0)
+    return 0;
+  cuda_check(cu.cuDevicePrimaryCtxRetain(&context, device), "cuDevicePrimaryCtxRetain");
+  cuda_check(cu.cuCtxSetCurrent(context), "cuCtxSetCurrent");
   return 1;
 }
 
 static void use_device(int device_type, int device_id) {
   call_device.device_type = device_type;
   call_device.device_id = device_id;
-  if (device_type == ROPEGEN_DEVICE_CUDA) cu.present = cuda_open();
+  if (device_type == ROPEGEN_DEVICE_CUDA) cu_present = cuda_open();
 }
 
 #ifdef ROPE_VULKAN_MEMORY
@@ -95,13 +84,13 @@ static void vulkan_from_device(void *host, void *data, size_t bytes) {
 #endif
 
 static void *to_device(void *host, size_t bytes) {
-  unsigned long long data;
+  ropegen_CUdeviceptr data;
 #ifdef ROPE_VULKAN_MEMORY
   if (call_device.device_type == ROPEGEN_DEVICE_VULKAN) return vulkan_to_device(host, bytes);
 #endif
-  if (call_device.device_type != ROPEGEN_DEVICE_CUDA || !cu.present) return host;
-  cuda_check(cu.mem_alloc(&data, bytes ? bytes : 1), "cuMemAlloc");
-  cuda_check(cu.memcpy_htod(data, host, bytes), "cuMemcpyHtoD");
+  if (call_device.device_type != ROPEGEN_DEVICE_CUDA || !cu_present) return host;
+  cuda_check(cu.cuMemAlloc_v2(&data, bytes ? bytes : 1), "cuMemAlloc");
+  cuda_check(cu.cuMemcpyHtoD_v2(data, host, bytes), "cuMemcpyHtoD");
   return (void *)(uintptr_t)data;
 }
 
@@ -112,9 +101,9 @@ static void from_device(void *host, void *data, size_t bytes) {
     return;
   }
 #endif
-  if (call_device.device_type != ROPEGEN_DEVICE_CUDA || !cu.present) return;
-  cuda_check(cu.ctx_synchronize(), "cuCtxSynchronize");
-  cuda_check(cu.memcpy_dtoh(host, (unsigned long long)(uintptr_t)data, bytes), "cuMemcpyDtoH");
+  if (call_device.device_type != ROPEGEN_DEVICE_CUDA || !cu_present) return;
+  cuda_check(cu.cuCtxSynchronize(), "cuCtxSynchronize");
+  cuda_check(cu.cuMemcpyDtoH_v2(host, (ropegen_CUdeviceptr)(uintptr_t)data, bytes), "cuMemcpyDtoH");
 }
 
 #endif

@@ -104,9 +104,9 @@ TEST_F(DeviceCall, ValuesInDeviceMemoryAreNotRead) {
   kv.batch_indices = Tensor::dense(at(6 << 12), ElementType::Int32, {4}, kCuda);
   const Result<call::PreparedCall> k = call::prepare_call(paged, kv);
   ASSERT_TRUE(k) << format(k.errors());
-  EXPECT_EQ(k->cache_positions.data, at(2 << 12)) << "the int32 positions place the tokens";
+  EXPECT_EQ((*k)[abi::Arg::CachePositions].data, at(2 << 12)) << "the int32 positions place the tokens";
   kv.cache_positions = Tensor::dense(at(7 << 12), ElementType::Int32, {4}, kCuda);
-  EXPECT_EQ(call::prepare_call(paged, kv)->cache_positions.data, at(7 << 12));
+  EXPECT_EQ((*call::prepare_call(paged, kv))[abi::Arg::CachePositions].data, at(7 << 12));
   // Memory checks are address arithmetic: they still apply.
   kv.cache_positions = Tensor::dense(at(3 << 12), ElementType::Int32, {4}, kCuda);
   EXPECT_NE(messages(paged, kv), "") << "cache_positions overlaps k_cache, which the call writes";
@@ -126,7 +126,7 @@ TEST_F(DeviceCall, WhatTheHostWouldComputeIsAskedFor) {
   c.cu_seqlens->type = ElementType::Int32;
   const Result<call::PreparedCall> p = call::prepare_call(thd, c);
   ASSERT_TRUE(p) << format(p.errors());
-  EXPECT_EQ(p->cu_seqlens.data, at(4096)) << "the caller's starts, not a host copy";
+  EXPECT_EQ((*p)[abi::Arg::CuSeqlens].data, at(4096)) << "the caller's starts, not a host copy";
   EXPECT_TRUE(p->owned_cu_seqlens.empty());
   EXPECT_FALSE(p->seq_len_known) << "the longest sequence is on the device";
 
@@ -175,7 +175,7 @@ TEST_F(DeviceCall, PartViewsAreDeviceOnlyViewsOfTheCallersMemory) {
   ASSERT_TRUE(p) << format(p.errors());
 
   const call::PartViews views = call::part_views(*p, {1, 2, 0, B}, &kInterface);  // tokens 1..2
-  const halide_buffer_t& q = views.q.buf;
+  const halide_buffer_t& q = views[abi::Arg::Q].buf;
   EXPECT_EQ(q.host, nullptr);
   EXPECT_EQ(q.device_interface, &kInterface);
   EXPECT_EQ(q.device, reinterpret_cast<uintptr_t>(at(1 * row * 2))) << "moved to the part's first token";
@@ -186,15 +186,15 @@ TEST_F(DeviceCall, PartViewsAreDeviceOnlyViewsOfTheCallersMemory) {
     EXPECT_EQ(q.dim[d].extent, want_q[d][1]) << d;
     EXPECT_EQ(q.dim[d].stride, want_q[d][2]) << d;
   }
-  EXPECT_EQ(views.k.buf.device, reinterpret_cast<uintptr_t>(at(4 * 16 * 2 + row * 2)));
-  EXPECT_EQ(views.positions.buf.device, reinterpret_cast<uintptr_t>(at((2 << 20) + 4)));
-  EXPECT_EQ(views.positions.buf.host, nullptr);
+  EXPECT_EQ(views[abi::Arg::K].buf.device, reinterpret_cast<uintptr_t>(at(4 * 16 * 2 + row * 2)));
+  EXPECT_EQ(views[abi::Arg::Positions].buf.device, reinterpret_cast<uintptr_t>(at((2 << 20) + 4)));
+  EXPECT_EQ(views[abi::Arg::Positions].buf.host, nullptr);
 
   // The kernels write the rotary dims 8..15; out of place, dims 0..7 are copied.
   const ropegen_contract kc = call::kernel_contract(p->contract, p->variant);
   const call::BoundPart bound = call::bind_part(kc, p->variant, views);
-  EXPECT_EQ(bound.rope.out_q.buf.device, reinterpret_cast<uintptr_t>(at((1 << 20) + 80 * 2 + 8 * 2)));
-  EXPECT_EQ(bound.rope.out_q.buf.host, nullptr);
+  EXPECT_EQ(bound.rope[abi::Arg::OutQ].buf.device, reinterpret_cast<uintptr_t>(at((1 << 20) + 80 * 2 + 8 * 2)));
+  EXPECT_EQ(bound.rope[abi::Arg::OutQ].buf.host, nullptr);
   ASSERT_EQ(bound.pass_through.size(), 2u);  // q's and k's dims 0..7
   EXPECT_EQ(bound.pass_through[1].out.buf.device, reinterpret_cast<uintptr_t>(at((1 << 20) + 64 * 2 + 80 * 2)));
   EXPECT_EQ(bound.pass_through[1].out.dim[0].extent, 8);
@@ -217,8 +217,8 @@ TEST_F(DeviceCall, CosSinCacheWhole) {
   c.cos_sin_cache = Tensor::strided(at(8192), ElementType::Float32, {4096, 16}, {32, 1}, kCuda);
   const Result<call::PreparedCall> p = call::prepare_call(table, c);
   ASSERT_TRUE(p) << format(p.errors());
-  EXPECT_EQ(p->cos_sin_cache.extent[1], 4096);
-  EXPECT_EQ(p->cos_sin_cache.stride[1], 32);
+  EXPECT_EQ((*p)[abi::Arg::CosSinCache].extent[1], 4096);
+  EXPECT_EQ((*p)[abi::Arg::CosSinCache].stride[1], 32);
 }
 
 }  // namespace

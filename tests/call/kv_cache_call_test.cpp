@@ -65,10 +65,10 @@ TEST_F(KvCacheCall, ValidCallsAndTheirViews) {
   ASSERT_TRUE(p) << format(p.errors());
   EXPECT_FALSE(p->variant.with_k);  // no out_k: k is read, not written
   EXPECT_FALSE(p->variant.with_v);
-  EXPECT_FALSE(p->out_k.defined());
+  EXPECT_FALSE((*p)[abi::Arg::OutK].defined());
   // (d, h, entry, page) of [pages, page_size, Hk, D]
-  EXPECT_EQ(p->k_cache.extent, (std::array<int64_t, 4>{8, 1, 4, 3}));
-  EXPECT_EQ(p->k_cache.stride, (std::array<int64_t, 4>{1, 8, 8, 32}));
+  EXPECT_EQ((*p)[abi::Arg::KCache].extent, (std::array<int64_t, 4>{8, 1, 4, 3}));
+  EXPECT_EQ((*p)[abi::Arg::KCache].stride, (std::array<int64_t, 4>{1, 8, 8, 32}));
   batch_indices_[1] = -5;  // any negative index: not appended
   EXPECT_EQ(messages(kPaged, paged()), "");
 }
@@ -97,13 +97,17 @@ TEST_F(KvCacheCall, MissingOrUnwantedArguments) {
   EXPECT_EQ(messages(kPaged, c), 
             "batch_indices: error: the spec's kv_cache layout is paged_nhd: pass batch_indices (kv_indices, kv_indptr and batch_indices)\n"
             "slot_mapping: error: slot_mapping is for contiguous caches; the spec's kv_cache layout is paged_nhd (pass kv_indices, kv_indptr and batch_indices)\n");
-  EXPECT_EQ(messages(spec_from(kDims), paged()), 
-            "v: error: v is for specs with a kv_cache section (the fused KV-cache append); this spec has none\n"
-            "k_cache: error: k_cache is for specs with a kv_cache section (the fused KV-cache append); this spec has none\n"
-            "v_cache: error: v_cache is for specs with a kv_cache section (the fused KV-cache append); this spec has none\n"
-            "kv_indices: error: kv_indices is for specs with a kv_cache section (the fused KV-cache append); this spec has none\n"
-            "kv_indptr: error: kv_indptr is for specs with a kv_cache section (the fused KV-cache append); this spec has none\n"
-            "batch_indices: error: batch_indices is for specs with a kv_cache section (the fused KV-cache append); this spec has none\n");
+  EXPECT_EQ(
+      messages(spec_from(kDims), paged()),
+      "v: error: v is for specs with a kv_cache section (the fused KV-cache append); this spec has none\n"
+      "kv_indices: error: kv_indices is for specs with a kv_cache section (the fused KV-cache append); this spec has "
+      "none\n"
+      "kv_indptr: error: kv_indptr is for specs with a kv_cache section (the fused KV-cache append); this spec has "
+      "none\n"
+      "batch_indices: error: batch_indices is for specs with a kv_cache section (the fused KV-cache append); this spec "
+      "has none\n"
+      "k_cache: error: k_cache is for specs with a kv_cache section (the fused KV-cache append); this spec has none\n"
+      "v_cache: error: v_cache is for specs with a kv_cache section (the fused KV-cache append); this spec has none\n");
 }
 
 TEST_F(KvCacheCall, ShapesAndDtypes) {
@@ -171,9 +175,9 @@ TEST_F(KvCacheCall, Fp8CachesAndTheirScales) {
   c.k_scale = 0.5f, c.v_scale = 2.0f;
   const Result<call::PreparedCall> p = call::prepare_call(fp8, c);
   ASSERT_TRUE(p) << format(p.errors());
-  EXPECT_EQ(p->k_scale, 0.5f);
-  EXPECT_EQ(p->v_scale, 2.0f);
-  EXPECT_EQ(call::prepare_call(fp8, fp8_call())->k_scale, 1.0f);
+  EXPECT_EQ(p->scalars[abi::Arg::KScale].f32, 0.5f);
+  EXPECT_EQ(p->scalars[abi::Arg::VScale].f32, 2.0f);
+  EXPECT_EQ(call::prepare_call(fp8, fp8_call())->scalars[abi::Arg::KScale].f32, 1.0f);
 
   c = fp8_call();
   c.k_scale = 0.0f, c.v_scale = NAN;
@@ -218,7 +222,7 @@ TEST_F(KvCacheCall, CachePositionsPlaceTokens) {
   const Result<call::PreparedCall> p = call::prepare_call(kPaged, c);
   ASSERT_TRUE(p) << format(p.errors());
   EXPECT_EQ(p->owned_cache_positions, (std::vector<int32_t>{0, 1, 2, 3}));
-  EXPECT_EQ(p->cache_positions.extent[0], 4);
+  EXPECT_EQ((*p)[abi::Arg::CachePositions].extent[0], 4);
   positions_ = {4, 5, 6, 0};  // without cache_positions, positions place the tokens
   const Result<call::PreparedCall> q = call::prepare_call(kPaged, paged());
   ASSERT_TRUE(q) << format(q.errors());

@@ -58,8 +58,9 @@ TEST_F(CosSinCacheCall, Float32WhateverTheSpecsDtype) {
   c.q = Tensor::dense(q.data(), ElementType::BFloat16, {1, 3, 2, 12});
   EXPECT_EQ(messages(bf16, c), "");
   c.cos_sin_cache = Tensor::dense(cache16.data(), ElementType::BFloat16, {4, 8});
-  EXPECT_EQ(messages(bf16, c), "cos_sin_cache: error: cos_sin_cache has dtype bfloat16 but float32 (a cos/sin cache is "
-                               "float32, whatever the spec's dtype)\n");
+  EXPECT_EQ(messages(bf16, c),
+            "cos_sin_cache: error: cos_sin_cache has dtype bfloat16 but float32 (cos_sin_cache is "
+            "float32 whatever the spec's dtype)\n");
 }
 
 TEST_F(CosSinCacheCall, ShapeAndStrides) {
@@ -134,7 +135,7 @@ TEST_F(CosSinCacheCall, KernelsGetTheRowsTheCallReads) {
   c.cos_sin_cache = Tensor::strided(cache_.data(), ElementType::Float32, {10, 8}, {10, 1});
   const Result<call::PreparedCall> p = call::prepare_call(kTable, c);
   ASSERT_TRUE(p.ok()) << format(p.errors());
-  const call::View& v = p->cos_sin_cache;
+  const call::View& v = (*p)[abi::Arg::CosSinCache];
   EXPECT_EQ(v.dims, 2);
   EXPECT_EQ(v.data, cache_.data());
   EXPECT_EQ(v.extent[0], 8);

@@ -106,10 +106,12 @@ TEST_F(ApplyErrors, CosSinCacheMistakesNameTheFlag) {
                        "--out-q"),
               HasSubstr("--cos-sin-cache: error: cos_sin_cache has shape (9, 4) but must be (max_pos, 8)"));
   cli::write_file_atomically(path("c64.npy"), cli::npy_bytes(std::vector<int64_t>(72, 1), {9, 8}));
-  EXPECT_EQ(rejected(table + " --q " + q + " --positions " + ints("p.npy", {3}, 1) + " --cos-sin-cache " + path("c64.npy"),
-                     "--out-q"),
-            "error: --cos-sin-cache (" + path("c64.npy") + ") has dtype <i8; a cos/sin cache must be float32 "
-            "(np.float32) whatever the spec's dtype (`rope-gen table` writes one)\n");
+  EXPECT_EQ(
+      rejected(table + " --q " + q + " --positions " + ints("p.npy", {3}, 1) + " --cos-sin-cache " + path("c64.npy"),
+               "--out-q"),
+      "error: --cos-sin-cache (" + path("c64.npy") +
+          ") has dtype <i8; it must be float32 (np.float32) "
+          "whatever the spec's dtype\n");
   EXPECT_EQ(rejected(spec("name: r\nhead_dim: 8\n") + " --q " + floats("q4.npy", {1, 3, 1, 8}) + " --cos-sin-cache " +
                          floats("c.npy", {9, 8}),
                      "--out-q"),

@@ -73,7 +73,7 @@ TEST_F(FromHf, CohereGlm4AndLlama4PairInterleaved) {
   }
   const auto glm = run_command(kTool + " from-hf " + kReal + "glm4_9b_0414.json");
   EXPECT_THAT(glm.out, HasSubstr("head_dim: 128\nrotary_dim: 64\n"));
-  EXPECT_THAT(glm.out, HasSubstr("# pairing: interleaved, as transformers 5.23.0 `glm4` applies it"));
+  EXPECT_THAT(glm.out, HasSubstr("# pairing: interleaved, as transformers 5.24.0 `glm4` applies it"));
 }
 
 TEST_F(FromHf, Llama4ReportsNopeLayersAndTwoBandLlama3) {
@@ -171,7 +171,7 @@ TEST_F(FromHf, UnknownModelTypeNeedsThePairingFlag) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.out, "");
   EXPECT_THAT(r.err, HasSubstr("model_type `mystery` is not in rope-gen's model table (generated from transformers "
-                               "5.23.0)"));
+                               "5.24.0)"));
   EXPECT_THAT(r.err, HasSubstr("pairing half (rotate_half: (i, i + d/2)) or pairing interleaved ((2i, 2i+1))"));
   r = from_hf(mystery, " --pairing interleaved");
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -187,7 +187,7 @@ TEST_F(FromHf, UnknownModelTypeNeedsThePairingFlag) {
 TEST_F(FromHf, RefusedModelTypeNamesTheReason) {
   const auto r = from_hf(R"({"model_type": "nanochat", "hidden_size": 512, "num_attention_heads": 8})");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.err, HasSubstr("model_type `nanochat`: rope-gen cannot tell its RoPE from transformers 5.23.0: it "
+  EXPECT_THAT(r.err, HasSubstr("model_type `nanochat`: rope-gen cannot tell its RoPE from transformers 5.24.0: it "
                                "rotates by minus the angle"));
 }
 
@@ -327,6 +327,50 @@ TEST_F(FromHf, UnsupportedRopeTypeIsNamed) {
     "rope_scaling": {"type": "magic", "factor": 2}})");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("rope type `magic` (rope_scaling.rope_type) is not supported"));
+}
+
+// config.json as Python's json writes it: NaN / Infinity / -Infinity (and 1e999) where rope-gen does not read;
+// a key it reads refuses them by name.
+TEST_F(FromHf, NonFiniteLiteralsOfPythonsJson) {
+  auto r = from_hf(R"({"model_type": "granitemoehybrid", "hidden_size": 64, "num_attention_heads": 4,
+    "time_step_limit": [0.0, Infinity], "x": NaN, "y": -Infinity, "z": [1e999, -1e999], "s": "NaN"})");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("head_dim: 16\n"));
+  for (const char* value : {"Infinity", "-Infinity", "NaN", "1e999"}) {
+    r = from_hf(std::string(R"({"model_type": "llama", "head_dim": 64, "rope_theta": )") + value + "}");
+    EXPECT_EQ(r.exit_code, 2) << value;
+    EXPECT_THAT(r.err, HasSubstr(std::string("`rope_theta` must be a number, not ") +
+                                 (std::string(value) == "1e999" ? "Infinity" : value))) << value;
+  }
+  r = from_hf(R"({"model_type": NaN, "head_dim": 64})");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("`model_type` must be a string, not NaN"));
+  r = from_hf(R"({"model_type": "llama", "head_dim": 64, "x": Infinityy})");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("is not valid JSON"));
+}
+
+// --name is used as given: a name that is not a spec name is refused, never rewritten.
+TEST_F(FromHf, NameIsUsedAsGiven) {
+  const std::vector<std::string> names = {"../x", "a/b", "Mistral", "9lives", "x y", std::string(65, 'a')};
+  for (const std::string& name : names) {
+    auto r = run_command(kTool + " from-hf " + kReal + "mistral_7b.json --name '" + name + "'");
+    EXPECT_EQ(r.exit_code, 2) << name;
+    EXPECT_THAT(r.err, HasSubstr("--name `")) << name;
+    EXPECT_THAT(r.err, HasSubstr("a spec name must be an identifier, [a-z_][a-z0-9_]* and at most 64 characters"));
+    EXPECT_EQ(r.out, "");
+  }
+  auto r = run_command(kTool + " from-hf " + kReal + "gemma3_4b.json --all-layer-types --name ../g -o " + path("g"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--name `../g`"));
+  EXPECT_FALSE(std::filesystem::exists(path("g")));
+  r = run_command(kTool + " from-hf " + kReal + "mistral_7b.json --name m_7b");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("\nname: m_7b\n"));
+  // The default, model_type, is made a name: it is the config's text, not the user's.
+  r = from_hf(R"({"model_type": "Llama-Like", "hidden_size": 64, "num_attention_heads": 4})", " --pairing half");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("\nname: llama_like\n"));
 }
 
 // --vision: the vision tower's 2D RoPE (numerically checked against HF in hf_vision_test).

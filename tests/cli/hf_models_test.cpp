@@ -32,7 +32,7 @@ json load(const std::string& path) {
 
 bool refused(const std::string& type) {
   const json* entry = hf::hf_model(type);
-  return !entry || entry->contains("refused");
+  return !entry || entry->contains("refused") || entry->contains("unsupported");
 }
 
 // The model types with a pairing, or those from-hf refuses: refused, and
@@ -60,13 +60,45 @@ class HfModel : public ::testing::TestWithParam<std::string> {
   std::string dir_;
 };
 
-// One golden case: `from-hf CONFIG [--layer-type T]` -> `apply` on the case's
-// q and explicit positions, against HF's float64 rerun.
-void expect_matches_hf(const json& golden, const std::string& config, const std::string& dir) {
+// `apply SPEC` (with --backward: the rotation by -angle) on q [1, S, 1, D] at explicit ids; the output.
+std::vector<float> apply(const std::string& dir, const std::vector<float>& q, int64_t d, const json& golden,
+                         bool backward) {
   const auto positions = golden.at("positions").get<std::vector<int64_t>>();
-  const auto q = golden.at("q").get<std::vector<float>>();
-  const int64_t S = static_cast<int64_t>(positions.size()), D = golden.at("head_dim").get<int64_t>();
-  cli::write_file_atomically(dir + "/q.npy", cli::npy_bytes(q, {1, S, 1, D}));  // B = H = 1: bhsd = bshd
+  const int64_t S = static_cast<int64_t>(positions.size());
+  cli::write_file_atomically(dir + "/q.npy", cli::npy_bytes(q, {1, S, 1, d}));  // B = H = 1: bhsd = bshd
+  // M-RoPE: one id per axis, (t, h, w) differing as an image's tokens do.
+  std::vector<int64_t> ids, shape = {1, S};
+  if (golden.contains("axis_positions")) {
+    for (const json& per_token : golden.at("axis_positions"))
+      for (const json& id : per_token) ids.push_back(id.get<int64_t>());
+    shape.push_back(static_cast<int64_t>(golden.at("axis_positions").at(0).size()));
+  } else {
+    ids = positions;
+  }
+  cli::write_file_atomically(dir + "/p.npy", cli::npy_bytes(ids, shape));
+  const auto r = test::run_command(kTool + " apply " + dir + "/spec.yaml --q " + dir + "/q.npy --positions " + dir +
+                                   "/p.npy --out-q " + dir + "/o.npy" + (backward ? " --backward" : ""));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  if (r.exit_code != 0) return {};
+  const cli::NpyArray out = cli::read_npy(dir + "/o.npy");
+  std::vector<float> got(out.elements());
+  std::memcpy(got.data(), out.data.data(), out.data.size());
+  return got;
+}
+
+// 2 x HF's own float32 error + 1e-5 x max|q| (computed by the generator).
+void expect_close(const std::vector<float>& got, const json& want_json, const json& c, const std::string& text) {
+  const auto want = want_json.get<std::vector<double>>();
+  ASSERT_EQ(got.size(), want.size());
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(got[i] - want[i]));
+  EXPECT_LE(worst, c.at("tolerance").get<double>()) << text;
+}
+
+// One golden case: `from-hf CONFIG [--layer-type T]` -> `apply` on the case's
+// q and explicit positions, against HF's float64 rerun; where HF also rotates
+// back (DeepSeek-V4's attention output), `apply --backward` against that.
+void expect_matches_hf(const json& golden, const std::string& config, const std::string& dir) {
   for (const json& c : golden.at("cases")) {
     const std::string layer = c.at("layer_type").is_null() ? "" : c.at("layer_type").get<std::string>();
     SCOPED_TRACE(config + (layer.empty() ? "" : " --layer-type " + layer));
@@ -81,25 +113,12 @@ void expect_matches_hf(const json& golden, const std::string& config, const std:
       if (const size_t at = text.find(from); at != std::string::npos) text.replace(at, from.size(), to);
     }
     test::write_text(dir + "/spec.yaml", text);
-    // M-RoPE specs take one id per axis: the same on each, as HF's text tokens.
-    const size_t axes = text.find("axes:") != std::string::npos ? 3 : 1;
-    std::vector<int64_t> ids;
-    for (int64_t p : positions) ids.insert(ids.end(), axes, p);
-    std::vector<int64_t> shape = {1, S};
-    if (axes > 1) shape.push_back(static_cast<int64_t>(axes));
-    cli::write_file_atomically(dir + "/p.npy", cli::npy_bytes(ids, shape));
-    const auto r = test::run_command(kTool + " apply " + dir + "/spec.yaml --q " + dir + "/q.npy --positions " + dir +
-                                     "/p.npy --out-q " + dir + "/o.npy");
-    ASSERT_EQ(r.exit_code, 0) << r.err << text;
-    const cli::NpyArray out = cli::read_npy(dir + "/o.npy");
-    std::vector<float> got(out.elements());
-    std::memcpy(got.data(), out.data.data(), out.data.size());
-    const auto want = c.at("out_q").get<std::vector<double>>();
-    ASSERT_EQ(got.size(), want.size());
-    double worst = 0;
-    for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(got[i] - want[i]));
-    // 2 x HF's own float32 error + 1e-5 x max|q| (computed by the generator).
-    EXPECT_LE(worst, c.at("tolerance").get<double>()) << text;
+    // Layer types whose heads differ (Gemma 4) have a q each.
+    const json& q = c.contains("q") ? c.at("q") : golden.at("q");
+    const int64_t d = (c.contains("head_dim") ? c : golden).at("head_dim").get<int64_t>();
+    expect_close(apply(dir, q.get<std::vector<float>>(), d, golden, false), c.at("out_q"), c, text);
+    if (c.contains("out_q_inverse"))
+      expect_close(apply(dir, q.get<std::vector<float>>(), d, golden, true), c.at("out_q_inverse"), c, text);
   }
 }
 
@@ -111,16 +130,23 @@ TEST_P(HfModel, FromHfThenApplyMatchesHfsOwnCode) {
 
 INSTANTIATE_TEST_SUITE_P(Table, HfModel, ::testing::ValuesIn(table_types(false)), case_name);
 
-// A refused model type exits 2 with the table's reason and the flag that decides it.
+// A refused model type exits 2 with the table's reason and the flag that decides it; one whose RoPE the spec
+// cannot express (a learned frequency scale) with what a spec would need, and no flag changes that.
 class HfRefused : public HfModel {};
 
-TEST_P(HfRefused, ExitsTwoNamingThePairingFlag) {
+TEST_P(HfRefused, ExitsTwoNamingThePairingFlagOrTheConstruct) {
   test::write_text(dir_ + "/config.json", json{{"model_type", GetParam()}, {"hidden_size", 64},
                                                {"num_attention_heads", 4}}.dump());
-  const auto r = test::run_command(kTool + " from-hf " + dir_ + "/config.json");
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("pairing half or pairing interleaved"), std::string::npos) << r.err;
-  EXPECT_EQ(r.out, "");
+  const bool unsupported = hf::hf_model(GetParam())->contains("unsupported");
+  for (const std::string flag : {"", " --pairing half"}) {
+    if (!unsupported && !flag.empty()) continue;
+    const auto r = test::run_command(kTool + " from-hf " + dir_ + "/config.json" + flag);
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find(unsupported ? "a spec cannot express the RoPE of transformers"
+                                     : "pairing half or pairing interleaved"),
+              std::string::npos) << r.err;
+    EXPECT_EQ(r.out, "");
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Table, HfRefused, ::testing::ValuesIn(table_types(true)), case_name);
@@ -146,9 +172,9 @@ INSTANTIATE_TEST_SUITE_P(Real, HfRealConfig, ::testing::ValuesIn(real_cases()), 
 TEST(HfModelTable, EveryModelTypeWithAPairingHasItsGoldenCase) {
   size_t files = 0;
   for (const auto& f : std::filesystem::directory_iterator(kGolden)) files += f.path().extension() == ".json";
-  EXPECT_EQ(real_cases().size(), 23u);
+  EXPECT_EQ(real_cases().size(), 28u);
   EXPECT_EQ(files, table_types(false).size());
-  EXPECT_EQ(hf::hf_models().at("transformers"), "5.23.0");
+  EXPECT_EQ(hf::hf_models().at("transformers"), "5.24.0");
 }
 
 }  // namespace

@@ -140,8 +140,8 @@ const ErrorCase kCases[] = {
      "depend on the run-time seq_len, which multi-axis positions do not define\n"},
     {"axes_interleaved_too_wide", "name: a\nhead_dim: 16\npositions: explicit\n"
                                   "axes: {sections: [2, 3, 3], interleaved: true}\n",
-     "s.yaml:4:42: error: interleaved axes need n_axes * sections[a] <= rotary_dim / 2 for every axis a >= 1; axis 1 "
-     "has 3 * 3 = 9 > 8\n"},
+     "s.yaml:4:42: error: interleaved axes give axis a >= 1 the pairs a, a + n_axes, ... (sections[a] of them); axis "
+     "2's last would be pair 8, past the 8 pairs of rotary_dim / 2\n"},
     // Run-time frequencies.
     {"runtime_with_scaling", "name: a\nhead_dim: 8\nfrequency: {scheme: runtime}\nscaling: {type: linear, factor: 2}\n",
      "s.yaml:4:17: error: scaling type `linear` cannot be used with frequency scheme `runtime`: the frequencies are "

@@ -16,7 +16,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!config.ok()) return 0;
   ropegen::hf::HfImportOptions options;
   (void)ropegen::hf::hf_layer_types(*config, "fuzz.json", options);
-  for (const char* layer : {"", "sliding_attention", "full_attention", "nope", "--vision"}) {
+  // A name that is not a spec name: refused by name, whatever the config.
+  options.name = "../fuzz";
+  if (ropegen::hf::spec_from_hf_config(*config, "fuzz.json", options).ok()) std::abort();
+  options.name.reset();
+  // Layer types of Gemma 3/4, DeepSeek-V4's rope sets and one of its attention layer types, NoPE, the vision tower.
+  for (const char* layer : {"", "sliding_attention", "full_attention", "main", "compress", "compressed_sparse_attention",
+                            "nope", "--vision"}) {
     const bool vision = std::string(layer) == "--vision";
     options.layer_type = *layer && !vision ? std::optional<std::string>(layer) : std::nullopt;
     options.pairing = *layer && !vision ? std::optional<ropegen::Pairing>(ropegen::Pairing::Half) : std::nullopt;

@@ -10,9 +10,12 @@ For every model_type of transformers' CONFIG_MAPPING whose modeling file has a r
     layer type each of those keys feeds;
   * the model's rotary module and apply function, run on unit vectors, give the pairing numerically: which output
     dims each input dim reaches (half: i <-> i + rd/2; interleaved: 2i <-> 2i+1; DeepSeek-V3: in (2i, 2i+1), out
-    (i, i + rd/2)); dims that reach only themselves pass through (partial rotary).
-A model type whose code does not fit (no standard forward, an apply function of another signature, a pattern the
-spec cannot express) is kept in the table with `refused` and the reason; from-hf then exits 2 naming it.
+    (i, i + rd/2)); dims that reach only themselves pass through (partial rotary, leading or trailing, or pairs at
+    frequency 0); run at ids that set one position axis at a time, M-RoPE's layout;
+  * where the class defaults do not run HF's code, a real config of the model type (hf_configs/) does.
+A model type whose code does not run on its own is kept with `refused` and the reason (from-hf: --pairing decides);
+one whose RoPE the spec cannot express (learned rotary parameters, an M-RoPE layout of its own) with `unsupported`.
+The configs are shaped by hf_table_configs.py, HF's code is run and measured by hf_table_rotary.py.
 
 Outputs (from the repository root):
   hf/hf_models.json                      the table (transformers and torch versions inside); the build embeds it
@@ -28,9 +31,7 @@ import argparse
 import contextlib
 import copy
 import importlib
-import inspect
 import json
-import math
 import os
 import sys
 import zlib
@@ -40,32 +41,21 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 TABLE = ROOT / "hf" / "hf_models.json"
 GOLDEN = HERE / "data" / "hf_models"
-REAL_CONFIGS = HERE / "hf_configs"  # real config.json files (reconstructed, see its README)
 sys.path.insert(0, str(HERE))
+from hf_table_configs import (  # noqa: E402
+    DEFAULT_KEYS, config_dict, head_dim_follows_hidden_size, jsonable, layer_config, layer_head_dims,
+    layer_key_feeds, layer_type_defaults, legacy_feeds, mla, mrope, nope_layers, real_configs, realistic,
+    rope_dim_of, splits_flat_rope_parameters, text_config, text_config_path, tiny, with_text_config,
+    without_mrope_section)
+from hf_table_rotary import (  # noqa: E402
+    Refuse, Unsupported, apply_function, classify, learned_parameters, mrope_axes, rope_interleave_selects,
+    rope_sets, rotary_of, run_rotary)
 
-# The keys from-hf reads; their defaults come from each config class.
-DEFAULT_KEYS = ["head_dim", "hidden_size", "num_attention_heads", "partial_rotary_factor", "rotary_pct",
-                "rotary_dim", "rotary_emb_base", "max_position_embeddings", "original_max_position_embeddings",
-                "qk_rope_head_dim", "qk_nope_head_dim", "rope_interleave", "rope_parameters", "layer_types",
-                "no_rope_layers", "dtype"]
-TINY_HEAD = 16
 POSITIONS = [0, 1, 7, 255, 1023, 4095, 6000, 8191]  # past 4096: scaled types' long branch with the tiny configs
 
 
 def seed_of(name):
     return zlib.crc32(name.encode()) & 0x7FFFFFFF
-
-
-def jsonable(v):
-    if isinstance(v, dict):
-        return {str(k): jsonable(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [jsonable(x) for x in v]
-    if isinstance(v, (bool, int, str)) or v is None:
-        return v
-    if isinstance(v, float):
-        return v if math.isfinite(v) else None  # HF writes Infinity (not JSON) for keys from-hf never reads
-    return str(v)
 
 
 class Hf:
@@ -119,222 +109,6 @@ def float64_sticks(torch):
         torch.set_default_dtype(old_default)
 
 
-def text_config(cfg):
-    sub = getattr(cfg, "text_config", None)
-    return sub if sub is not None and hasattr(sub, "to_dict") else cfg
-
-
-def rotary_class(mod, cfg_cls):
-    """The text rotary class of a modeling module: a *RotaryEmbedding class that is not a vision one."""
-    names = [n for n, c in vars(mod).items()
-             if inspect.isclass(c) and n.endswith("RotaryEmbedding") and c.__module__ == mod.__name__
-             and "Vision" not in n and "Audio" not in n]
-    if not names:
-        return None
-    prefix = cfg_cls.__name__.replace("Config", "")
-    names.sort(key=lambda n: (not n.startswith(prefix), "Text" not in n, len(n)))
-    return getattr(mod, names[0])
-
-
-def rotary_of(mod, cfg):
-    """The rotary class, or a stand-in that calls the model's own table functions (GPT-J, RoFormer)."""
-    rot_cls = rotary_class(mod, type(cfg))
-    if rot_cls is None and hasattr(mod, "create_sinusoidal_positions"):
-        rot_cls = SinusoidalTable(mod)
-    if rot_cls is None and hasattr(mod, "RoFormerSinusoidalPositionalEmbedding"):
-        rot_cls = RoFormerTable(mod)
-    return rot_cls
-
-
-def apply_function(mod, cfg):
-    if hasattr(mod, "RoFormerSelfAttention"):
-        return "RoFormerSelfAttention.apply_rotary_position_embeddings"
-    if getattr(cfg, "rope_interleave", False) and hasattr(mod, "apply_rotary_pos_emb_interleave"):
-        return "apply_rotary_pos_emb_interleave"
-    for name in ("apply_rotary_pos_emb", "apply_rotary_emb"):
-        if callable(getattr(mod, name, None)):
-            return name
-    return None
-
-
-def tiny(cfg, shrink=True):
-    """The config with few heads, small ones unless `shrink` is false; every RoPE key stays."""
-    c = copy.deepcopy(cfg)
-    heads = 2
-    if not shrink:  # the real head, 2 of them
-        head = rope_dim_of(c)
-        c.num_attention_heads, c.hidden_size = heads, heads * head
-        return c
-    if getattr(c, "rotary_dim", None):  # GPT-J, CodeGen: a partial rotary size of its own
-        c.rotary_dim = TINY_HEAD // 2
-    head = TINY_HEAD
-    if getattr(c, "qk_rope_head_dim", None):  # MLA: every head size scaled alike (Mistral 4 ties them)
-        scale = TINY_HEAD / c.qk_rope_head_dim
-        head = int((getattr(c, "head_dim", None) or TINY_HEAD / scale) * scale)
-        c.qk_rope_head_dim, c.qk_nope_head_dim = TINY_HEAD, int((c.qk_nope_head_dim or 0) * scale)
-    with contextlib.suppress(AttributeError):  # Falcon's head_dim is a property of hidden_size / heads
-        if getattr(c, "head_dim", None):
-            c.head_dim = head
-    if hasattr(c, "num_attention_heads"):
-        c.num_attention_heads = heads
-        if hasattr(c, "num_key_value_heads"):
-            c.num_key_value_heads = 1
-        c.hidden_size = heads * head
-    return c
-
-
-def mrope(c):
-    rp = getattr(c, "rope_parameters", None) or {}
-    return isinstance(rp, dict) and "mrope_section" in rp
-
-
-def rope_dim_of(c):
-    return getattr(c, "qk_rope_head_dim", None) or getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
-
-
-class SinusoidalTable:
-    """GPT-J / CodeGen (no rotary class): create_sinusoidal_positions(n, rotary_dim) = [sin | cos] rows, looked up
-    by position; apply_rotary_pos_emb(q[..., :rd] as [B,S,H,rd], sin, cos); the rest of the head passes."""
-    __name__ = "create_sinusoidal_positions"
-
-    def __init__(self, mod):
-        self.mod = mod
-
-    def run(self, torch, cfg, q, pos):
-        rd = cfg.rotary_dim or q.shape[-1]
-        table = self.mod.create_sinusoidal_positions(int(pos.max()) + 1, rd)
-        sin, cos = torch.split(table[pos], rd // 2, dim=-1)
-        x = q.transpose(1, 2)
-        out = self.mod.apply_rotary_pos_emb(x[..., :rd], sin, cos)
-        return torch.cat([out, x[..., rd:]], dim=-1).transpose(1, 2)
-
-
-class RoFormerTable:
-    """RoFormer: RoFormerSinusoidalPositionalEmbedding rows (create_weight) through the attention's static
-    apply_rotary_position_embeddings."""
-    __name__ = "RoFormerSinusoidalPositionalEmbedding"
-
-    def __init__(self, mod):
-        self.mod = mod
-
-    def run(self, torch, cfg, q, pos):
-        emb = self.mod.RoFormerSinusoidalPositionalEmbedding(int(pos.max()) + 1, q.shape[-1])
-        table = emb.create_weight().to(q.dtype)[pos][:, None]
-        return self.mod.RoFormerSelfAttention.apply_rotary_position_embeddings(table, q, q)[0]
-
-
-def run_rotary(hf, mod, rot_cls, apply_name, cfg, q, pos, layer_type):
-    """HF's rotary module (built here, so a float64 context reaches its init) and apply function on q [1,H,S,D]."""
-    torch = hf.torch
-    if hasattr(rot_cls, "run"):
-        return rot_cls.run(torch, cfg, q, pos)
-    rot = rot_cls(cfg)
-    params = inspect.signature(rot.forward).parameters
-    x = torch.zeros(1, q.shape[2], 4, dtype=q.dtype)
-    kw = {"layer_type": layer_type} if "layer_type" in params and layer_type else {}
-    if mrope(cfg):  # one id per axis [3, B, S]: the same on every axis, as for text tokens
-        pos = pos[None].expand(3, *pos.shape)
-    emb = rot(x, pos, **kw)
-    fn = getattr(mod, apply_name)
-    if isinstance(emb, tuple):
-        cos, sin = emb[0], emb[1]
-        single = list(inspect.signature(fn).parameters)[1] == "cos"
-
-        def call(x):
-            return fn(x, cos, sin) if single else fn(x, x, cos, sin)[0]
-        try:
-            out = (call(q),)
-        except RuntimeError:  # partial rotary (Phi, StableLM, Persimmon): the attention hands over q[..., :rd]
-            rd = cos.shape[-1]
-            out = (torch.cat([call(q[..., :rd]), q[..., rd:]], dim=-1),)
-    else:  # complex freqs_cis [B,S,D/2]: DeepSeek-V2 applies it on [B,H,S,D], Llama 4 on [B,S,H,D]
-        out = fn(q, q, emb)
-        if out[0].shape != q.shape:
-            out = tuple(o.transpose(1, 2) for o in fn(q.transpose(1, 2), q.transpose(1, 2), emb))
-    return out[0]
-
-
-def classify(hf, mod, rot_cls, apply_name, cfg, layer_type):
-    """Pairing from where unit vectors go (position 1: every angle non-zero)."""
-    torch = hf.torch
-    d = rope_dim_of(cfg)
-    q = torch.eye(d, dtype=torch.float32)[None, :, None, :]  # head j holds e_j
-    pos = torch.full((1, 1), 4097, dtype=torch.long)  # every angle clear of 0 and of the 1e-9 threshold
-    m = run_rotary(hf, mod, rot_cls, apply_name, cfg, q, pos, layer_type)[0, :, 0, :]  # m[j] = image of e_j
-    reach = [sorted(i for i in range(d) if abs(float(m[j, i])) > 1e-9) for j in range(d)]
-    rotated = [j for j in range(d) if reach[j] != [j]]
-    rd = len(rotated)
-    if rd == 0 or rotated != list(range(rd)) or rd % 2:
-        raise Refuse(f"rotated dims {rotated[:8]}... are not a leading even block of the head")
-    h = rd // 2
-    # Each pattern: where input dim j's sin term lands, and whether j is the first member of its pair.
-    patterns = [({"pairing": "half"}, lambda j: ((j + h) % rd, j < h), lambda j: {j, (j + h) % rd}),
-                ({"pairing": "interleaved"}, lambda j: (j ^ 1, j % 2 == 0), lambda j: {j, j ^ 1}),
-                ({"pairing": "interleaved", "output_pairing": "half"},
-                 lambda j: (j // 2 + h if j % 2 == 0 else j // 2, j % 2 == 0), lambda j: {j // 2, j // 2 + h})]
-    for pairing, sin_at, reaches in patterns:
-        if all(reach[j] == sorted(reaches(j)) for j in range(rd)):
-            if not sin_terms_positive(hf, mod, rot_cls, apply_name, cfg, layer_type, d,
-                                      {j: sin_at(j) for j in range(rd)}):
-                raise Refuse("it rotates by minus the angle (e.g. rotate_half as cat(x2, -x1)); the spec cannot "
-                             "express that")
-            return pairing, rd
-    raise Refuse("the apply function's pairing is none of half, interleaved, interleaved-in/half-out")
-
-
-def sin_terms_positive(hf, mod, rot_cls, apply_name, cfg, layer_type, d, sin_at):
-    """At position 1 every angle is in (0, 1] rad: input dim j's sin term, at output sin_at(j), must be +sin for the
-    first member of its pair and -sin for the second (HF's rotate_half: cat(-x2, x1))."""
-    torch = hf.torch
-    q = torch.eye(d, dtype=torch.float32)[None, :, None, :]
-    m = run_rotary(hf, mod, rot_cls, apply_name, cfg, q, torch.ones(1, 1, dtype=torch.long), layer_type)[0, :, 0, :]
-    for j, (i, first) in sin_at.items():
-        v = float(m[j, i])
-        if abs(v) > 1e-9 and (v > 0) != first:
-            return False
-    return True
-
-
-class Refuse(Exception):
-    pass
-
-
-def legacy_feeds(hf, cfg_cls, default_rp):
-    """Which 4.x kwargs feed which layer type's rope parameters: instantiate with marker values."""
-    if not default_rp or not all(isinstance(v, dict) for v in default_rp.values()):
-        return None
-    try:
-        c = cfg_cls(rope_scaling={"rope_type": "linear", "factor": 7.0}, rope_theta=1111.0,
-                    rope_local_base_freq=2222.0)
-    except Exception:
-        return None
-    rp = text_config(c).rope_parameters or {}
-    out = {}
-    for lt, p in rp.items():
-        feed = {}
-        if p.get("rope_theta") == 1111.0:
-            feed["rope_theta"] = "rope_theta"
-        elif p.get("rope_theta") == 2222.0:
-            feed["rope_theta"] = "rope_local_base_freq"
-        feed["rope_scaling"] = p.get("factor") == 7.0
-        out[lt] = feed
-    return out
-
-
-def head_dim_follows_hidden_size(cls, cfg):
-    """Whether the class derives head_dim from hidden_size (then a config without head_dim must derive it too)."""
-    try:
-        return cls(hidden_size=cfg.hidden_size * 2).head_dim != cfg.head_dim
-    except Exception:
-        return True
-
-
-def nope_layers(cfg):
-    """NoPE layers: HF's attention reads `use_rope = config.no_rope_layers[layer_idx]` (1 = RoPE)."""
-    layers = getattr(cfg, "no_rope_layers", None)
-    return "no_rope_layers" if isinstance(layers, list) else None
-
-
 def probe(hf, model_type):
     """(table entry, golden-case builder inputs) of one model type; None when it has no rotary module."""
     cfg_cls = hf.config_class(model_type)
@@ -348,6 +122,8 @@ def probe(hf, model_type):
     if rot_cls is None:
         return None, None
     entry = {"text_model_type": getattr(cfg, "model_type", model_type)} if cfg is not full else {}
+    if text_config_path(full) not in ([], ["text_config"]):
+        entry["text_config_path"] = text_config_path(full)
     entry["defaults"] = {k: jsonable(getattr(cfg, k)) for k in DEFAULT_KEYS if getattr(cfg, k, None) is not None}
     # config.json spells some keys its own way (GPT-J n_embd, DBRX d_model / n_heads): the class's attribute_map
     names = {k: v for k, v in getattr(cfg, "attribute_map", {}).items() if k in DEFAULT_KEYS}
@@ -355,29 +131,51 @@ def probe(hf, model_type):
         entry["key_names"] = names
     if "head_dim" in entry["defaults"] and head_dim_follows_hidden_size(type(cfg), cfg):
         del entry["defaults"]["head_dim"]  # derived (hidden_size // heads), not a default of its own
+    for key, value in (("layer_type_defaults", layer_type_defaults(cfg)), ("layer_type_keys", layer_key_feeds(cfg))):
+        if value:
+            entry[key] = value
     rp = getattr(cfg, "rope_parameters", None) or {}
-    feeds = legacy_feeds(hf, cfg_cls, rp)
+    feeds = legacy_feeds(type(cfg), rp)
     if feeds:
         entry["legacy_layer_keys"] = feeds
+        if splits_flat_rope_parameters(type(cfg)):
+            entry["splits_flat_rope_parameters"] = True
     nope = nope_layers(cfg)
     if nope:
         entry["nope_key"] = nope
     apply_name = apply_function(mod, cfg)
     entry["rotary_class"], entry["apply_function"] = rot_cls.__name__, apply_name
+    if apply_name == "apply_rotary_pos_emb_interleave" and rope_interleave_selects(mod):
+        entry["rope_interleave_selects"] = True
     layer_types = sorted(rp) if rp and all(isinstance(v, dict) for v in rp.values()) else [None]
     try:
         if apply_name is None:
             raise Refuse("no apply_rotary_pos_emb / apply_rotary_emb function in the modeling file")
-        shrink = not mrope(cfg)  # M-RoPE sections are sized for the real head
+        real, _ = realistic(hf, model_type)
         try:
-            pairing = pairing_of(hf, mod, rot_cls, apply_name, tiny(cfg, shrink), layer_types)
-        except RuntimeError:  # sizes fixed in the code: the real head, few heads
-            shrink = False
-            pairing = pairing_of(hf, mod, rot_cls, apply_name, tiny(cfg, shrink), layer_types)
-        entry.update(pairing)
-        if getattr(cfg, "rotary_dim", None):  # a key of that name that HF reads (GPT-J) or not (MiniMax-M3-VL)
-            small = tiny(cfg, shrink)
-            entry["reads_rotary_dim"] = classify(hf, mod, rot_cls, apply_name, small, layer_types[0])[1] == small.rotary_dim
+            found, shrink = measure(hf, mod, rot_cls, apply_name, cfg, layer_types)
+        except (Refuse, Unsupported):
+            raise
+        except Exception:  # noqa: BLE001 - class defaults HF's own code does not run on: a real config of it
+            if real is None:
+                raise
+            full = real
+            found, shrink = measure(hf, mod, rot_cls, apply_name, text_config(full), layer_types)
+        if "mrope" in found:  # the module's own sections, where config.json names none (on the real head)
+            sections = default_sections(hf, mod, rot_cls, apply_name, [cfg] + ([text_config(real)] if real else []))
+            layout = {"layout": found["mrope"]["layout"]}
+            found["mrope"] = dict(layout, sections=sections) if sections else layout
+        entry.update(found)
+        # the layer types a rope parameter set serves, seen where every layer type occurs (a real config)
+        sets, inverse = rope_sets(hf, mod, rot_cls, apply_name, tiny(text_config(real or full), shrink),
+                                  [t for t in layer_types if t])
+        if sets:
+            entry["rope_sets"] = sets
+        if inverse:
+            entry["output_rotation"] = "inverse"
+    except Unsupported as e:
+        entry["unsupported"] = str(e)
+        return entry, None
     except Refuse as e:
         entry["refused"] = str(e)
         return entry, None
@@ -390,52 +188,121 @@ def probe(hf, model_type):
     return entry, (mod, rot_cls, apply_name, full, layer_types, shrink)
 
 
+def measure(hf, mod, rot_cls, apply_name, cfg, layer_types):
+    """({pairing, output_pairing, rope_slice, mrope, reads_rotary_dim}, shrink) from HF's code on a tiny `cfg`
+    (the real head where sizes are fixed in the code)."""
+    why = learned_parameters(hf, rot_cls, cfg)
+    if why:
+        raise Unsupported(why)
+    shrink = not mrope(cfg)  # M-RoPE sections are sized for the real head
+    try:
+        small = tiny(cfg, shrink)
+        found = pairing_of(hf, mod, rot_cls, apply_name, small, layer_types)
+    except RuntimeError:  # sizes fixed in the code: the real head, few heads
+        shrink = False
+    if shrink and "mrope" in found:  # the module's own M-RoPE sections are sized for the real head too
+        shrink = False
+    if not shrink:
+        small = tiny(cfg, shrink)
+        found = pairing_of(hf, mod, rot_cls, apply_name, small, layer_types)
+    if getattr(cfg, "rotary_dim", None):  # a key of that name that HF reads (GPT-J) or not (MiniMax-M3-VL)
+        found["reads_rotary_dim"] = classify(hf, mod, rot_cls, apply_name, small, layer_types[0])[1] == small.rotary_dim
+    return found, shrink
+
+
+def default_sections(hf, mod, rot_cls, apply_name, configs):
+    """The M-RoPE sections HF's rotary module uses when config.json names none, measured on the first of `configs`
+    (real heads) it runs on; None when it runs on none."""
+    for cfg in configs:
+        try:
+            small = tiny(without_mrope_section(cfg), shrink=False)
+            _, _, _, sin_map = classify(hf, mod, rot_cls, apply_name, small, None)
+            axes = mrope_axes(hf, mod, rot_cls, apply_name, small, None, sin_map)
+        except Exception:  # noqa: BLE001 - inconsistent class defaults (GLM-4V's head without its partial rotary)
+            continue
+        if axes:
+            return axes["sections"]
+    return None
+
+
 def pairing_of(hf, mod, rot_cls, apply_name, small, layer_types):
-    pairing = None
+    """The pairing every layer type shares, where the rotated dims sit, and M-RoPE's axes."""
+    found = None
     for lt in layer_types:
-        p, _ = classify(hf, mod, rot_cls, apply_name, small, lt)
-        if pairing not in (None, p):
+        pairing, _, where, sin_map = classify(hf, mod, rot_cls, apply_name, small, lt)
+        this = dict(pairing, **({"rope_slice": where} if where != "leading" else {}))
+        axes = mrope_axes(hf, mod, rot_cls, apply_name, small, lt, sin_map)
+        if axes:
+            this["mrope"] = axes
+        if found not in (None, this):
             raise Refuse("the pairing differs between layer types")
-        pairing = p
-    return pairing
+        found = this
+    return found
 
 
-def golden_case(hf, model_type, built, heads=True):
-    """HF float32 and float64 outputs on random q at explicit positions, per layer type; `heads`: a tiny config."""
+def golden_case(hf, model_type, built, heads=True, inverse=False):
+    """HF float32 and float64 outputs on random q at explicit positions, per layer type; `heads`: a tiny config.
+    M-RoPE: ids that differ per axis; layer types whose heads differ (Gemma 4): q of each one's size; `inverse`:
+    HF's rotation back too (its apply function with (cos, -sin)), which rope-gen's backward kernel must match."""
     torch = hf.torch
     mod, rot_cls, apply_name, full, layer_types, shrink = built
     small_full = copy.deepcopy(full)
     small = tiny(text_config(small_full), shrink) if heads else text_config(small_full)
-    if text_config(small_full) is not small_full:
-        small_full.text_config = small
-    else:
-        small_full = small
-    d = rope_dim_of(small)
-    nope = getattr(small, "qk_nope_head_dim", None) if getattr(small, "qk_rope_head_dim", None) else 0
+    small_full = with_text_config(small_full, small)
     g = torch.Generator().manual_seed(seed_of(model_type))
-    q = torch.randn(1, 1, len(POSITIONS), d, generator=g, dtype=torch.float32)
-    # MLA: HF rotates q_pe, the head's last qk_rope_head_dim dims; q_nope passes through.
-    q_nope = torch.randn(1, 1, len(POSITIONS), nope or 0, generator=g, dtype=torch.float32)
     pos = torch.tensor([POSITIONS], dtype=torch.long)
-    cases = []
+    if mrope_of(hf, mod, rot_cls, apply_name, small, layer_types):
+        pos = torch.stack([pos, pos // 3, (pos * 7) % 8192])  # [3, 1, S]: (t, h, w)
+    case = {"model_type": model_type, "positions": POSITIONS}
+    if pos.dim() == 3:
+        case["axis_positions"] = pos[:, 0, :].T.tolist()
+    cases, qs = [], {}
     for lt in layer_types:
+        # MLA: HF rotates q_pe, the head's last qk_rope_head_dim dims; q_nope passes through.
+        lc = layer_config(small, lt)
+        d, nope = rope_dim_of(lc), lc.qk_nope_head_dim if mla(lc) else 0
+        if (nope, d) not in qs:
+            q = torch.randn(1, 1, len(POSITIONS), d, generator=g, dtype=torch.float32)
+            qs[nope, d] = (torch.randn(1, 1, len(POSITIONS), nope, generator=g, dtype=torch.float32), q)
+        q_nope, q = qs[nope, d]
         out32 = run_rotary(hf, mod, rot_cls, apply_name, small, q, pos, lt)
         with float64_sticks(torch):
             out64 = run_rotary(hf, mod, rot_cls, apply_name, copy.deepcopy(small), q.double(), pos, lt)
         err = float((out32.double() - out64).abs().max())
         out64 = torch.cat([q_nope.double(), out64], dim=-1)
-        cases.append({"layer_type": lt, "out_q": [float(v) for v in out64.reshape(-1).tolist()],
-                      "tolerance": 2 * err + 1e-5 * float(q.abs().max()), "hf_float32_error": err})
-    config = jsonable(small_full.to_dict())
-    q = torch.cat([q_nope, q], dim=-1)
-    return {"model_type": model_type, "config": config, "head_dim": q.shape[-1], "positions": POSITIONS,
-            "q": [float(v) for v in q.reshape(-1).tolist()], "cases": cases}
+        one = {"layer_type": lt, "out_q": digits(out64, 12),
+               "tolerance": 2 * err + 1e-5 * float(q.abs().max()), "hf_float32_error": err}
+        if inverse:
+            with float64_sticks(torch):
+                back = run_rotary(hf, mod, rot_cls, apply_name, copy.deepcopy(small), q.double(), pos, lt, True)
+            one["out_q_inverse"] = digits(torch.cat([q_nope.double(), back], -1), 12)
+        if len(qs) > 1 or layer_head_dims(small):  # each layer type's own q
+            one.update(head_dim=q_nope.shape[-1] + d, q=digits(torch.cat([q_nope, q], -1), 9))
+        cases.append(one)
+    q_nope, q = next(iter(qs.values()))
+    case.update(config=jsonable(config_dict(small_full)), head_dim=q_nope.shape[-1] + q.shape[-1],
+                q=digits(torch.cat([q_nope, q], dim=-1), 9), cases=cases)
+    return case
 
 
-def real_config_case(hf, path):
-    """A real config.json loaded by its HF config class (4.x keys and all), HF's rotary code on one full-size head."""
-    torch = hf.torch
-    raw = json.loads(path.read_text())
+def digits(t, n):
+    """A tensor's values to n significant digits, as the golden files keep them: 9 give float32 inputs back
+    exactly, 12 keep the float64 outputs far inside the tolerance (2 x HF float32's error)."""
+    return [float(f"{v:.{n}g}") for v in t.reshape(-1).tolist()]
+
+
+def mrope_of(hf, mod, rot_cls, apply_name, cfg, layer_types):
+    """Whether HF's rotary module of `cfg` is M-RoPE (its pairs follow different position axes)."""
+    try:
+        _, _, _, sin_map = classify(hf, mod, rot_cls, apply_name, cfg, layer_types[0])
+        return mrope_axes(hf, mod, rot_cls, apply_name, cfg, layer_types[0], sin_map) is not None
+    except Exception:  # noqa: BLE001 - probe() measured it already; a failure here is not M-RoPE
+        return False
+
+
+def real_config_case(hf, path, raw, models):
+    """A real config.json loaded by its HF config class (4.x keys and all), HF's rotary code on one full-size head;
+    `models`: the table, for whether HF's attention rotates its output back."""
     full = hf.config_class(raw["model_type"]).from_dict(raw)
     cfg = text_config(full)
     mt = getattr(cfg, "model_type", raw["model_type"])
@@ -444,7 +311,8 @@ def real_config_case(hf, path):
     rp = getattr(cfg, "rope_parameters", None) or {}
     layer_types = sorted(rp) if rp and all(isinstance(v, dict) for v in rp.values()) else [None]
     built = (mod, rot_cls, apply_function(mod, cfg), full, layer_types, False)
-    case = golden_case(hf, path.stem, built, heads=False)
+    inverse = models.get(mt, {}).get("output_rotation") == "inverse"
+    case = golden_case(hf, path.stem, built, heads=False, inverse=inverse)
     del case["config"]
     case["config_file"] = str(path.relative_to(ROOT))
     return case
@@ -468,12 +336,12 @@ def generate():
             continue
         if built is not None:
             try:
-                golden[mt] = golden_case(hf, mt, built)
+                golden[mt] = golden_case(hf, mt, built, inverse=entry.get("output_rotation") == "inverse")
             except Exception as e:
                 entry["refused"] = f"HF's rotary code on a tiny config failed: {type(e).__name__}: {e}"[:300]
         models[mt] = entry
-    for path in sorted(REAL_CONFIGS.glob("*.json")) + sorted((ROOT / "examples" / "hf_configs").glob("*.json")):
-        golden[f"real/{path.stem}"] = real_config_case(hf, path)
+    for path, raw in real_configs().items():
+        golden[f"real/{path.stem}"] = real_config_case(hf, path, raw, models)
     table = {"transformers": hf.tf.__version__, "torch": hf.torch.__version__,
              "generated_by": "tests/golden/hf_model_table.py", "models": models}
     files = {TABLE: json.dumps(table, indent=1, sort_keys=True) + "\n"}
@@ -506,7 +374,7 @@ def main():
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(text)
     models = json.loads(files[TABLE])["models"]
-    refused = sum(1 for e in models.values() if "refused" in e)
+    refused = sum(1 for e in models.values() if "refused" in e or "unsupported" in e)
     print(f"{len(models)} model types with a rotary module: {len(models) - refused} with a pairing, {refused} refused")
     return 0
 

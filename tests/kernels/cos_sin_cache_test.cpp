@@ -31,6 +31,8 @@
 namespace ropegen {
 namespace {
 
+using abi::Arg;
+
 RopeSpec parse(const std::string& text) {
   Result<RopeSpec> spec = parse_spec(text, "case");
   if (!spec) throw std::invalid_argument(format(spec.errors()));
@@ -43,28 +45,30 @@ runtime::ApplyResult run_spec(const std::string& spec, const runtime::ApplyReque
   return std::move(result).value();
 }
 
-runtime::HostTensor normal(std::vector<int64_t> shape, DType dtype, uint32_t seed) {
+runtime::HostArray normal(std::vector<int64_t> shape, DType dtype, uint32_t seed) {
   int64_t n = 1;
   for (int64_t e : shape) n *= e;
   std::mt19937 gen(seed);
   std::normal_distribution<float> dist;
   std::vector<float> data(n);
   for (float& v : data) v = dist(gen);
-  return {std::move(shape), runtime::to_storage(data, dtype).to_float()};
+  return runtime::HostArray::of_floats(std::move(shape), runtime::to_storage(data, dtype).to_float());
 }
 
 // The computing kernel's cos/sin for positions 0 .. rows-1 of a spec with
 // rotary_dim `rotary` and these frequency keys: float32 [rows, rotary].
-runtime::HostTensor kernel_cache(const std::string& keys, int rotary, int64_t rows, int64_t seq_len) {
+runtime::HostArray kernel_cache(const std::string& keys, int rotary, int64_t rows, int64_t seq_len) {
   const std::string spec = fmt::format("name: k\nhead_dim: {}\nlayout: thd\npositions: explicit\n{}", rotary, keys);
   runtime::ApplyRequest r;
-  r.q = {{rows, 1, rotary}, std::vector<float>(rows * rotary, 0.0f)};
+  std::vector<float> q(rows * rotary, 0.0f);
   for (int64_t t = 0; t < rows; ++t)
-    for (int i = 0; i < rotary / 2; ++i) r.q.data[t * rotary + i] = 1.0f;  // half pairing: (x_i, x_{i+R/2}) = (1, 0)
-  r.positions = runtime::HostPositions{{rows}, {}, true};
-  for (int64_t p = 0; p < rows; ++p) r.positions->values.push_back(p);
+    for (int i = 0; i < rotary / 2; ++i) q[t * rotary + i] = 1.0f;  // half pairing: (x_i, x_{i+R/2}) = (1, 0)
+  r[Arg::Q] = runtime::HostArray::of_floats({rows, 1, rotary}, std::move(q));
+  std::vector<int64_t> positions;
+  for (int64_t p = 0; p < rows; ++p) positions.push_back(p);
+  r[Arg::Positions] = runtime::HostArray::of_ids({rows}, std::move(positions));
   r.seq_len = seq_len;
-  return {{rows, rotary}, run_spec(spec, r).out_q};
+  return runtime::HostArray::of_floats({rows, rotary}, run_spec(spec, r).out_q());
 }
 
 // One comparison: `dims` (no frequency keys) computing with `keys`, and
@@ -74,7 +78,7 @@ struct IdentityCase {
   std::vector<int64_t> q_shape;
   int k_heads = 0;                 // 0: q alone
   bool backward = false;
-  std::optional<runtime::HostPositions> positions;
+  std::optional<runtime::HostArray> positions;
   std::optional<std::vector<int64_t>> cu_seqlens;
   int64_t offset = 0, seq_len = 1, rows = 1;  // rows: positions 0 .. rows-1 in the cache
 
@@ -102,35 +106,37 @@ void expect_same_bits(const IdentityCase& c) {
   SCOPED_TRACE(c.describe());
   const RopeSpec spec = parse(c.dims + c.keys);
   runtime::ApplyRequest r;
-  r.q = normal(c.q_shape, spec.dtype, 1);
+  r[Arg::Q] = normal(c.q_shape, spec.dtype, 1);
   if (c.k_heads) {
     std::vector<int64_t> k_shape = c.q_shape;
     k_shape[spec.layout == Layout::BHSD || spec.layout == Layout::THD ? 1 : 2] = c.k_heads;
-    r.k = normal(k_shape, spec.dtype, 2);
+    r[Arg::K] = normal(k_shape, spec.dtype, 2);
   }
   r.backward = c.backward;
-  r.positions = c.positions;
-  r.cu_seqlens = c.cu_seqlens;
+  r[Arg::Positions] = c.positions;
+  if (c.cu_seqlens)
+    r[Arg::CuSeqlens] = runtime::HostArray::of_ids({static_cast<int64_t>(c.cu_seqlens->size())}, *c.cu_seqlens);
   r.offset = c.offset;
   r.seq_len = c.seq_len;
   const runtime::ApplyResult computed = run_spec(c.dims + c.keys, r);
-  r.cos_sin_cache = kernel_cache(c.keys, spec.rotary_dim, c.rows, c.seq_len);
+  r[Arg::CosSinCache] = kernel_cache(c.keys, spec.rotary_dim, c.rows, c.seq_len);
   const runtime::ApplyResult read = run_spec(c.dims + "frequency: {scheme: table}\n", r);
-  EXPECT_TRUE(same_bits(computed.out_q, read.out_q)) << "q";
+  EXPECT_TRUE(same_bits(computed.out_q(), read.out_q())) << "q";
   if (c.k_heads) {
-    EXPECT_TRUE(same_bits(*computed.out_k, *read.out_k)) << "k";
+    EXPECT_TRUE(same_bits(computed[Arg::OutK]->floats, read[Arg::OutK]->floats)) << "k";
   }
   // Not vacuous: the outputs are rotations, not the inputs.
-  EXPECT_FALSE(same_bits(computed.out_q, r.q.data));
+  EXPECT_FALSE(same_bits(computed.out_q(), r[Arg::Q]->floats));
 }
 
-runtime::HostPositions ids(std::vector<int64_t> shape, int64_t limit, bool int64, uint32_t seed) {
+runtime::HostArray ids(std::vector<int64_t> shape, int64_t limit, bool int64, uint32_t seed) {
   int64_t n = 1;
   for (int64_t e : shape) n *= e;
   std::mt19937 gen(seed);
-  runtime::HostPositions p{std::move(shape), {}, int64};
-  for (int64_t i = 0; i < n; ++i) p.values.push_back(i == 0 ? limit - 1 : std::uniform_int_distribution<int64_t>(0, limit - 1)(gen));
-  return p;
+  std::vector<int64_t> values;
+  for (int64_t i = 0; i < n; ++i)
+    values.push_back(i == 0 ? limit - 1 : std::uniform_int_distribution<int64_t>(0, limit - 1)(gen));
+  return runtime::HostArray::of_ids(std::move(shape), std::move(values), int64);
 }
 
 const char* const kLlama3 = "frequency: {theta: 500000}\nscaling: {type: llama3, factor: 8, original_max_position: 8192}\n";
@@ -205,15 +211,15 @@ TEST(CosSinCache, KernelsOwnCosSinGiveTheComputingKernelsBits) {
 TEST(CosSinCache, RowsAnyDistanceApart) {
   const RopeSpec spec = parse("name: c\nhead_dim: 16\nlayout: thd\npositions: explicit\nfrequency: {scheme: table}\n");
   const int64_t rows = 50, R = 16, T = 7;
-  const runtime::HostTensor dense = test::reference_cache("name: c\nhead_dim: 16\n" + std::string(kYarn), rows);
-  std::vector<float> q = normal({T, 2, R}, DType::F32, 9).data, out_dense(q.size()), out_wide(q.size()),
+  const runtime::HostArray dense = test::reference_cache("name: c\nhead_dim: 16\n" + std::string(kYarn), rows);
+  std::vector<float> q = normal({T, 2, R}, DType::F32, 9).floats, out_dense(q.size()), out_wide(q.size()),
                      out_reversed(q.size());
   std::vector<int32_t> positions = {0, 49, 3, 17, 17, 48, 1};
   std::vector<float> wide(rows * (R + 5), -7.0f), reversed(rows * R);
   for (int64_t p = 0; p < rows; ++p)
     for (int64_t c = 0; c < R; ++c) {
-      wide[p * (R + 5) + c] = dense.data[p * R + c];
-      reversed[(rows - 1 - p) * R + c] = dense.data[p * R + c];
+      wide[p * (R + 5) + c] = dense.floats[p * R + c];
+      reversed[(rows - 1 - p) * R + c] = dense.floats[p * R + c];
     }
   auto run = [&](const Tensor& cache, std::vector<float>& out) {
     Call call;
@@ -224,7 +230,7 @@ TEST(CosSinCache, RowsAnyDistanceApart) {
     const Status s = Runtime::process().run(spec, call);
     ASSERT_TRUE(s.ok()) << format(s.errors());
   };
-  run(Tensor::dense(const_cast<float*>(dense.data.data()), ElementType::Float32, {rows, R}), out_dense);
+  run(Tensor::dense(const_cast<float*>(dense.floats.data()), ElementType::Float32, {rows, R}), out_dense);
   run(Tensor::strided(wide.data(), ElementType::Float32, {rows, R}, {R + 5, 1}), out_wide);
   run(Tensor::strided(reversed.data() + (rows - 1) * R, ElementType::Float32, {rows, R}, {-R, 1}), out_reversed);
   EXPECT_TRUE(same_bits(out_dense, out_wide));
@@ -255,11 +261,11 @@ TEST(CosSinCache, RopeGenTableIsWithinBoundsOfTheComputingKernel) {
       const Result<RopeTable> table = rope_table(spec, positions, rows);
       ASSERT_TRUE(table.ok()) << format(table.errors());
       runtime::ApplyRequest r;
-      r.q = normal({rows, 1, R}, dtype, 11);
+      r[Arg::Q] = normal({rows, 1, R}, dtype, 11);
       r.seq_len = rows;
-      const std::vector<float> computed = run_spec(dims + keys, r).out_q;
-      r.cos_sin_cache = runtime::HostTensor{{rows, R}, table->values};
-      const std::vector<float> read = run_spec(dims + "frequency: {scheme: table}\n", r).out_q;
+      const std::vector<float> computed = run_spec(dims + keys, r).out_q();
+      r[Arg::CosSinCache] = runtime::HostArray::of_floats({rows, R}, table->values);
+      const std::vector<float> read = run_spec(dims + "frequency: {scheme: table}\n", r).out_q();
       const double af = table->attention_factor;
       // 16-bit outputs may also round to neighbours: one unit of the dtype allowed on top.
       const int mantissa_bits = dtype == DType::BF16 ? 7 : dtype == DType::F16 ? 10 : 23;
@@ -268,7 +274,7 @@ TEST(CosSinCache, RopeGenTableIsWithinBoundsOfTheComputingKernel) {
       for (int64_t t = 0; t < rows; ++t)
         for (int i = 0; i < R; ++i) {
           const int64_t at = t * R + i, pair = t * R + i % half;
-          const double scale = af * (std::abs(r.q.data[pair]) + std::abs(r.q.data[pair + half]));
+          const double scale = af * (std::abs(r[Arg::Q]->floats[pair]) + std::abs(r[Arg::Q]->floats[pair + half]));
           const double diff = std::abs(static_cast<double>(computed[at]) - read[at]);
           if (diff == 0) continue;
           ++differing;

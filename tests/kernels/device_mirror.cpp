@@ -1,49 +1,34 @@
 #include "kernels/device_mirror.h"
 
-#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <stdexcept>
 
+#include "base/cuda_driver_api.h"
 #include "ropegen/device_memory.h"
 
 namespace ropegen::test {
 namespace {
 
-// The driver API entry points the CUDA copies need, loaded once.
-struct Cuda {
-  int (*init)(unsigned);
-  int (*device_get)(int*, int);
-  int (*primary_context_retain)(void**, int);
-  int (*push)(void*);
-  int (*pop)(void**);
-  int (*alloc)(unsigned long long*, size_t);
-  int (*free)(unsigned long long);
-  int (*to_device)(unsigned long long, const void*, size_t);
-  int (*to_host)(void*, unsigned long long, size_t);
-  void* context = nullptr;
+// The driver API entry points the CUDA copies need, loaded once, and
+// device 0's primary context.
+struct Cuda : ropegen_cuda_driver {
+  ropegen_CUcontext context = nullptr;
 };
 
 const Cuda& cuda() {
   static const Cuda c = [] {
-    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!lib) throw std::runtime_error("libcuda.so.1 cannot be loaded");
-    Cuda c{};
-    auto symbol = [&](auto& fn, const char* name) {
-      fn = reinterpret_cast<std::decay_t<decltype(fn)>>(dlsym(lib, name));
-      if (!fn) throw std::runtime_error(std::string("libcuda.so.1 lacks ") + name);
-    };
-    symbol(c.init, "cuInit");
-    symbol(c.device_get, "cuDeviceGet");
-    symbol(c.primary_context_retain, "cuDevicePrimaryCtxRetain");
-    symbol(c.push, "cuCtxPushCurrent_v2");
-    symbol(c.pop, "cuCtxPopCurrent_v2");
-    symbol(c.alloc, "cuMemAlloc_v2");
-    symbol(c.free, "cuMemFree_v2");
-    symbol(c.to_device, "cuMemcpyHtoD_v2");
-    symbol(c.to_host, "cuMemcpyDtoH_v2");
-    int device = 0;
-    if (c.init(0) != 0 || c.device_get(&device, 0) != 0 || c.primary_context_retain(&c.context, device) != 0)
+    Cuda c;
+    const unsigned long long needs =
+        ROPEGEN_CUDA_NEEDS(cuInit) | ROPEGEN_CUDA_NEEDS(cuDeviceGet) | ROPEGEN_CUDA_NEEDS(cuDevicePrimaryCtxRetain) |
+        ROPEGEN_CUDA_NEEDS(cuCtxPushCurrent_v2) | ROPEGEN_CUDA_NEEDS(cuCtxPopCurrent_v2) |
+        ROPEGEN_CUDA_NEEDS(cuMemAlloc_v2) | ROPEGEN_CUDA_NEEDS(cuMemFree_v2) | ROPEGEN_CUDA_NEEDS(cuMemcpyHtoD_v2) |
+        ROPEGEN_CUDA_NEEDS(cuMemcpyDtoH_v2);
+    if (!ropegen_cuda_driver_load(&c, needs, 0))
+      throw std::runtime_error(c.library ? std::string("libcuda.so.1 lacks ") + c.missing
+                                         : std::string("libcuda.so.1 cannot be loaded"));
+    ropegen_CUdevice device = 0;
+    if (c.cuInit(0) != 0 || c.cuDeviceGet(&device, 0) != 0 || c.cuDevicePrimaryCtxRetain(&c.context, device) != 0)
       throw std::runtime_error("CUDA device 0's primary context cannot be retained");
     return c;
   }();
@@ -57,10 +42,10 @@ void check(int result, const char* what) {
 // Runs `f` with device 0's primary context current.
 template <typename F>
 void in_primary_context(F f) {
-  check(cuda().push(cuda().context), "cuCtxPushCurrent");
+  check(cuda().cuCtxPushCurrent_v2(cuda().context), "cuCtxPushCurrent");
   f();
-  void* popped = nullptr;
-  cuda().pop(&popped);
+  ropegen_CUcontext popped = nullptr;
+  cuda().cuCtxPopCurrent_v2(&popped);
 }
 
 }  // namespace
@@ -68,8 +53,8 @@ void in_primary_context(F f) {
 struct DeviceMirror::Buffer {
   const uint8_t* host;
   size_t bytes;
-  DeviceMemory vulkan;       // Vulkan targets
-  unsigned long long cuda = 0;  // CUDA targets: a CUdeviceptr
+  DeviceMemory vulkan;           // Vulkan targets
+  ropegen_CUdeviceptr cuda = 0;  // CUDA targets
   Device device;
 
   void* data() const { return device.type == DeviceType::Vulkan ? vulkan.data() : reinterpret_cast<void*>(cuda); }
@@ -80,10 +65,10 @@ DeviceMirror::DeviceMirror(const Halide::Target& target) : target_(target) {}
 DeviceMirror::~DeviceMirror() {
   for (const auto& b : buffers_) {
     if (!b->cuda) continue;
-    void* popped = nullptr;
-    cuda().push(cuda().context);  // loaded: b->cuda came from it
-    cuda().free(b->cuda);
-    cuda().pop(&popped);
+    ropegen_CUcontext popped = nullptr;
+    cuda().cuCtxPushCurrent_v2(cuda().context);  // loaded: b->cuda came from it
+    cuda().cuMemFree_v2(b->cuda);
+    cuda().cuCtxPopCurrent_v2(&popped);
   }
 }
 
@@ -101,8 +86,8 @@ void DeviceMirror::add(const void* host, size_t bytes) {
   } else {
     b->device = Device{DeviceType::CUDA, 0};
     in_primary_context([&] {
-      check(cuda().alloc(&b->cuda, bytes), "cuMemAlloc");
-      check(cuda().to_device(b->cuda, host, bytes), "cuMemcpyHtoD");
+      check(cuda().cuMemAlloc_v2(&b->cuda, bytes), "cuMemAlloc");
+      check(cuda().cuMemcpyHtoD_v2(b->cuda, host, bytes), "cuMemcpyHtoD");
     });
   }
   buffers_.push_back(std::move(b));
@@ -139,7 +124,7 @@ void DeviceMirror::copy_back() const {
       const Status copied = b->vulkan.copy_to_host(host, b->bytes);
       if (!copied) throw std::runtime_error(format(copied.errors()));
     } else {
-      in_primary_context([&] { check(cuda().to_host(host, b->cuda, b->bytes), "cuMemcpyDtoH"); });
+      in_primary_context([&] { check(cuda().cuMemcpyDtoH_v2(host, b->cuda, b->bytes), "cuMemcpyDtoH"); });
     }
   }
 }

@@ -1,20 +1,21 @@
 #include "kernels/encoding_sweeps.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 
-#include <fmt/format.h>
-
+#include "abi/kernel_abi.h"
 #include "call/contract.h"
-#include "call/layout_traits.h"
 #include "ropegen/spec_io.h"
 #include "runtime/host_tensor.h"
 #include "support/reference.h"
 
 namespace ropegen::test {
 namespace {
+
+using abi::Arg;
 
 RopeSpec parse(const std::string& text) {
   Result<RopeSpec> spec = parse_spec(text, "case");
@@ -30,22 +31,30 @@ int64_t elements(const std::vector<int64_t>& shape) {
 
 // Deterministic data, already rounded to the spec's dtype so that the
 // reference sees exactly what the kernel reads.
-runtime::HostTensor tensor(std::vector<int64_t> shape, DType dtype, uint32_t seed, double scale = 1.0) {
+runtime::HostArray tensor(std::vector<int64_t> shape, DType dtype, uint32_t seed, double scale = 1.0) {
   std::mt19937 gen(seed);
   std::normal_distribution<float> normal(0.0f, static_cast<float>(scale));
   std::vector<float> data(elements(shape));
   for (float& v : data) v = normal(gen);
-  return {std::move(shape), runtime::to_storage(data, dtype).to_float()};
+  return runtime::HostArray::of_floats(std::move(shape), runtime::to_storage(data, dtype).to_float());
 }
 
-runtime::HostPositions ids(std::vector<int64_t> shape, int64_t limit, bool int64, uint32_t seed) {
+runtime::HostArray ids(std::vector<int64_t> shape, int64_t limit, bool int64, uint32_t seed) {
   std::mt19937 gen(seed);
   std::vector<int64_t> v(elements(shape));
   for (int64_t& x : v) x = std::uniform_int_distribution<int64_t>(0, limit - 1)(gen);
-  return {std::move(shape), std::move(v), int64};
+  return runtime::HostArray::of_ids(std::move(shape), std::move(v), int64);
 }
 
-ref::Tensor as_ref(const runtime::HostTensor& t) { return {t.shape, std::vector<double>(t.data.begin(), t.data.end())}; }
+ref::Tensor as_ref(const runtime::HostArray& t) {
+  return {t.shape, std::vector<double>(t.floats.begin(), t.floats.end())};
+}
+
+// Sequence starts, as int64 ids.
+runtime::HostArray starts(std::vector<int64_t> cu) {
+  const int64_t n = static_cast<int64_t>(cu.size());
+  return runtime::HostArray::of_ids({n}, std::move(cu));
+}
 
 void expect_near(const std::string& what, DType dtype, const std::vector<float>& got, const std::vector<double>& want,
                  double relaxed = 1.0) {
@@ -60,34 +69,36 @@ void expect_near(const std::string& what, DType dtype, const std::vector<float>&
 // read + 1 (ids; or offset + the longest sequence, packed: by cu_seqlens).
 int64_t hf_seq_len(const RopeSpec& spec, const runtime::ApplyRequest& r) {
   if (r.seq_len) return *r.seq_len;
-  if (r.positions) return *std::max_element(r.positions->values.begin(), r.positions->values.end()) + 1;
-  const call::LayoutTraits& traits = call::layout_traits(call::tensor_layout(call::call_contract(spec)));
-  int64_t longest = r.q.shape[traits.s];
-  if (r.cu_seqlens) {
+  if (r[Arg::Positions]) return *std::max_element(r[Arg::Positions]->ints.begin(), r[Arg::Positions]->ints.end()) + 1;
+  const abi::LayoutTraits& traits = abi::layout_traits(abi::tensor_layout(spec.encoding, spec.layout));
+  int64_t longest = r[Arg::Q]->shape[traits.s];
+  if (r[Arg::CuSeqlens]) {
+    const std::vector<int64_t>& cu = r[Arg::CuSeqlens]->ints;
     longest = 0;
-    for (size_t i = 0; i + 1 < r.cu_seqlens->size(); ++i) longest = std::max(longest, (*r.cu_seqlens)[i + 1] - (*r.cu_seqlens)[i]);
+    for (size_t i = 0; i + 1 < cu.size(); ++i) longest = std::max(longest, cu[i + 1] - cu[i]);
   }
   return r.offset + longest;
 }
 
 ref::Call reference_call(const runtime::ApplyRequest& r, int64_t seq_len) {
   ref::Call call;
-  if (r.positions)
-    call.positions = ref::Tensor{r.positions->shape, std::vector<double>(r.positions->values.begin(), r.positions->values.end())};
+  if (r[Arg::Positions])
+    call.positions = ref::Tensor{r[Arg::Positions]->shape,
+                                 std::vector<double>(r[Arg::Positions]->ints.begin(), r[Arg::Positions]->ints.end())};
   call.offset = r.offset;
-  if (r.cu_seqlens) call.cu_seqlens = *r.cu_seqlens;
+  if (r[Arg::CuSeqlens]) call.cu_seqlens = r[Arg::CuSeqlens]->ints;
   call.seq_len = seq_len;
-  if (r.freqs) call.inv_freq.assign(r.freqs->data.begin(), r.freqs->data.end());
-  if (r.table) call.table = as_ref(*r.table);
-  if (r.cos_sin_cache) call.cos_sin_cache = as_ref(*r.cos_sin_cache);
+  if (r[Arg::Freqs]) call.inv_freq.assign(r[Arg::Freqs]->floats.begin(), r[Arg::Freqs]->floats.end());
+  if (r[Arg::Table]) call.table = as_ref(*r[Arg::Table]);
+  if (r[Arg::CosSinCache]) call.cos_sin_cache = as_ref(*r[Arg::CosSinCache]);
   return call;
 }
 
-EncodingCase make(std::string spec, runtime::HostTensor q, std::optional<runtime::HostTensor> k = std::nullopt) {
+EncodingCase make(std::string spec, runtime::HostArray q, std::optional<runtime::HostArray> k = std::nullopt) {
   EncodingCase c;
   c.spec = std::move(spec);
-  c.request.q = std::move(q);
-  c.request.k = std::move(k);
+  c.request[Arg::Q] = std::move(q);
+  c.request[Arg::K] = std::move(k);
   return c;
 }
 
@@ -113,21 +124,21 @@ EncodingCase as_encoding_case(const Case& c) {
   };
   EncodingCase e;
   e.spec = c.spec_text();
-  e.request.q = tensor(shape(c.H), spec.dtype, 11, 1.5);
-  if (c.Hk) e.request.k = tensor(shape(c.Hk), spec.dtype, 12, 1.5);
+  e.request[Arg::Q] = tensor(shape(c.H), spec.dtype, 11, 1.5);
+  if (c.Hk) e.request[Arg::K] = tensor(shape(c.Hk), spec.dtype, 12, 1.5);
   if (c.explicit_positions) {
     std::vector<int64_t> ids_shape = {c.S};
     if (c.layout != "thd" && !c.shared_positions) ids_shape = c.layout == "sbhd" ? std::vector<int64_t>{c.S, c.B} : std::vector<int64_t>{c.B, c.S};
-    e.request.positions = ids(ids_shape, 70000, c.int64_positions, 13);
+    e.request[Arg::Positions] = ids(ids_shape, 70000, c.int64_positions, 13);
   }
-  if (!c.cu_seqlens.empty()) e.request.cu_seqlens = c.cu_seqlens;
+  if (!c.cu_seqlens.empty()) e.request[Arg::CuSeqlens] = starts(c.cu_seqlens);
   e.request.offset = c.offset;
   return e;
 }
 
 std::string EncodingCase::describe() const {
   return fmt::format("{}{}offset {}, q/x shape [{}]", spec, request.backward ? "backward, " : "", request.offset,
-                     fmt::join(request.q.shape, ","));
+                     fmt::join(request[Arg::Q]->shape, ","));
 }
 
 std::vector<EncodingCase> sweep_sinusoidal_and_learned() {
@@ -143,7 +154,8 @@ std::vector<EncodingCase> sweep_sinusoidal_and_learned() {
           const bool packed = std::string(layout) == "td";
           const std::vector<int64_t> shape = packed ? std::vector<int64_t>{11, dim} : std::vector<int64_t>{2, 5, dim};
           EncodingCase c = make(spec, tensor(shape, dt, seed++));
-          if (packed) c.request.cu_seqlens = std::vector<int64_t>{0, 4, 4, 11};
+          if (packed)
+            c.request[Arg::CuSeqlens] = starts({0, 4, 4, 11});
           else c.request.offset = dim % 2 ? 7 : 65533;  // across a 16-position block boundary
           out.push_back(std::move(c));
         }
@@ -151,7 +163,7 @@ std::vector<EncodingCase> sweep_sinusoidal_and_learned() {
   for (bool shared : {false, true}) {
     const std::string spec = "name: s\nencoding: sinusoidal\ndim: 48\npositions: explicit\n";
     EncodingCase c = make(spec, tensor({3, 4, 48}, DType::F32, seed++));
-    c.request.positions = shared ? ids({4}, 1 << 20, false, seed++) : ids({3, 4}, 100000, true, seed++);
+    c.request[Arg::Positions] = shared ? ids({4}, 1 << 20, false, seed++) : ids({3, 4}, 100000, true, seed++);
     out.push_back(std::move(c));
   }
   for (const char* layout : {"bsd", "sbd", "td"})
@@ -163,8 +175,10 @@ std::vector<EncodingCase> sweep_sinusoidal_and_learned() {
         const bool packed = std::string(layout) == "td";
         const std::vector<int64_t> shape = packed ? std::vector<int64_t>{6, 37} : std::vector<int64_t>{2, 3, 37};
         EncodingCase c = make(spec, tensor(shape, dt, seed++));
-        c.request.table = tensor({20, 37}, dt, seed++);
-        if (explicit_ids) c.request.positions = ids(packed ? std::vector<int64_t>{6} : std::vector<int64_t>{shape[0], shape[1]}, 20, false, seed++);
+        c.request[Arg::Table] = tensor({20, 37}, dt, seed++);
+        if (explicit_ids)
+          c.request[Arg::Positions] =
+              ids(packed ? std::vector<int64_t>{6} : std::vector<int64_t>{shape[0], shape[1]}, 20, false, seed++);
         else c.request.offset = 3;
         out.push_back(std::move(c));
       }
@@ -207,11 +221,11 @@ std::vector<EncodingCase> sweep_multi_axis_rope() {
         const std::vector<int64_t> q_shape = packed ? std::vector<int64_t>{7, 4, 20} : std::vector<int64_t>{2, 5, 4, 20};
         std::vector<int64_t> k_shape = q_shape;
         k_shape[packed ? 1 : 2] = 2;
-        runtime::HostTensor q = tensor(q_shape, DType::F32, seed++);
+        runtime::HostArray q = tensor(q_shape, DType::F32, seed++);
         EncodingCase c = make(spec, std::move(q), tensor(k_shape, DType::F32, seed++));
         std::vector<int64_t> pos_shape(q_shape.begin(), q_shape.end() - (packed ? 2 : 2));
         pos_shape.push_back(a.axes);
-        c.request.positions = ids(pos_shape, 4096, pos_shape.size() == 3, seed++);
+        c.request[Arg::Positions] = ids(pos_shape, 4096, pos_shape.size() == 3, seed++);
         out.push_back(std::move(c));
       }
   return out;
@@ -240,16 +254,16 @@ std::vector<EncodingCase> sweep_backward_and_runtime_frequencies() {
       if (spec.layout == Layout::BHSD) std::swap(q_shape[1], q_shape[2]);
       std::vector<int64_t> k_shape = q_shape;
       k_shape[spec.layout == Layout::BSHD || spec.layout == Layout::SBHD ? 2 : 1] = 1;
-      runtime::HostTensor q = tensor(q_shape, spec.dtype, seed++);
+      runtime::HostArray q = tensor(q_shape, spec.dtype, seed++);
       EncodingCase c = make(text, std::move(q), tensor(k_shape, spec.dtype, seed++));
       c.request.backward = backward;
-      if (spec.axes.enabled()) c.request.positions = ids({2, 5, 3}, 64, false, seed++);
-      if (packed) c.request.cu_seqlens = std::vector<int64_t>{0, 3, 7};
+      if (spec.axes.enabled()) c.request[Arg::Positions] = ids({2, 5, 3}, 64, false, seed++);
+      if (packed) c.request[Arg::CuSeqlens] = starts({0, 3, 7});
       if (runtime_freqs) {
-        c.request.freqs = tensor({spec.num_pairs()}, DType::F32, seed++, 0.3);
+        c.request[Arg::Freqs] = tensor({spec.num_pairs()}, DType::F32, seed++, 0.3);
         if (backward) {
-          c.request.saved_q = tensor(q_shape, spec.dtype, seed++);
-          c.request.saved_k = tensor(k_shape, spec.dtype, seed++);
+          c.request[Arg::SavedQ] = tensor(q_shape, spec.dtype, seed++);
+          c.request[Arg::SavedK] = tensor(k_shape, spec.dtype, seed++);
         }
       }
       out.push_back(std::move(c));
@@ -266,10 +280,10 @@ std::vector<EncodingCase> sweep_backward_and_runtime_frequencies() {
     EncodingCase c = make(packed ? std::string(many_tokens) + "layout: thd\n" : many_tokens,
                           tensor(q_shape, DType::BF16, seed++), tensor(k_shape, DType::BF16, seed++));
     c.request.backward = true;
-    if (packed) c.request.cu_seqlens = std::vector<int64_t>{0, 100, 4161};
-    c.request.freqs = tensor({4}, DType::F32, seed++, 0.3);
-    c.request.saved_q = tensor(q_shape, DType::BF16, seed++);
-    c.request.saved_k = tensor(k_shape, DType::BF16, seed++);
+    if (packed) c.request[Arg::CuSeqlens] = starts({0, 100, 4161});
+    c.request[Arg::Freqs] = tensor({4}, DType::F32, seed++, 0.3);
+    c.request[Arg::SavedQ] = tensor(q_shape, DType::BF16, seed++);
+    c.request[Arg::SavedK] = tensor(k_shape, DType::BF16, seed++);
     out.push_back(std::move(c));
   }
   return out;
@@ -278,13 +292,13 @@ std::vector<EncodingCase> sweep_backward_and_runtime_frequencies() {
 // A cos/sin cache as engines keep it, rows for positions 0 .. rows-1, from
 // the independent reference of `source`: a spec that computes them (its
 // scaling and attention factor), float32 [rows, rotary_dim].
-runtime::HostTensor reference_cache(const std::string& source, int64_t rows) {
+runtime::HostArray reference_cache(const std::string& source, int64_t rows) {
   const RopeSpec spec = parse(source);
   ref::Call call;
   call.positions = ref::Tensor{{rows}, {}};
   for (int64_t p = 0; p < rows; ++p) call.positions->data.push_back(static_cast<double>(p));
   const ref::Tensor t = ref::reference_table(spec, call);
-  return {t.shape, std::vector<float>(t.data.begin(), t.data.end())};
+  return runtime::HostArray::of_floats(t.shape, std::vector<float>(t.data.begin(), t.data.end()));
 }
 
 std::vector<EncodingCase> sweep_cos_sin_cache() {
@@ -305,11 +319,11 @@ std::vector<EncodingCase> sweep_cos_sin_cache() {
     }
   };
   // The spec without frequency keys (`dims`), computing (+ source) and reading the cache.
-  auto add = [&](const std::string& dims, int which, runtime::HostTensor q, std::optional<runtime::HostTensor> k,
+  auto add = [&](const std::string& dims, int which, runtime::HostArray q, std::optional<runtime::HostArray> k,
                  int64_t rows) {
     const RopeSpec spec = parse(dims);
     EncodingCase c = make(dims + "frequency: {scheme: table}\n", std::move(q), std::move(k));
-    c.request.cos_sin_cache = reference_cache(dims + source(spec.num_pairs(), which), rows);
+    c.request[Arg::CosSinCache] = reference_cache(dims + source(spec.num_pairs(), which), rows);
     out.push_back(std::move(c));
     return &out.back();
   };
@@ -327,9 +341,9 @@ std::vector<EncodingCase> sweep_cos_sin_cache() {
         if (std::string(layout) == "sbhd") std::swap(q_shape[0], q_shape[1]);
         std::vector<int64_t> k_shape = q_shape;
         k_shape[std::string(layout) == "bhsd" || packed ? 1 : 2] = 1;
-        runtime::HostTensor q = tensor(q_shape, dt, seed++), k = tensor(k_shape, dt, seed++);
+        runtime::HostArray q = tensor(q_shape, dt, seed++), k = tensor(k_shape, dt, seed++);
         EncodingCase* c = add(dims, which++, std::move(q), std::move(k), 12);
-        if (packed) c->request.cu_seqlens = std::vector<int64_t>{0, 3, 7};
+        if (packed) c->request[Arg::CuSeqlens] = starts({0, 3, 7});
         c->request.offset = 5;  // last position read: 5 + 6 = 11, the cache's last row
       }
   // Explicit int32 / int64 ids, per sequence or shared by the batch; q alone.
@@ -344,7 +358,7 @@ std::vector<EncodingCase> sweep_cos_sin_cache() {
         EncodingCase* c = add(dims, which++, tensor(q_shape, DType::F32, seed++), std::nullopt, 3000);
         std::vector<int64_t> id_shape = {9};
         if (!shared) id_shape = std::string(layout) == "sbhd" ? std::vector<int64_t>{9, 2} : std::vector<int64_t>{2, 9};
-        c->request.positions = ids(id_shape, 3000, int64, seed++);
+        c->request[Arg::Positions] = ids(id_shape, 3000, int64, seed++);
       }
   // Backward (rotation by -angle with the same cache), q and k, and odd sizes.
   for (const char* dims : {"name: c\nhead_dim: 16\n",
@@ -359,21 +373,21 @@ std::vector<EncodingCase> sweep_cos_sin_cache() {
       if (spec.layout == Layout::SBHD) std::swap(q_shape[0], q_shape[1]);
       std::vector<int64_t> k_shape = q_shape;
       k_shape[packed ? 1 : 2] = 2;
-      runtime::HostTensor q = tensor(q_shape, spec.dtype, seed++), k = tensor(k_shape, spec.dtype, seed++);
+      runtime::HostArray q = tensor(q_shape, spec.dtype, seed++), k = tensor(k_shape, spec.dtype, seed++);
       EncodingCase* c = add(dims, which++, std::move(q), std::move(k), 40);
       c->request.backward = backward;
       c->request.offset = 30;
-      if (packed) c->request.cu_seqlens = std::vector<int64_t>{0, 3, 7};
+      if (packed) c->request[Arg::CuSeqlens] = starts({0, 3, 7});
     }
   // cos/sin of a token past 16 KiB: per thread, in registers, on GPUs.
   {
-    runtime::HostTensor q = tensor({1, 3, 2, 8192}, DType::F32, seed++), k = tensor({1, 3, 1, 8192}, DType::F32, seed++);
+    runtime::HostArray q = tensor({1, 3, 2, 8192}, DType::F32, seed++), k = tensor({1, 3, 1, 8192}, DType::F32, seed++);
     add("name: c\nhead_dim: 8192\n", which++, std::move(q), std::move(k), 3);
   }
   for (auto [d, r, off] : {std::tuple{2, 2, 0}, std::tuple{130, 34, 96}}) {
     const std::string dims = fmt::format("name: c\nhead_dim: {}\nrotary_dim: {}\nrotary_offset: {}\n", d, r, off);
     add(dims, which++, tensor({1, 1, 1, d}, DType::F32, seed++), std::nullopt, 1);
-    runtime::HostTensor q = tensor({3, 1, 5, d}, DType::BF16, seed++), k = tensor({3, 1, 5, d}, DType::BF16, seed++);
+    runtime::HostArray q = tensor({3, 1, 5, d}, DType::BF16, seed++), k = tensor({3, 1, 5, d}, DType::BF16, seed++);
     add(dims, which++, std::move(q), std::move(k), 1);
   }
   // Multi-axis: each pair reads the row of its own axis's position.
@@ -386,11 +400,12 @@ std::vector<EncodingCase> sweep_cos_sin_cache() {
       std::vector<int64_t> k_shape = q_shape;
       k_shape[packed ? 1 : 2] = 2;
       // The cache's source is 1-D: cos/sin of pair r depend on its position, not its axis.
-      runtime::HostTensor q = tensor(q_shape, DType::F32, seed++), k = tensor(k_shape, DType::F32, seed++);
+      runtime::HostArray q = tensor(q_shape, DType::F32, seed++), k = tensor(k_shape, DType::F32, seed++);
       EncodingCase c = make(dims + "frequency: {scheme: table}\n", std::move(q), std::move(k));
-      c.request.cos_sin_cache = reference_cache(
-          fmt::format("name: c\nhead_dim: 20\nrotary_dim: 16\n{}", source(8, which++)), 500);
-      c.request.positions = ids(packed ? std::vector<int64_t>{7, 3} : std::vector<int64_t>{2, 5, 3}, 500, !packed, seed++);
+      c.request[Arg::CosSinCache] =
+          reference_cache(fmt::format("name: c\nhead_dim: 20\nrotary_dim: 16\n{}", source(8, which++)), 500);
+      c.request[Arg::Positions] =
+          ids(packed ? std::vector<int64_t>{7, 3} : std::vector<int64_t>{2, 5, 3}, 500, !packed, seed++);
       out.push_back(std::move(c));
     }
   return out;
@@ -403,20 +418,20 @@ ReferenceOutputs reference_outputs(const EncodingCase& c) {
   ReferenceOutputs want;
   switch (spec.encoding) {
     case Encoding::Sinusoidal:
-    case Encoding::Learned: want.out_q = ref::reference_add_positions(spec, as_ref(r.q), call).data; break;
-    case Encoding::Alibi: want.out_q = ref::reference_alibi(spec, as_ref(r.q), r.offset).data; break;
+    case Encoding::Learned: want.out_q = ref::reference_add_positions(spec, as_ref(*r[Arg::Q]), call).data; break;
+    case Encoding::Alibi: want.out_q = ref::reference_alibi(spec, as_ref(*r[Arg::Q]), r.offset).data; break;
     case Encoding::Rope: {
       std::vector<double> d_freqs(spec.num_pairs(), 0.0);
-      auto rotate = [&](const runtime::HostTensor& in, const std::optional<runtime::HostTensor>& saved, bool is_key) {
+      auto rotate = [&](const runtime::HostArray& in, const std::optional<runtime::HostArray>& saved, bool is_key) {
         if (!r.backward) return ref::reference_apply(spec, as_ref(in), is_key, call).data;
         const ref::Tensor saved_ref = saved ? as_ref(*saved) : ref::Tensor{};
         ref::Gradients g = ref::reference_backward(spec, as_ref(in), saved ? &saved_ref : nullptr, is_key, call);
         for (size_t i = 0; i < g.d_inv_freq.size(); ++i) d_freqs[i] += g.d_inv_freq[i];
         return std::move(g.dx.data);
       };
-      want.out_q = rotate(r.q, r.saved_q, false);
-      if (r.k) want.out_k = rotate(*r.k, r.saved_k, true);
-      if (r.backward && r.freqs) want.d_freqs = std::move(d_freqs);
+      want.out_q = rotate(*r[Arg::Q], r[Arg::SavedQ], false);
+      if (r[Arg::K]) want.out_k = rotate(*r[Arg::K], r[Arg::SavedK], true);
+      if (r.backward && r[Arg::Freqs]) want.d_freqs = std::move(d_freqs);
       break;
     }
   }
@@ -436,11 +451,11 @@ std::optional<runtime::ApplyResult> run_encoding_case(const EncodingCase& c, con
   const ReferenceOutputs want = reference_outputs(c);
   const bool rope = spec.encoding == Encoding::Rope;
   const std::string d = r.backward ? "d" : "";
-  expect_near(rope ? d + "q" : "x", spec.dtype, result->out_q, want.out_q);
-  if (want.out_k) expect_near(d + "k", spec.dtype, result->out_k.value_or(std::vector<float>{}), *want.out_k);
+  auto floats = [&](Arg a) { return (*result)[a] ? (*result)[a]->floats : std::vector<float>{}; };
+  expect_near(rope ? d + "q" : "x", spec.dtype, result->out_q(), want.out_q);
+  if (want.out_k) expect_near(d + "k", spec.dtype, floats(Arg::OutK), *want.out_k);
   // A sum over every row: float32 terms accumulated in float64.
-  if (want.d_freqs)
-    expect_near("d_freqs", DType::F32, result->d_freqs.value_or(std::vector<float>{}), *want.d_freqs, kSumTolerance);
+  if (want.d_freqs) expect_near("d_freqs", DType::F32, floats(Arg::DFreqs), *want.d_freqs, kSumTolerance);
   return std::move(result).value();
 }
 
@@ -451,7 +466,9 @@ void run_encoding_sweep(const std::vector<EncodingCase>& cases, const std::strin
     if (!got || !against_host) continue;
     const std::optional<runtime::ApplyResult> host = run_encoding_case(c, "host");
     if (!host) continue;
-    const bool same = got->out_q == host->out_q && got->out_k == host->out_k && got->d_freqs == host->d_freqs;
+    auto floats = [](const runtime::ApplyResult& r, Arg a) { return r[a] ? r[a]->floats : std::vector<float>{}; };
+    bool same = true;
+    for (Arg a : {Arg::OutQ, Arg::OutK, Arg::DFreqs}) same = same && floats(*got, a) == floats(*host, a);
     if (!same && differing++ < 5) ADD_FAILURE() << target << " differs from the host's bits: " << c.describe();
   }
 }
@@ -459,19 +476,20 @@ void run_encoding_sweep(const std::vector<EncodingCase>& cases, const std::strin
 double adjoint_error(const std::string& spec_text, const std::string& target) {
   const RopeSpec spec = parse(spec_text);
   runtime::ApplyRequest forward;
-  forward.q = tensor({2, 6, 3, spec.head_dim}, spec.dtype, 7);
+  forward[Arg::Q] = tensor({2, 6, 3, spec.head_dim}, spec.dtype, 7);
   forward.target = target;
   runtime::ApplyRequest backward = forward;
-  backward.q = tensor(forward.q.shape, spec.dtype, 8);
+  backward[Arg::Q] = tensor(forward[Arg::Q]->shape, spec.dtype, 8);
   backward.backward = true;
   backward.seq_len = forward.seq_len = 6;
   Result<runtime::ApplyResult> y = runtime::apply_on_host(spec, forward), dx = runtime::apply_on_host(spec, backward);
   if (!y || !dx) throw std::runtime_error(format(y ? dx.errors() : y.errors()));
   double lhs = 0, rhs = 0, norm = 0;
-  for (size_t i = 0; i < y->out_q.size(); ++i) {
-    lhs += static_cast<double>(y->out_q[i]) * backward.q.data[i];
-    rhs += static_cast<double>(forward.q.data[i]) * dx->out_q[i];
-    norm += std::abs(static_cast<double>(y->out_q[i]) * backward.q.data[i]);
+  const std::vector<float>&x = forward[Arg::Q]->floats, &g = backward[Arg::Q]->floats;
+  for (size_t i = 0; i < y->out_q().size(); ++i) {
+    lhs += static_cast<double>(y->out_q()[i]) * g[i];
+    rhs += static_cast<double>(x[i]) * dx->out_q()[i];
+    norm += std::abs(static_cast<double>(y->out_q()[i]) * g[i]);
   }
   return std::abs(lhs - rhs) / norm;
 }

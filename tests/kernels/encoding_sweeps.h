@@ -40,7 +40,7 @@ std::vector<EncodingCase> sweep_cos_sin_cache();
 
 // The reference's cos/sin cache of a computing spec (YAML): float32
 // [rows, rotary_dim], rows for positions 0 .. rows-1.
-runtime::HostTensor reference_cache(const std::string& source, int64_t rows);
+runtime::HostArray reference_cache(const std::string& source, int64_t rows);
 
 // The float64 reference's outputs of a case: out_q (x, scores), out_k,
 // and dL/d(inv_freq) for backward with run-time frequencies.

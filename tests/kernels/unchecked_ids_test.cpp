@@ -109,12 +109,20 @@ void run(const std::string& spec_text, const lowering::KernelVariant& variant, c
          const Inputs& in, std::vector<Halide::Buffer<>> out) {
   const RopeSpec spec = parse_spec(spec_text, "ids.yaml").value();
   lowering::RopeAlgorithm a = targets::scheduled_algorithm(spec, variant, target);
-  const std::pair<Halide::ImageParam, Halide::Buffer<>> bindings[] = {
-      {a.q.input, in.q}, {a.k.input, in.k}, {a.v, in.v}, {a.positions, in.positions}, {a.kv_indices, in.kv_indices},
-      {a.kv_indptr, in.kv_indptr}, {a.batch_indices, in.batch_indices}, {a.cache_positions, in.cache_positions},
-      {a.slot_mapping, in.slot_mapping}, {a.table, in.table}, {a.cos_sin_cache, in.cos_sin_cache}};
-  for (auto [param, buffer] : bindings)
-    if (buffer.defined()) param.set(buffer);
+  using abi::Arg;
+  const std::pair<Arg, Halide::Buffer<>> bindings[] = {{Arg::Q, in.q},
+                                                       {Arg::K, in.k},
+                                                       {Arg::V, in.v},
+                                                       {Arg::Positions, in.positions},
+                                                       {Arg::KvIndices, in.kv_indices},
+                                                       {Arg::KvIndptr, in.kv_indptr},
+                                                       {Arg::BatchIndices, in.batch_indices},
+                                                       {Arg::CachePositions, in.cache_positions},
+                                                       {Arg::SlotMapping, in.slot_mapping},
+                                                       {Arg::Table, in.table},
+                                                       {Arg::CosSinCache, in.cos_sin_cache}};
+  for (auto [arg, buffer] : bindings)
+    if (buffer.defined()) a.input(arg).set(buffer);
   Halide::Pipeline pipeline(a.outputs());
   pipeline.compile_jit(target);
   pipeline.realize(Halide::Realization(out), target);

@@ -175,9 +175,9 @@ TEST(TensorMemory, CallsPast2To31ElementsAreCutIntoParts) {
     EXPECT_LE(p.ns * 16 * D, INT32_MAX);
     tokens += p.ns;
     const call::PartViews b = call::part_views(whole, p, nullptr);
-    EXPECT_EQ(b.q.dim[2].min, p.s0);  // the caller's coordinates
-    EXPECT_EQ(b.q.dim[3].min, p.b0);
-    EXPECT_EQ(b.q.buf.host - static_cast<uint8_t*>(fake), (p.b0 * (int64_t{1} << 20) + p.s0) * 16 * D * 2);
+    EXPECT_EQ(b[abi::Arg::Q].dim[2].min, p.s0);  // the caller's coordinates
+    EXPECT_EQ(b[abi::Arg::Q].dim[3].min, p.b0);
+    EXPECT_EQ(b[abi::Arg::Q].buf.host - static_cast<uint8_t*>(fake), (p.b0 * (int64_t{1} << 20) + p.s0) * 16 * D * 2);
   }
   EXPECT_EQ(parts.size(), 8u);
   EXPECT_EQ(tokens, 4 << 20);

@@ -1,20 +1,16 @@
-// rope-gen apply SPEC --q Q.npy [--k K.npy] [--positions P.npy | --offset N]
-//   [--cu-seqlens C.npy] [--seq-len N] [--freqs F.npy | --cos-sin-cache C.npy] [--target T]
-//   --out-q OQ.npy [--out-k OK.npy]
-// rope-gen apply SPEC --backward --q GQ.npy [--k GK.npy] [--saved-q Q.npy --saved-k K.npy
-//   --out-freqs DF.npy] ... --out-q DQ.npy [--out-k DK.npy]
-// rope-gen apply SPEC --x X.npy [--positions P.npy | --offset N] [--table T.npy] --out Y.npy
-//   (sinusoidal, learned; alibi: X = attention scores [B, H, Sq, Sk])
-// rope-gen apply SPEC --q Q --k K [--v V] --positions P (--kv-indices I --kv-indptr IP
-//   --batch-indices BI [--cache-positions CP] | --slot-mapping SM) --k-cache KC [--v-cache VC] --out-q OQ [--out-k OK]
-//   --out-k-cache OKC [--out-v-cache OVC] [--k-scale F --v-scale F]   (specs with kv_cache: the fused
-//   append; fp8 caches are uint8 .npy of codes, scaled by --k-scale, --v-scale)
-#include <cstring>
-#include <iostream>
-#include <tuple>
-
+// rope-gen apply SPEC: a spec run on .npy tensors, one flag per call
+// argument (abi/arguments.h: its cli_flag), read and converted by its
+// dtype rule, results written to --out-* files.
+//   rope:       --q Q.npy [--k K.npy] [--positions P.npy | --offset N] ... --out-q OQ.npy [--out-k OK.npy]
+//   backward:   --backward --q GQ.npy [--k GK.npy] [--saved-q Q --saved-k K --out-freqs DF] ...
+//   sinusoidal, learned, alibi: --x X.npy [--table T.npy] ... --out Y.npy
+//   kv_cache:   --k-cache KC.npy --out-k-cache OKC.npy (and --v-cache / --out-v-cache): read, updated, written
 #include <fmt/format.h>
 
+#include <cstring>
+#include <iostream>
+
+#include "abi/arguments.h"
 #include "atomic_file.h"
 #include "cli_error.h"
 #include "commands.h"
@@ -26,163 +22,141 @@
 namespace ropegen::cli {
 namespace {
 
+using abi::Arg;
+
 struct ApplyOptions {
-  std::string spec, q, k, x, positions, cu_seqlens, table, freqs, cos_sin_cache, saved_q, saved_k;
-  std::string out_q, out_k, out, out_freqs, target = "host";
-  // Fused KV-cache append.
-  std::string v, k_cache, v_cache, kv_indices, kv_indptr, batch_indices, slot_mapping, out_k_cache, out_v_cache;
-  std::string cache_positions;
+  std::string spec, target = "host";
+  abi::ByTensor<std::string> paths;    // each argument's file: inputs read, outputs written
+  abi::ByTensor<std::string> updated;  // the caches (read, updated in place): where they are written
+  std::string x, out;                  // sinusoidal, learned, alibi: their spellings of --q, --out-q
   int64_t offset = 0;
   std::optional<int64_t> seq_len;
   std::optional<float> k_scale, v_scale;  // fp8 caches
   bool backward = false;
 };
 
-runtime::HostTensor read_float_tensor(const std::string& path, const char* role) {
-  const NpyArray a = read_npy(path);
-  if (a.dtype != "<f4")
-    fail(fmt::format("{} ({}) has dtype {}; {} must be float32 (np.float32); it is converted to the spec's dtype for "
-                     "the kernel",
-                     role, path, a.dtype, role));
-  runtime::HostTensor t{a.shape, std::vector<float>(a.elements())};
-  if (!a.data.empty()) std::memcpy(t.data.data(), a.data.data(), a.data.size());  // an empty tensor has no data pointer
-  return t;
+// "--k-cache" -> "--out-k-cache": where an updated cache is written.
+std::string updated_flag(const abi::ArgumentInfo& a) { return fmt::format("--out-{}", a.cli_flag + 2); }
+
+// An argument's .npy file as its dtype rule wants it: float32 values (the
+// spec's dtype and caches: converted for the kernel; cos/sin caches and
+// frequencies: passed as they are), int32/int64 ids and indices, or an fp8
+// cache's uint8 codes.
+runtime::HostArray read_argument(const RopeSpec& spec, const abi::ArgumentInfo& a, const std::string& path) {
+  const char* flag = a.cli_flag;
+  if (a.dtype == abi::DtypeRule::Ids || a.dtype == abi::DtypeRule::Int32) {
+    NpyInts ids = read_npy_ints(path, flag);
+    return runtime::HostArray::of_ids(ids.shape, ids.values, ids.is_int64);
+  }
+  const NpyArray n = read_npy(path);
+  if (a.dtype == abi::DtypeRule::KvCache && spec.kv_cache.is_fp8()) {
+    if (n.dtype != "|u1")
+      fail(
+          fmt::format("{} ({}) has dtype {}; the spec's kv_cache dtype is {}: the cache holds its codes as uint8 "
+                      "(np.uint8; torch: cache.view(torch.uint8))",
+                      flag, path, n.dtype, to_string(spec.kv_cache.dtype)));
+    return runtime::HostArray::of_codes(n.shape, n.data);
+  }
+  if (n.dtype != "<f4")
+    fail(a.dtype == abi::DtypeRule::Float32
+             ? fmt::format("{} ({}) has dtype {}; it must be float32 (np.float32) whatever the spec's dtype", flag,
+                           path, n.dtype)
+             : fmt::format("{} ({}) has dtype {}; it must be float32 (np.float32); it is converted to the {} dtype for "
+                           "the kernel",
+                           flag, path, n.dtype, a.dtype == abi::DtypeRule::KvCache ? "cache's" : "spec's"));
+  std::vector<float> values(n.elements());
+  if (!n.data.empty()) std::memcpy(values.data(), n.data.data(), n.data.size());  // an empty tensor has no data pointer
+  return runtime::HostArray::of_floats(n.shape, std::move(values));
 }
 
-// The cos/sin cache of frequency scheme table: float32, passed to the kernel
-// as it is (never converted to the spec's dtype).
-std::optional<runtime::HostTensor> cos_sin_cache(const std::string& path) {
-  if (path.empty()) return std::nullopt;
-  const NpyArray a = read_npy(path);
-  if (a.dtype != "<f4")
-    fail(fmt::format("--cos-sin-cache ({}) has dtype {}; a cos/sin cache must be float32 (np.float32) whatever the "
-                     "spec's dtype (`rope-gen table` writes one)",
-                     path, a.dtype));
-  runtime::HostTensor t{a.shape, std::vector<float>(a.elements())};
-  if (!a.data.empty()) std::memcpy(t.data.data(), a.data.data(), a.data.size());
-  return t;
-}
-
-// An fp8 cache: its uint8 codes as they are.
-std::optional<runtime::HostCodes> optional_codes(const std::string& path, const char* flag, const RopeSpec& spec) {
-  if (path.empty()) return std::nullopt;
-  const NpyArray a = read_npy(path);
-  if (a.dtype != "|u1")
-    fail(fmt::format("{} ({}) has dtype {}; the spec's kv_cache dtype is {}: the cache holds its codes as uint8 "
-                     "(np.uint8; torch: cache.view(torch.uint8))",
-                     flag, path, a.dtype, to_string(spec.kv_cache.dtype)));
-  return runtime::HostCodes{a.shape, a.data};
-}
-
-std::optional<runtime::HostTensor> optional_tensor(const std::string& path, const char* role) {
-  if (path.empty()) return std::nullopt;
-  return read_float_tensor(path, role);
-}
-
-// Which flags name the tensors and outputs depends on the encoding: rope
-// rotates q (and k), the others update their one tensor x.
-void check_flags(const RopeSpec& spec, const ApplyOptions& o) {
-  if (spec.encoding == Encoding::Rope) {
-    if (!o.x.empty() || !o.out.empty())
-      fail(fmt::format("`{}` is a rope spec: pass --q (and --k) with --out-q (and --out-k); --x/--out are for "
-                       "sinusoidal, learned and alibi specs",
-                       spec.name));
-    if (o.q.empty() || o.out_q.empty()) fail("a rope spec needs --q Q.npy and --out-q OUT.npy");
-    const bool kv = spec.kv_cache.enabled;
-    if (!kv && o.k.empty() != o.out_k.empty()) fail("--k and --out-k go together");
-    if (kv && !o.out_k.empty() && o.k.empty()) fail("--out-k needs --k");
-    if (!kv) {
-      for (auto [flag, value] : {std::pair{"--v", &o.v}, std::pair{"--k-cache", &o.k_cache}, std::pair{"--v-cache", &o.v_cache},
-                                 std::pair{"--kv-indices", &o.kv_indices}, std::pair{"--kv-indptr", &o.kv_indptr},
-                                 std::pair{"--batch-indices", &o.batch_indices}, std::pair{"--slot-mapping", &o.slot_mapping},
-                                 std::pair{"--cache-positions", &o.cache_positions},
-                                 std::pair{"--out-k-cache", &o.out_k_cache}, std::pair{"--out-v-cache", &o.out_v_cache}})
-        if (!value->empty())
-          fail(fmt::format("{} is for specs with a kv_cache section (the fused KV-cache append); `{}` has none", flag,
-                           spec.name));
-    } else {
-      if (o.k_cache.empty() != o.out_k_cache.empty()) fail("--k-cache and --out-k-cache go together (the cache is read, updated and written)");
-      if (o.v_cache.empty() != o.out_v_cache.empty()) fail("--v-cache and --out-v-cache go together (the cache is read, updated and written)");
-    }
-    if (!o.out_freqs.empty() != (o.backward && spec.frequency.scheme == FrequencyScheme::Runtime))
-      fail("--out-freqs (dL/d(inv_freq)) goes with --backward on a spec with `frequency: {scheme: runtime}`, and is "
-           "required there");
+// Which flags a spec takes: rope rotates q (and k), the others update x;
+// the caches go with their updated files; d_freqs with --backward on
+// run-time frequencies.
+void check_flags(const RopeSpec& spec, ApplyOptions& o) {
+  if (spec.encoding != Encoding::Rope) {
+    if (!o.paths[Arg::Q].empty() || !o.paths[Arg::K].empty() || !o.paths[Arg::OutQ].empty() ||
+        !o.paths[Arg::OutK].empty())
+      fail(
+          fmt::format("`{}` is a {} spec: pass its tensor as --x X.npy and the result as --out OUT.npy (--q/--k are "
+                      "for rope)",
+                      spec.name, to_string(spec.encoding)));
+    if (o.x.empty() || o.out.empty())
+      fail(fmt::format("a {} spec needs --x X.npy and --out OUT.npy", to_string(spec.encoding)));
+    o.paths[Arg::Q] = o.x, o.paths[Arg::OutQ] = o.out;
     return;
   }
-  if (!o.q.empty() || !o.k.empty() || !o.out_q.empty() || !o.out_k.empty())
-    fail(fmt::format("`{}` is a {} spec: pass its tensor as --x X.npy and the result as --out OUT.npy (--q/--k are for "
-                     "rope)",
-                     spec.name, to_string(spec.encoding)));
-  if (o.x.empty() || o.out.empty()) fail(fmt::format("a {} spec needs --x X.npy and --out OUT.npy", to_string(spec.encoding)));
+  if (!o.x.empty() || !o.out.empty())
+    fail(
+        fmt::format("`{}` is a rope spec: pass --q (and --k) with --out-q (and --out-k); --x/--out are for "
+                    "sinusoidal, learned and alibi specs",
+                    spec.name));
+  if (o.paths[Arg::Q].empty() || o.paths[Arg::OutQ].empty()) fail("a rope spec needs --q Q.npy and --out-q OUT.npy");
+  const bool kv = spec.kv_cache.enabled;
+  const bool k = !o.paths[Arg::K].empty(), out_k = !o.paths[Arg::OutK].empty();
+  if (!kv && k != out_k) fail("--k and --out-k go together");
+  if (kv && out_k && !k) fail("--out-k needs --k");
+  for (const abi::ArgumentInfo& a : abi::kArguments) {
+    if (!abi::is_tensor(a.arg)) continue;
+    const bool kv_argument = a.feature == abi::Feature::KvCache || a.feature == abi::Feature::PagedKvCache ||
+                             a.feature == abi::Feature::ContiguousKvCache;
+    const std::string& path = o.paths[a.arg];
+    if (!kv && kv_argument && (!path.empty() || !o.updated[a.arg].empty()))
+      fail(fmt::format("{} is for specs with a kv_cache section (the fused KV-cache append); `{}` has none",
+                       path.empty() ? updated_flag(a) : a.cli_flag, spec.name));
+    if (kv && a.direction == abi::Direction::InOut && path.empty() != o.updated[a.arg].empty())
+      fail(fmt::format("{} and {} go together (the cache is read, updated and written)", a.cli_flag, updated_flag(a)));
+  }
+  if (!o.paths[Arg::DFreqs].empty() != (o.backward && spec.frequency.scheme == FrequencyScheme::Runtime))
+    fail(
+        "--out-freqs (dL/d(inv_freq)) goes with --backward on a spec with `frequency: {scheme: runtime}`, and is "
+        "required there");
 }
 
 // The library names the call's arguments; here they came from flags.
-std::vector<Diagnostic> with_flags(std::vector<Diagnostic> errors) {
-  static const std::pair<const char*, const char*> flags[] = {
-      {"q", "--q"},           {"x", "--x"},           {"k", "--k"},           {"out_q", "--out-q"},
-      {"out_k", "--out-k"},   {"out", "--out"},       {"positions", "--positions"}, {"cu_seqlens", "--cu-seqlens"},
-      {"table", "--table"},   {"freqs", "--freqs"},   {"cos_sin_cache", "--cos-sin-cache"},
-      {"saved_q", "--saved-q"}, {"saved_k", "--saved-k"},
-      {"d_freqs", "--out-freqs"}, {"offset", "--offset"}, {"seq_len", "--seq-len"}, {"backward", "--backward"},
-      {"v", "--v"}, {"k_cache", "--k-cache"}, {"v_cache", "--v-cache"}, {"kv_indices", "--kv-indices"},
-      {"kv_indptr", "--kv-indptr"}, {"batch_indices", "--batch-indices"}, {"slot_mapping", "--slot-mapping"},
-      {"k_scale", "--k-scale"}, {"v_scale", "--v-scale"}, {"cache_positions", "--cache-positions"}};
+std::vector<Diagnostic> with_flags(std::vector<Diagnostic> errors, bool single_tensor) {
   for (Diagnostic& d : errors)
-    for (auto [name, flag] : flags)
-      if (d.where.file == name) d.where.file = flag;
+    if (const std::optional<Arg> a = abi::argument_named(d.where.file); a && abi::info(*a).cli_flag)
+      d.where.file = single_tensor && abi::info(*a).single_name ? fmt::format("--{}", abi::info(*a).single_name)
+                                                                : abi::info(*a).cli_flag;
+    else if (d.where.file == "backward")
+      d.where.file = "--backward";
   return errors;
 }
 
-void run_apply(const ApplyOptions& o) {
+void write_result(const std::string& path, const runtime::HostArray& a) {
+  if (a.type == ElementType::UInt8)
+    write_file_atomically(path, npy_bytes(a.codes, a.shape));
+  else
+    write_file_atomically(path, npy_bytes(a.floats, a.shape));
+}
+
+void run_apply(ApplyOptions& o) {
   const RopeSpec spec = unwrap(load_spec(o.spec));
   check_flags(spec, o);
-  check_outputs({{"--out-q", o.out_q}, {"--out-k", o.out_k}, {"--out", o.out}, {"--out-freqs", o.out_freqs},
-                 {"--out-k-cache", o.out_k_cache}, {"--out-v-cache", o.out_v_cache}});
-  const bool rope = spec.encoding == Encoding::Rope;
+  std::vector<OutputFile> outputs;
+  for (const abi::ArgumentInfo& a : abi::kArguments) {
+    if (!abi::is_tensor(a.arg)) continue;
+    if (a.direction == abi::Direction::Out) outputs.push_back({a.cli_flag, o.paths[a.arg]});
+    if (a.direction == abi::Direction::InOut) outputs.push_back({updated_flag(a), o.updated[a.arg]});
+  }
+  const bool single = spec.encoding != Encoding::Rope;
+  if (single) outputs[0].flag = "--out";  // out_q, the first output
+  check_outputs(outputs);
   runtime::ApplyRequest r;
-  r.q = rope ? read_float_tensor(o.q, "q") : read_float_tensor(o.x, "x");
-  r.k = optional_tensor(o.k, "k");
-  if (!o.positions.empty()) {
-    NpyInts ids = read_npy_ints(o.positions, "positions");
-    r.positions = runtime::HostPositions{ids.shape, ids.values, ids.is_int64};
-  }
-  if (!o.cu_seqlens.empty()) r.cu_seqlens = read_npy_ints(o.cu_seqlens, "cu_seqlens").values;
-  r.table = optional_tensor(o.table, "table");
-  r.freqs = optional_tensor(o.freqs, "freqs");
-  r.cos_sin_cache = cos_sin_cache(o.cos_sin_cache);
-  r.saved_q = optional_tensor(o.saved_q, "saved_q");
-  r.saved_k = optional_tensor(o.saved_k, "saved_k");
+  for (const abi::ArgumentInfo& a : abi::kArguments)
+    if (abi::is_tensor(a.arg) && a.direction != abi::Direction::Out && !o.paths[a.arg].empty())
+      r[a.arg] = read_argument(spec, a, o.paths[a.arg]);
+  r.offset = o.offset, r.seq_len = o.seq_len, r.k_scale = o.k_scale, r.v_scale = o.v_scale;
   r.backward = o.backward;
-  r.offset = o.offset;
-  r.seq_len = o.seq_len;
   r.target = o.target;
-  r.out_k = !o.out_k.empty();
-  r.v = optional_tensor(o.v, "v");
-  if (spec.kv_cache.is_fp8()) {
-    r.k_cache_codes = optional_codes(o.k_cache, "--k-cache", spec);
-    r.v_cache_codes = optional_codes(o.v_cache, "--v-cache", spec);
-  } else {
-    r.k_cache = optional_tensor(o.k_cache, "k_cache");
-    r.v_cache = optional_tensor(o.v_cache, "v_cache");
-  }
-  r.k_scale = o.k_scale, r.v_scale = o.v_scale;
-  for (auto [path, role, into] : {std::tuple{&o.kv_indices, "kv_indices", &r.kv_indices},
-                                  std::tuple{&o.kv_indptr, "kv_indptr", &r.kv_indptr},
-                                  std::tuple{&o.batch_indices, "batch_indices", &r.batch_indices},
-                                  std::tuple{&o.slot_mapping, "slot_mapping", &r.slot_mapping},
-                                  std::tuple{&o.cache_positions, "cache_positions", &r.cache_positions}})
-    if (!path->empty()) *into = read_npy_ints(*path, role).values;
-
+  r.out_k = !o.paths[Arg::OutK].empty();
   Result<runtime::ApplyResult> applied = runtime::apply_on_host(spec, r);
-  if (!applied) applied = with_flags(applied.errors());
+  if (!applied) applied = with_flags(applied.errors(), single);
   const runtime::ApplyResult result = unwrap(std::move(applied));
-  write_file_atomically(rope ? o.out_q : o.out, npy_bytes(result.out_q, r.q.shape));
-  if (result.out_k) write_file_atomically(o.out_k, npy_bytes(*result.out_k, r.k->shape));
-  if (result.d_freqs) write_file_atomically(o.out_freqs, npy_bytes(*result.d_freqs, r.freqs->shape));
-  if (result.k_cache) write_file_atomically(o.out_k_cache, npy_bytes(*result.k_cache, r.k_cache->shape));
-  if (result.v_cache) write_file_atomically(o.out_v_cache, npy_bytes(*result.v_cache, r.v_cache->shape));
-  if (result.k_cache_codes) write_file_atomically(o.out_k_cache, npy_bytes(*result.k_cache_codes, r.k_cache_codes->shape));
-  if (result.v_cache_codes) write_file_atomically(o.out_v_cache, npy_bytes(*result.v_cache_codes, r.v_cache_codes->shape));
+  for (Arg a : abi::kTensorArgs) {
+    const std::string& path = abi::info(a).direction == abi::Direction::InOut ? o.updated[a] : o.paths[a];
+    if (result[a] && !path.empty()) write_result(path, *result[a]);
+  }
 }
 
 }  // namespace
@@ -191,42 +165,30 @@ void add_apply_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("apply", "Run a spec on float32 .npy tensors: rotate q (and k), or add the encoding to x");
   auto o = std::make_shared<ApplyOptions>();
   cmd->add_option("SPEC", o->spec, "spec file (YAML)")->required();
-  cmd->add_option("--q", o->q, "rope: queries, float32 .npy in the spec's layout (--backward: dL/d(out_q))");
-  cmd->add_option("--k", o->k, "rope: keys (may have fewer heads than q; --backward: dL/d(out_k))");
   cmd->add_option("--x", o->x, "sinusoidal, learned: x [B,S,D] / [S,B,D] / [T,D]; alibi: scores [B,H,Sq,Sk]");
-  auto* pos = cmd->add_option("--positions", o->positions,
-                              "position ids, int32/int64 .npy: the layout's token dims or [S] (multi-axis: plus [n_axes])");
-  cmd->add_option("--offset", o->offset, "first position for implicit positions (alibi: of the first query row)")->excludes(pos);
-  cmd->add_option("--cu-seqlens", o->cu_seqlens, "thd / td: sequence starts, int32/int64 [n+1]");
-  cmd->add_option("--table", o->table, "learned: the position table, float32 [max_len, dim]");
-  cmd->add_option("--freqs", o->freqs, "frequency scheme runtime: inv_freq, float32 [rotary_dim / 2]");
-  cmd->add_option("--cos-sin-cache", o->cos_sin_cache,
-                  "frequency scheme table: float32 [max_pos, rotary_dim], row p = [cos | sin] of the pairs at position "
-                  "p (as `rope-gen table` writes it)");
-  cmd->add_option("--seq-len", o->seq_len, "run-time sequence length (default: max position + 1, as HF)");
-  cmd->add_flag("--backward", o->backward, "rope: the gradients dL/dq (, dL/dk) of upstream gradients given as --q (, --k)");
-  cmd->add_option("--saved-q", o->saved_q, "--backward with run-time frequencies: the forward's q");
-  cmd->add_option("--saved-k", o->saved_k, "--backward with run-time frequencies: the forward's k");
-  cmd->add_option("--target", o->target, "host, cuda, vulkan, or a Halide target string (e.g. host-cuda-cuda_capability_80)");
-  cmd->add_option("--out-q", o->out_q, "rope: rotated q (.npy, float32; --backward: dL/dq)");
-  cmd->add_option("--out-k", o->out_k, "rope: rotated k (.npy, float32; --backward: dL/dk)");
   cmd->add_option("--out", o->out, "sinusoidal, learned, alibi: the result (.npy, float32)");
-  cmd->add_option("--out-freqs", o->out_freqs, "--backward with run-time frequencies: dL/d(inv_freq) (.npy, float32)");
-  cmd->add_option("--v", o->v, "kv_cache specs: values [T, Hk, Dv], float32, appended to --v-cache");
-  cmd->add_option("--k-cache", o->k_cache, "kv_cache specs: the k cache, float32 .npy in the kv_cache layout (fp8 caches: "
-                  "uint8 codes), read, updated, written to --out-k-cache");
-  cmd->add_option("--v-cache", o->v_cache, "kv_cache specs: the v cache (read, updated, written to --out-v-cache)");
-  cmd->add_option("--kv-indices", o->kv_indices, "paged kv_cache: the pages of every request, int32/int64 .npy");
-  cmd->add_option("--kv-indptr", o->kv_indptr, "paged kv_cache: [B + 1], request b's pages start at kv_indptr[b]");
-  cmd->add_option("--batch-indices", o->batch_indices, "paged kv_cache: [T], each token's request (< 0: not appended)");
-  cmd->add_option("--slot-mapping", o->slot_mapping, "contiguous kv_cache: [T], each token's slot (< 0: not appended)");
-  cmd->add_option("--cache-positions", o->cache_positions,
-                  "paged kv_cache: [T], where each token goes in its request's pages when that is not the position it "
-                  "rotates by (default: --positions)");
-  cmd->add_option("--out-k-cache", o->out_k_cache, "kv_cache specs: the updated k cache (.npy, float32; fp8: uint8 codes)");
-  cmd->add_option("--out-v-cache", o->out_v_cache, "kv_cache specs: the updated v cache (.npy, float32; fp8: uint8 codes)");
-  cmd->add_option("--k-scale", o->k_scale, "fp8 kv_cache: k_cache holds the codes of k / k_scale (default 1)");
-  cmd->add_option("--v-scale", o->v_scale, "fp8 kv_cache: v_cache holds the codes of v / v_scale (default 1)");
+  CLI::Option* positions = nullptr;
+  for (const abi::ArgumentInfo& a : abi::kArguments) {
+    if (!a.cli_flag) continue;
+    switch (a.arg) {
+      case Arg::Offset: cmd->add_option(a.cli_flag, o->offset, a.doc)->excludes(positions); break;
+      case Arg::SeqLen: cmd->add_option(a.cli_flag, o->seq_len, a.doc); break;
+      case Arg::KScale: cmd->add_option(a.cli_flag, o->k_scale, a.doc); break;
+      case Arg::VScale: cmd->add_option(a.cli_flag, o->v_scale, a.doc); break;
+      default: {
+        const std::string help =
+            fmt::format("{} (.npy{})", a.doc, a.direction == abi::Direction::In ? "" : ", written");
+        CLI::Option* option = cmd->add_option(a.cli_flag, o->paths[a.arg], help);
+        if (a.arg == Arg::Positions) positions = option;
+        if (a.direction == abi::Direction::InOut)
+          cmd->add_option(updated_flag(a), o->updated[a.arg], fmt::format("where the updated {} is written", a.name));
+      }
+    }
+  }
+  cmd->add_flag("--backward", o->backward,
+                "rope: the gradients dL/dq (, dL/dk) of upstream gradients given as --q (, --k)");
+  cmd->add_option("--target", o->target,
+                  "host, cuda, vulkan, or a Halide target string (e.g. host-cuda-cuda_capability_80)");
   cmd->callback([o] { run_apply(*o); });
 }
 

@@ -36,7 +36,8 @@ void write_layer_type_specs(const HfConfigFile& file, const HfImportOptions& opt
     with_rope.push_back(type);
     HfImportOptions one = options;
     one.layer_type = type;
-    one.name = unwrap(hf::spec_from_hf_config(file.config, file.path, one)).spec.name + "_" + type;
+    // The layer type is text from the config: made a name part as model_type is (--name itself is never rewritten).
+    one.name = hf::derived_name(unwrap(hf::spec_from_hf_config(file.config, file.path, one)).spec.name + "_" + type);
     imports.push_back(unwrap(hf::spec_from_hf_config(file.config, file.path, one)));
     outputs.push_back({fmt::format("-o (layer type {})", type), dir + "/" + imports.back().spec.name + ".yaml"});
   }
@@ -62,7 +63,8 @@ void add_from_hf_command(CLI::App& app) {
   auto options = std::make_shared<HfImportOptions>();
   cmd->add_option("CONFIG", *path, "config.json of the model, or the directory holding it (a hub snapshot)")
       ->required();
-  cmd->add_option("--name", options->name, "spec name (default: model_type)");
+  cmd->add_option("--name", options->name,
+                  "spec name, [a-z_][a-z0-9_]* and at most 64 characters (default: model_type, made such a name)");
   auto* layer_type = cmd->add_option("--layer-type", options->layer_type,
                   "the layer type whose RoPE to write, for models whose layer types differ (e.g. sliding_attention)");
   auto pairing = std::make_shared<std::string>();

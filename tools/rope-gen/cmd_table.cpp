@@ -11,6 +11,7 @@
 #include "npy.h"
 #include "output_files.h"
 #include "runtime/host_memory.h"
+#include "runtime/kernel_table.h"
 #include "ropegen/position_limits.h"
 #include "ropegen/rope_table.h"
 #include "ropegen/runtime.h"
@@ -24,42 +25,6 @@ struct TableOptions {
   std::optional<int64_t> max_pos, seq_len;
   bool kernel_bits = false;
 };
-
-// Where pair i of the rotary dims sits in a head: (first, second) element.
-std::pair<int, int> pair_elements(const RopeSpec& spec, Pairing pairing, int i) {
-  const int off = spec.rotary_offset;
-  return pairing == Pairing::Half ? std::pair{off + i, off + spec.num_pairs() + i} : std::pair{off + 2 * i, off + 2 * i + 1};
-}
-
-// The table the spec's own kernel uses: its float32 cos and sin (times the
-// attention factor), read off the rotation of each pair's (1, 0). Rotation
-// by an angle maps (1, 0) to exactly (cos, sin) in the kernel's arithmetic
-// (1 * c - 0 * s = c), so a `scheme: table` kernel reading these rows
-// reproduces the computing kernel bit for bit.
-void replace_with_kernel_bits(const RopeSpec& spec, const std::vector<int64_t>& positions, RopeTable& t) {
-  RopeSpec ks = spec;
-  ks.dtype = DType::F32, ks.layout = Layout::THD, ks.positions = PositionsMode::Explicit;
-  const int64_t d = ks.head_dim, half = ks.num_pairs();
-  std::vector<float> q(static_cast<size_t>(t.rows * d), 0.0f), out(q.size());
-  for (int64_t row = 0; row < t.rows; ++row)
-    for (int i = 0; i < half; ++i) q[row * d + pair_elements(ks, ks.pairing, i).first] = 1.0f;
-  std::vector<int64_t> ids = positions;
-  const int axes = ks.axes.count();
-  Call call;
-  call.q = Tensor::dense(q.data(), ElementType::Float32, {t.rows, 1, d});
-  call.out_q = Tensor::dense(out.data(), ElementType::Float32, {t.rows, 1, d});
-  call.positions = axes > 0 ? Tensor::dense(ids.data(), ElementType::Int64, {t.rows, int64_t{axes}})
-                            : Tensor::dense(ids.data(), ElementType::Int64, {t.rows});
-  call.seq_len = t.seq_len;
-  if (const Status ran = Runtime::process().run(ks, call); !ran) throw CliError(format(ran.errors()));
-  for (int64_t row = 0; row < t.rows; ++row)
-    for (int i = 0; i < half; ++i) {
-      const auto [c, s] = pair_elements(ks, ks.output_pairing, i);
-      t.values[row * t.columns + i] = out[row * d + c];
-      t.values[row * t.columns + half + i] = out[row * d + s];
-    }
-  t.layout += " (the kernel's float32 values)";
-}
 
 void run_table(const TableOptions& o) {
   const RopeSpec spec = unwrap(load_spec(o.spec));
@@ -87,7 +52,8 @@ void run_table(const TableOptions& o) {
   RopeTable t = unwrap(rope_table(spec, positions, o.seq_len));
   if (o.kernel_bits) {
     if (spec.encoding != Encoding::Rope) fail("--kernel-bits is for rope specs (the cos/sin cache)");
-    replace_with_kernel_bits(spec, positions, t);
+    t.values = unwrap(runtime::kernel_table(Runtime::process(), spec, positions, t.seq_len));
+    t.layout += " (the kernel's float32 values)";
   }
   const bool slopes = spec.encoding == Encoding::Alibi;
   const std::vector<int64_t> shape = slopes ? std::vector<int64_t>{t.columns} : std::vector<int64_t>{t.rows, t.columns};

@@ -17,11 +17,12 @@ int main(int argc, char** argv) {
   // The CLI owns its process: Halide's compile-time warnings only with ROPEGEN_VERBOSE=1.
   ropegen::runtime::install_halide_message_filter();
   CLI::App app{"rope-gen: a kernel compiler for rotary (and other) positional encodings.\n"
-               "A YAML spec in, exact kernels out. See README.md for the spec reference."};
+               "A YAML spec in, exact kernels out. See docs/spec.md for the spec reference."};
   app.name("rope-gen");
   app.require_subcommand(1);
   ropegen::cli::add_check_command(app);
   ropegen::cli::add_freqs_command(app);
+  ropegen::cli::add_explain_command(app);
   ropegen::cli::add_from_hf_command(app);
   ropegen::cli::add_apply_command(app);
   ropegen::cli::add_bench_command(app);

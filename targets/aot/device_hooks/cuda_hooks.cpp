@@ -29,54 +29,36 @@
 #include <cstdio>
 #include <mutex>
 
+#include "base/cuda_driver_api.h"
 #include "call/device_context.h"
 #include "ropegen/ropegen_c.h"
 
 namespace {
 
-using CUresult = int;
-using CUdevice = int;
-using CUcontext = void*;
-constexpr CUresult kSuccess = 0;
-constexpr CUresult kErrorInvalidDevice = 101;  // CUDA_ERROR_INVALID_DEVICE
-constexpr CUresult kErrorNotFound = 500;       // CUDA_ERROR_NOT_FOUND: no driver
+using CUresult = ropegen_CUresult;
+using CUcontext = ropegen_CUcontext;
+constexpr CUresult kSuccess = ROPEGEN_CUDA_SUCCESS;
 constexpr int kMaxDevices = 64;
 
-// The driver entry points used here, by their documented C signatures.
+// The driver: cuGetErrorName is only used to name a failure, when present.
 struct Driver {
-  void* library = nullptr;
+  ropegen_cuda_driver api;
   const char* why = nullptr;  // what is missing; nullptr: loaded
-  CUresult (*init)(unsigned) = nullptr;
-  CUresult (*device_get_count)(int*) = nullptr;
-  CUresult (*device_get)(CUdevice*, int) = nullptr;
-  CUresult (*primary_ctx_retain)(CUcontext*, CUdevice) = nullptr;
-  CUresult (*get_error_name)(CUresult, const char**) = nullptr;
-  CUresult init_result = kErrorNotFound;
+  CUresult init_result = ROPEGEN_CUDA_ERROR_NOT_FOUND;
 };
 
-template <typename F>
-void bind(void* library, const char* name, F& f) {
-  f = reinterpret_cast<F>(dlsym(library, name));
-}
+constexpr unsigned long long kNeeds = ROPEGEN_CUDA_NEEDS(cuInit) | ROPEGEN_CUDA_NEEDS(cuDeviceGetCount) |
+                                      ROPEGEN_CUDA_NEEDS(cuDeviceGet) |
+                                      ROPEGEN_CUDA_NEEDS(cuDevicePrimaryCtxRetain);
 
 Driver load_driver() {
   Driver d;
-  d.library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!d.library) d.library = dlopen("libcuda.so", RTLD_NOW | RTLD_LOCAL);
-  if (!d.library) {
-    d.why = "the CUDA driver library libcuda.so.1 cannot be loaded (no NVIDIA driver on this machine)";
+  if (!ropegen_cuda_driver_load(&d.api, kNeeds, ROPEGEN_CUDA_DRIVER_OR_LIBCUDA_SO)) {
+    d.why = d.api.library ? "libcuda.so.1 lacks the CUDA driver API (cuInit, cuDevicePrimaryCtxRetain)"
+                          : "the CUDA driver library libcuda.so.1 cannot be loaded (no NVIDIA driver on this machine)";
     return d;
   }
-  bind(d.library, "cuInit", d.init);
-  bind(d.library, "cuDeviceGetCount", d.device_get_count);
-  bind(d.library, "cuDeviceGet", d.device_get);
-  bind(d.library, "cuDevicePrimaryCtxRetain", d.primary_ctx_retain);
-  bind(d.library, "cuGetErrorName", d.get_error_name);
-  if (!d.init || !d.device_get_count || !d.device_get || !d.primary_ctx_retain) {
-    d.why = "libcuda.so.1 lacks the CUDA driver API (cuInit, cuDevicePrimaryCtxRetain)";
-    return d;
-  }
-  d.init_result = d.init(0);
+  d.init_result = d.api.cuInit(0);
   if (d.init_result != kSuccess) d.why = "the CUDA driver failed to initialise (cuInit)";
   return d;
 }
@@ -94,16 +76,16 @@ std::atomic<CUcontext> primary_contexts[kMaxDevices];
 std::mutex retain_lock;
 
 CUresult primary_context(int device_id, CUcontext* out) {
-  if (device_id < 0 || device_id >= kMaxDevices) return kErrorInvalidDevice;
+  if (device_id < 0 || device_id >= kMaxDevices) return ROPEGEN_CUDA_ERROR_INVALID_DEVICE;
   if ((*out = primary_contexts[device_id].load(std::memory_order_acquire))) return kSuccess;
   const Driver& d = driver();
-  if (d.why) return d.init_result != kSuccess && d.init ? d.init_result : kErrorNotFound;
+  if (d.why) return d.init_result != kSuccess && d.api.cuInit ? d.init_result : ROPEGEN_CUDA_ERROR_NOT_FOUND;
   std::lock_guard<std::mutex> lock(retain_lock);
   if ((*out = primary_contexts[device_id].load(std::memory_order_acquire))) return kSuccess;
-  CUdevice device = 0;
+  ropegen_CUdevice device = 0;
   CUcontext context = nullptr;
-  if (CUresult e = d.device_get(&device, device_id); e != kSuccess) return e;
-  if (CUresult e = d.primary_ctx_retain(&context, device); e != kSuccess) return e;
+  if (CUresult e = d.api.cuDeviceGet(&device, device_id); e != kSuccess) return e;
+  if (CUresult e = d.api.cuDevicePrimaryCtxRetain(&context, device); e != kSuccess) return e;
   primary_contexts[device_id].store(context, std::memory_order_release);
   *out = context;
   return kSuccess;
@@ -116,7 +98,7 @@ int device_of(void* user_context) {
 
 const char* error_name(CUresult e) {
   const char* name = nullptr;
-  if (driver().get_error_name && driver().get_error_name(e, &name) == kSuccess && name) return name;
+  if (driver().api.cuGetErrorName && driver().api.cuGetErrorName(e, &name) == kSuccess && name) return name;
   return "an unknown CUresult";
 }
 
@@ -126,12 +108,12 @@ int ready(int32_t device_id, ropegen_message* message) {
     return status;
   };
   const Driver& d = driver();
-  if (d.why && d.init_result != kSuccess && d.init)
+  if (d.why && d.init_result != kSuccess && d.api.cuInit)
     return fail(ROPEGEN_ERROR_UNSUPPORTED, "cuda:%d: %s: %s (%d)", device_id, d.why, error_name(d.init_result),
                 d.init_result);
   if (d.why) return fail(ROPEGEN_ERROR_UNSUPPORTED, "cuda:%d: %s", device_id, d.why);
   int count = 0;
-  if (d.device_get_count(&count) != kSuccess) count = 0;
+  if (d.api.cuDeviceGetCount(&count) != kSuccess) count = 0;
   if (device_id < 0 || device_id >= count || device_id >= kMaxDevices)
     return fail(ROPEGEN_ERROR_INVALID_ARGUMENT, "cuda:%d: no such device: this process sees %d CUDA device%s",
                 device_id, count, count == 1 ? "" : "s");
@@ -149,7 +131,7 @@ const struct halide_device_interface_t* halide_cuda_device_interface();
 
 void* halide_cuda_get_symbol(void* user_context, const char* name) {
   const Driver& d = driver();
-  return d.library ? dlsym(d.library, name) : nullptr;
+  return d.api.library ? dlsym(d.api.library, name) : nullptr;
 }
 
 int halide_cuda_acquire_context(void* user_context, CUcontext* ctx, bool create) {

@@ -1,0 +1,37 @@
+// dL/d(inv_freq), backward with run-time frequencies: a sum over every row
+// of q and k in one fixed order of float64 additions, the same on every
+// target (so the same bits everywhere, run after run) and made of stages a
+// schedule can compute in parallel (a GPU's on the device): level 0 (r, s,
+// b): token (s, b)'s terms (position x dL/dangle of pair r), q's heads then
+// k's; level l (r, g, b): entries [g x kGroup, + kGroup) of level l - 1
+// along s (tokens from q's min s, then groups from 0); sum (r): every entry
+// of the last level, s inner, b outer. Each is a pure 0 and one update per
+// summed RDom.
+#pragma once
+
+#include <Halide.h>
+
+#include <vector>
+
+#include "ropegen/rope_math.h"
+#include "ropegen/spec.h"
+
+namespace ropegen::lowering {
+
+struct RopeAlgorithm;
+
+struct FrequencyGradient {
+  static constexpr int kGroup = 64, kLevels = 2;
+  std::vector<Halide::Func> levels;  // 1 + kLevels Funcs
+  Halide::Func sum;                  // (r) float64
+  Halide::Func d_freqs;              // (r) float32, the output
+  // The gradient's own copies of the per-(pair, token) stages, for the
+  // schedules to place at level 0's tokens (the forward's are placed in the
+  // rotation's loops). xpos_scale: undefined without xPos.
+  Halide::Func reduced, cos_sin, xpos_scale;
+};
+
+// Reads saved_q (, saved_k): the forward's inputs.
+void define_frequency_gradient(const RopeSpec& spec, RopeAlgorithm& a, const RopeFrequencies& freqs);
+
+}  // namespace ropegen::lowering

@@ -1,0 +1,54 @@
+#include "lowering/rotation.h"
+
+#include "abi/kernel_abi.h"
+#include "lowering/fma.h"
+#include "lowering/rope_algorithm.h"
+#include "lowering/storage.h"
+
+namespace ropegen::lowering {
+
+using namespace Halide;
+
+Expr dim_of(const RopeSpec& spec, Pairing pairing, const Expr& r, const Expr& m) {
+  const int off = spec.rotary_offset;
+  return pairing == Pairing::Interleaved ? off + 2 * r + m : off + r + m * spec.num_pairs();
+}
+
+void define_rotation(const RopeSpec& spec, const RopeAlgorithm& a, RotatedTensor& t, bool is_key, bool with_output,
+                     Func cos_sin, Func xpos_scale) {
+  if (!cos_sin.defined()) cos_sin = a.cos_sin, xpos_scale = a.xpos_scale;
+  const Expr x0 = load_as_float(t.input(dim_of(spec, spec.pairing, a.r, 0), a.h, a.s, a.b), spec.dtype);
+  const Expr x1 = load_as_float(t.input(dim_of(spec, spec.pairing, a.r, 1), a.h, a.s, a.b), spec.dtype);
+  const Expr b = a.cos_sin_shared_by_batch ? Expr(0) : Expr(a.b);
+  const Expr c = cos_sin(a.r, a.s, b)[0];
+  const Expr sn = a.variant.backward ? -cos_sin(a.r, a.s, b)[1] : cos_sin(a.r, a.s, b)[1];
+  // x0 c - x1 s and x1 c + x0 s: one product rounded, the other fused with
+  // the sum (fma.h: the same bits on every target, the instruction where
+  // there is one). The negation flips the sign bit, as on every target.
+  const Expr x1_sn = strict_float(x1 * sn);
+  const Expr minus_x1_sn = reinterpret<float>(reinterpret<uint32_t>(x1_sn) ^ Expr(0x80000000u));
+  Expr value =
+      select(a.m == 0, fused_multiply_add(x0, c, minus_x1_sn), fused_multiply_add(x1, c, strict_float(x0 * sn)));
+  if (spec.xpos.enabled) value *= xpos_scale(a.r, a.s, b)[is_key ? 1 : 0];
+  t.rotated(a.r, a.m, a.h, a.s, a.b) = strict_float(value);
+  if (!with_output) return;  // kv_cache specs without out_k: k only goes to the cache
+
+  // The view's dims (abi::rotary_view): dim 0 is the dense one, pairs when
+  // half-split, members when interleaved (in the output pairing, which
+  // differs only for DeepSeek-V3).
+  const Expr stored =
+      store_from_float(t.rotated(a.r, a.m, a.h, a.s, a.b), spec.dtype, Bf16Rounding::InstructionWhereAvailable);
+  const abi::RotaryView view = abi::rotary_view(spec.output_pairing, spec.rotary_dim);
+  if (view.pairs_first)
+    t.output(a.r, a.m, a.h, a.s, a.b) = stored;
+  else
+    t.output(a.m, a.r, a.h, a.s, a.b) = stored;
+  t.output.output_buffer().dim(1).set_stride(view.stride1);
+  // Pair and member dims are known whole (call/parts' rotary_view): member
+  // tests fold at compile time. Halide 21's Vulkan backend miscompiled them
+  // as run-time booleans (m == 0 read as false).
+  t.output.output_buffer().dim(0).set_bounds(0, view.extent0);
+  t.output.output_buffer().dim(1).set_bounds(0, view.extent1);
+}
+
+}  // namespace ropegen::lowering
