@@ -58,7 +58,8 @@ HALIDE_DIR = $$($(PY) -c 'import halide, os; print(os.path.join(os.path.dirname(
 
 configure: $(BUILD)/build.ninja
 $(BUILD)/build.ninja: $(STAMP)/venv CMakeLists.txt
-	$(CMAKE) -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DHalide_DIR=$(HALIDE_DIR)
+	$(CMAKE) -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DHalide_DIR=$(HALIDE_DIR) \
+	  -DROPEGEN_PYTHON_MODULE=ON -DPython_EXECUTABLE=$(abspath $(PY))
 
 build: configure
 	$(CMAKE) --build $(BUILD) -j $(JOBS)
@@ -106,17 +107,23 @@ test: build python torch
 # The whole C++ suite once more, built with AddressSanitizer and
 # UndefinedBehaviorSanitizer in a second build directory (part of CI): any
 # report fails the test that triggered it. Everything rope-gen compiles itself
-# is instrumented; the kernels Halide generates are not. LeakSanitizer cannot
-# see the pointers Halide's JIT-compiled Vulkan runtime keeps in its own
-# memory (it reports lavapipe's device state as leaked), so the Vulkan tests
-# run without leak detection and everything else with it. The per-model HF
-# table cases (Table/HfModel, 200 runs of the same from-hf -> apply path on
-# other numbers) run in the release pass only: here they would add minutes
-# and no code.
+# is instrumented; the kernels Halide generates are not. clang at -O1 with line
+# tables: about half of GCC's -O2 -g compile time here, the same reports with
+# file:line stacks. The sweeps run every 5th case (ROPEGEN_TEST_SWEEP_STRIDE,
+# tests/support/sweep_subset.h): their cases run the same instrumented code on
+# other numbers, and the release pass checks every case against the
+# reference. LeakSanitizer cannot see the pointers Halide's JIT-compiled
+# Vulkan runtime keeps in its own memory (it reports lavapipe's device state
+# as leaked), so the Vulkan tests run without leak detection and everything
+# else with it. The per-model HF table cases (Table/HfModel, 200 runs of the
+# same from-hf -> apply path on other numbers) run in the release pass only.
 SANITIZE := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-SANITIZER_ENV = UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ASAN_OPTIONS=strict_string_checks=1:detect_leaks=$(1)
+SANITIZER_ENV = ROPEGEN_TEST_SWEEP_STRIDE=5 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ASAN_OPTIONS=strict_string_checks=1:detect_leaks=$(1)
 test-sanitize: $(STAMP)/venv
 	$(CMAKE) -S . -B $(BUILD)-sanitize -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHalide_DIR=$(HALIDE_DIR) \
+	  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+	  -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
 	  -DCMAKE_C_FLAGS="$(SANITIZE)" -DCMAKE_CXX_FLAGS="$(SANITIZE)" \
 	  -DCMAKE_EXE_LINKER_FLAGS="$(SANITIZE)" -DCMAKE_SHARED_LINKER_FLAGS="$(SANITIZE)"
 	$(CMAKE) --build $(BUILD)-sanitize -j $(JOBS)
@@ -137,17 +144,19 @@ figures: python torch
 	$(PLOT) examples/llama3_8b.yaml -o $(FIGURES)/llama3_8b_precision.png --kind precision
 	$(PLOT) examples/transformer_sinusoidal.yaml examples/llama3_8b.yaml -o $(FIGURES)/heatmaps.png --kind heatmap --positions 128
 
-# The Python binding (python/), installed into the project venv; the build
-# directory is kept so reinstalling is incremental.
+# The Python binding (python/), installed into the project venv: the module
+# `make build` linked (python-module/) and the package's Python files.
+PREBUILT := --config-settings=build-dir=$(abspath $(BUILD))/python \
+  --config-settings=cmake.define.ROPEGEN_PREBUILT_MODULE_DIR=$(abspath $(BUILD))/python-module
 python: build
-	$(PY) -m pip install -q --disable-pip-version-check --no-build-isolation ./python \
-	  --config-settings=build-dir=$(abspath $(BUILD))/python
+	$(PY) -m pip install -q --disable-pip-version-check --no-build-isolation ./python $(PREBUILT)
 
 # The same package as a wheel, build/wheels/ropegen-*.whl (its Halide comes
-# from the halide wheel it depends on; torch is the `torch` extra).
+# from the halide wheel it depends on; torch is the `torch` extra). Without
+# ROPEGEN_PREBUILT_MODULE_DIR, `pip wheel ./python` compiles everything itself.
 wheel: build
-	$(PY) -m pip wheel -q --disable-pip-version-check --no-build-isolation --no-deps ./python \
-	  --config-settings=build-dir=$(abspath $(BUILD))/python -w $(BUILD)/wheels
+	$(PY) -m pip wheel -q --disable-pip-version-check --no-build-isolation --no-deps ./python $(PREBUILT) \
+	  -w $(BUILD)/wheels
 
 # Short, bounded libFuzzer sessions (clang, ASan+UBSan; part of CI), each
 # FUZZ_SECONDS long, on everything that parses user files: specs (max_len one

@@ -10,7 +10,8 @@
 
 #include "lowering/storage.h"
 #include "ropegen/spec_io.h"
-#include "runtime/jit_kernel.h"
+#include "ropegen/kernel.h"
+#include "ropegen/runtime.h"
 #include "call/contract.h"
 #include "kernels/device_mirror.h"
 #include "support/reference.h"
@@ -110,11 +111,10 @@ CaseOutputs run_case_or_throw(const Case& c, const Halide::Target& target, Memor
   }
   call.seq_len = seq_len;
 
-  lowering::KernelVariant variant;
+  KernelVariant variant;
   variant.with_k = k.has_value();
   variant.position_type = c.int64_positions ? IdType::Int64 : IdType::Int32;
   variant.backward = c.backward;
-  runtime::JitKernel kernel(spec, variant, target);
 
   const Halide::Type type = lowering::storage_type(spec.dtype);
   const ElementType element_type = ropegen::call::element_type(ropegen::call::call_contract(spec));
@@ -156,10 +156,10 @@ CaseOutputs run_case_or_throw(const Case& c, const Halide::Target& target, Memor
     if (c.explicit_positions && c.int64_positions) mirror.add(pos64.data(), pos64.size() * 8);
     if (c.explicit_positions && !c.int64_positions) mirror.add(pos32.data(), pos32.size() * 4);
     if (!cu.empty()) mirror.add(cu.data(), cu.size() * 4);
-    run_prepared(kernel, spec, mirror.on_device(rc));
+    run_kernel(spec, variant, target, mirror.on_device(rc));
     mirror.copy_back();
   } else {
-    run_prepared(kernel, spec, rc);
+    run_kernel(spec, variant, target, rc);
   }
 
   auto check = [&](const Tensor& in, const Halide::Buffer<>& out, bool is_key, const char* what) {
@@ -233,10 +233,12 @@ ropegen::Tensor host_tensor(const void* data, ElementType type, const std::vecto
   return t;
 }
 
-void run_prepared(runtime::CompiledKernel& kernel, const RopeSpec& spec, const Call& call) {
-  Result<call::PreparedCall> prepared = call::prepare_call(spec, call);
-  ASSERT_TRUE(prepared.ok()) << format(prepared.errors());
-  kernel.run(*prepared);
+void run_kernel(const RopeSpec& spec, const KernelVariant& variant, const Halide::Target& target,
+                const Call& call) {
+  Result<std::shared_ptr<Kernel>> kernel = Runtime::process().get(spec, variant, target.to_string());
+  ASSERT_TRUE(kernel.ok()) << format(kernel.errors());
+  const Status run = (*kernel)->run(call);
+  ASSERT_TRUE(run.ok()) << format(run.errors());
 }
 
 }  // namespace ropegen::test

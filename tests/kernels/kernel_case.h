@@ -44,9 +44,14 @@ enum class Memory { Host, Device };
 // never throws). The outputs are empty when the case could not run.
 CaseOutputs run_case(const Case& c, const Halide::Target& target, Memory memory = Memory::Host);
 
-// Prepares `call` for `spec` (a test failure names what prepare_call
-// refused) and runs it on `kernel`.
-void run_prepared(runtime::CompiledKernel& kernel, const RopeSpec& spec, const Call& call);
+// Runs `call` on the kernel of `spec` and `variant` for `target` (a test
+// failure names what was refused). Kernels come from the process's Runtime:
+// its memory level shares a kernel among the cases of a test, its disk cache
+// (ROPEGEN_CACHE_DIR, which ctest sets in the build tree) shares host
+// kernels among the tests of one executable (the parity tests' host side
+// reuses the CPU sweeps' kernels).
+void run_kernel(const RopeSpec& spec, const KernelVariant& variant, const Halide::Target& target,
+                const Call& call);
 
 // A host tensor over `data`; strides empty: dense.
 ropegen::Tensor host_tensor(const void* data, ElementType type, const std::vector<int64_t>& shape,
