@@ -4,7 +4,7 @@
 #pragma once
 
 #include "ropegen/call.h"
-#include "ropegen/ropegen_c.h"
+#include "ropegen/ropegen_aot.h"
 #include "ropegen/spec.h"
 
 namespace ropegen::call {

@@ -48,7 +48,7 @@
 #include "call/fixed_vector.h"
 #include "ropegen/call.h"
 #include "ropegen/result.h"
-#include "ropegen/ropegen_c.h"
+#include "ropegen/ropegen_aot.h"
 #include "ropegen/spec.h"
 
 namespace ropegen::call {

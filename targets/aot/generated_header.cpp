@@ -20,7 +20,7 @@ std::string upper(std::string s) {
   return s;
 }
 
-// ropegen_c.h's ropegen_contract, field by field, as a C initializer.
+// ropegen_aot.h's ropegen_contract, field by field, as a C initializer.
 static_assert(sizeof(ropegen_contract) == 17 * 4, "ropegen_contract changed: update contract_initializer");
 std::string contract_initializer(const ropegen_contract& c) {
   return fmt::format(
@@ -318,7 +318,7 @@ std::string generated_header(const LibraryDescription& lib) {
       " */\n"
       "#ifndef ROPEGEN_{5}_H\n"
       "#define ROPEGEN_{5}_H\n\n"
-      "#include \"ropegen_c.h\"\n\n",
+      "#include \"ropegen_aot.h\"\n\n",
       n, hash, run_function(spec), call_doc(spec), link_libraries(), N, device_doc(lib));
 
   h += fmt::format("#define {}_SPEC_HASH \"{}\"\n", N, hash);

@@ -184,6 +184,7 @@ std::string manifest_json(const LibraryDescription& lib) {
   j["files"] = {{"library", library_file(spec)},
                 {"header", header_file(spec)},
                 {"c_header", c_header_file()},
+                {"aot_header", aot_header_file()},
                 {"halide_runtime_header", halide_runtime_header_file()},
                 {"entry_headers", headers}};
   j["link"] = link_libraries();

@@ -278,7 +278,7 @@ TEST_F(AotBuild, HostLibraryFilesManifestAndNumbers) {
   EXPECT_EQ(summary["name"], "aot_a");
 
   // Files and manifest.
-  for (const char* f : {"libaot_a.a", "aot_a.h", "ropegen_c.h", "HalideRuntime.h", "manifest.json", "aot_a_q_i32.h",
+  for (const char* f : {"libaot_a.a", "aot_a.h", "ropegen_c.h", "ropegen_aot.h", "HalideRuntime.h", "manifest.json", "aot_a_q_i32.h",
                         "aot_a_qk_i64.h", "aot_a_pass_through.h"})
     EXPECT_TRUE(fs::exists(lib + "/" + f)) << f;
   for (const auto& e : fs::directory_iterator(lib))
@@ -305,7 +305,8 @@ TEST_F(AotBuild, HostLibraryFilesManifestAndNumbers) {
   EXPECT_EQ(manifest["c_entry"]["function"], "aot_a_run");
   EXPECT_EQ(manifest["c_entry"]["in_library"], true);
   EXPECT_EQ(manifest["link"], "-lstdc++ -lpthread -ldl -lm");
-  EXPECT_EQ(test::read_text(lib + "/ropegen_c.h"), test::read_text(ROPEGEN_SOURCE_DIR "/include/ropegen/ropegen_c.h"));
+  for (const char* h : {"ropegen_c.h", "ropegen_aot.h"})
+    EXPECT_EQ(test::read_text(lib + "/" + h), test::read_text(std::string(ROPEGEN_SOURCE_DIR "/include/ropegen/") + h));
   const std::string header = test::read_text(lib + "/aot_a.h");
   EXPECT_THAT(header, HasSubstr("static inline int aot_a_run(const ropegen_call *call, ropegen_message *message)"));
   EXPECT_THAT(header, HasSubstr("#define AOT_A_LAYOUT \"sbhd\""));
