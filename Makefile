@@ -162,16 +162,19 @@ wheel: build
 # FUZZ_SECONDS long, on everything that parses user files: specs (max_len one
 # byte over the 1 MiB spec limit, so long names and the limit itself are
 # reachable; the dictionary and seeds lead it to deep paths), .npy headers
-# and Hugging Face config.json files.
+# and Hugging Face config.json files; and the call checks every front door
+# goes through (arbitrary shapes, strides, dtypes, null data, ids; the seeds
+# pick each spec of the target's list).
 FUZZ_SECONDS ?= 30
-FUZZERS := spec_parser npy_reader hf_config
+FUZZERS := spec_parser npy_reader hf_config call_checks
 FUZZ_ARGS_spec_parser := -max_len=1048577 -dict=tests/fuzz/spec.dict tests/fuzz/corpus examples
 FUZZ_ARGS_npy_reader := -max_len=4096 tests/fuzz/npy_corpus
 FUZZ_ARGS_hf_config := -max_len=65536 examples/hf_configs tests/golden/hf_configs tests/fuzz/hf_corpus
+FUZZ_ARGS_call_checks := -max_len=4096 tests/fuzz/call_corpus
 fuzz: $(STAMP)/venv
 	$(CMAKE) -S . -B $(BUILD)-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DROPEGEN_FUZZ=ON \
-	  -DROPEGEN_BUILD_TESTS=OFF -DROPEGEN_WITH_HALIDE=OFF
+	  -DROPEGEN_BUILD_TESTS=OFF -DROPEGEN_WITH_HALIDE=OFF -DHalide_DIR=$(HALIDE_DIR)
 	$(CMAKE) --build $(BUILD)-fuzz -j $(JOBS) --target $(addprefix fuzz_,$(FUZZERS))
 	$(foreach f,$(FUZZERS),mkdir -p $(BUILD)-fuzz/corpus-$(f) && \
 	  $(BUILD)-fuzz/tests/fuzz/fuzz_$(f) -max_total_time=$(FUZZ_SECONDS) $(BUILD)-fuzz/corpus-$(f) $(FUZZ_ARGS_$(f)) &&) true

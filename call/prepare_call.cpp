@@ -35,6 +35,7 @@ Result<PreparedCall> prepare(CheckContext& x) {
   check_tensors(x);
   if (!x.ok()) return x.errors;
   check_data(x);
+  if (!x.ok()) return x.errors;  // the checks below read ids and indices
   x.tokens = token_dims(x.traits, x.q.shape.data());
   check_positions(x);
   check_cu_seqlens(x);

@@ -209,8 +209,8 @@ class SpecBuilder {
       sc.original_max_position = as_integer(n);
       // At least 2: LongRoPE's attention factor divides by ln(original_max_position).
       if (sc.original_max_position < 2 || sc.original_max_position > kMaxPosition)
-        error(n, fmt::format("original_max_position ({}) must be in 2..{} (2^53, the largest position)",
-                             sc.original_max_position, kMaxPosition));
+        error(n, fmt::format("original_max_position ({}) must be in 2..{} ({}, the largest position)",
+                             sc.original_max_position, kMaxPosition, kMaxPositionText));
     }
     sc.beta_fast = read_positive(s, "beta_fast", sc.beta_fast);
     sc.beta_slow = read_positive(s, "beta_slow", sc.beta_slow);

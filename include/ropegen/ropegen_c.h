@@ -55,7 +55,7 @@ typedef struct ropegen_dtype {
 
 /* A tensor the caller owns; rope-gen keeps no pointer after a call. */
 typedef struct ropegen_tensor {
-  void *data;             /* first element, less byte_offset */
+  void *data;             /* first element, less byte_offset; NULL only without elements */
   ropegen_device device;
   int32_t ndim;
   ropegen_dtype dtype;
@@ -93,7 +93,8 @@ typedef struct ropegen_tensor {
  *               kv_indices[kv_indptr[b] + p / page_size], entry p % page_size
  *               (paged_nhd [pages, page_size, Hk, D], paged_hnd [pages, Hk,
  *               page_size, D]); contiguous [num_slots, Hk, D]: slot
- *               slot_mapping[t]. Index tensors are int32; a negative batch index
+ *               slot_mapping[t]. Index tensors are int32 (host calls: int64 too,
+ *               checked as given, then narrowed); a negative batch index
  *               or slot skips the token's append (vLLM's padding). Every index is
  *               checked before anything runs; cache entries no token addresses
  *               are never written. out_k, when given, also receives rotated k
@@ -101,7 +102,8 @@ typedef struct ropegen_tensor {
  *   saved_q, saved_k  backward with run-time frequencies: the forward's inputs.
  *   d_freqs     backward with run-time frequencies: float32 [rotary_dim / 2],
  *               receives dL/d(inv_freq).
- *   offset      implicit positions: the first token's position (KV cache length).
+ *   offset      implicit positions: the first token's position (KV cache length);
+ *               with explicit positions it must be 0 (the ids are read as given).
  *   seq_len     the sequence length the frequencies see (dynamic NTK, LongRoPE,
  *               xPos); <= 0: as HF, max position + 1.
  *   backward    nonzero: the gradient (rotation by -angle).

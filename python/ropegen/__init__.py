@@ -29,9 +29,11 @@ def _spec_text(spec):
     """(text, source name) of a spec given as a dict, a path or YAML text."""
     if isinstance(spec, dict):
         return json.dumps(spec), "<dict>"  # JSON is YAML
-    if isinstance(spec, os.PathLike) or (isinstance(spec, str) and "\n" not in spec and os.path.isfile(spec)):
-        with open(spec, encoding="utf-8") as f:
-            return f.read(), os.fspath(spec)
+    # One line naming something that exists is a path (a directory or a FIFO
+    # too: the binding refuses them by name, as the CLI does).
+    if isinstance(spec, os.PathLike) or (isinstance(spec, str) and "\n" not in spec and os.path.lexists(spec)):
+        path = os.fsdecode(os.fspath(spec))
+        return _ropegen.read_spec_file(path), path
     if isinstance(spec, str):
         return spec, "<string>"
     raise TypeError("spec must be a path, YAML text or a dict")

@@ -131,6 +131,21 @@ TEST_F(Outputs, BuildRefusesADirectoryWithFilesItDidNotWrite) {
   EXPECT_EQ(std::distance(fs::directory_iterator(path("home")), fs::directory_iterator()), 2);
 }
 
+// An earlier build's manifest.json is read only if it is a regular file: a
+// FIFO made the build wait for a writer forever, a directory exit 3.
+TEST_F(Outputs, BuildRefusesAManifestThatIsNoRegularFile) {
+  fs::create_directories(path("fifo"));
+  ASSERT_EQ(::mkfifo(path("fifo/manifest.json").c_str(), 0644), 0);
+  fs::create_directories(path("dir/manifest.json"));
+  for (const auto& [dir, kind] : {std::pair{path("fifo"), "a FIFO"}, std::pair{path("dir"), "a directory"}}) {
+    const test::CommandResult r = rope_gen("build " + spec_ + " -o " + dir);
+    EXPECT_EQ(r.exit_code, 2) << dir << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr("-o " + dir + ": cannot read " + dir + "/manifest.json: it is " + kind));
+  }
+  EXPECT_TRUE(fs::is_fifo(path("fifo/manifest.json")));
+  EXPECT_TRUE(fs::is_directory(path("dir/manifest.json")));
+}
+
 TEST_F(Outputs, BuildReplacesOnlyWhatAnEarlierBuildWrote) {
   // One CPU target: what is checked is which files a build replaces.
   const std::string target = " --targets x86-64-linux";

@@ -367,7 +367,7 @@ TEST(ExplainOptionsCheck, RefusesOutOfRange) {
   ExplainOptions o;
   o.max_pos = 0;
   EXPECT_FALSE(explain(spec, o).ok());
-  o.max_pos = (int64_t{1} << 53) + 1;
+  o.max_pos = (int64_t{1} << 32) + 1;
   EXPECT_FALSE(explain(spec, o).ok());
   o.max_pos = 10;
   o.seq_len = 0;
