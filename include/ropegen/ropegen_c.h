@@ -110,7 +110,9 @@ typedef struct ropegen_tensor {
  *               value with a cache that is not fp8 is refused).
  *   cache_positions  paged caches: int32 [T], the position in its request's
  *               pages each token goes to (FlashInfer's fused op: `positions`
- *               place, `pos_ids` rotate); NULL: positions place them too. */
+ *               place, `pos_ids` rotate); NULL: positions place them too.
+ *   q_norm_weight, k_norm_weight  qk_norm weight per_head: the per-head norms'
+ *               weights [head_dim] in the spec's dtype (k_norm_weight with k). */
 typedef struct ropegen_call {
   const ropegen_tensor *q, *k;
   const ropegen_tensor *out_q, *out_k;
@@ -124,6 +126,7 @@ typedef struct ropegen_call {
   void *stream;
   float k_scale, v_scale;
   const ropegen_tensor *cache_positions;
+  const ropegen_tensor *q_norm_weight, *k_norm_weight;
 } ropegen_call;
 
 typedef enum ropegen_status {
@@ -162,6 +165,8 @@ typedef struct ropegen_contract {
   int32_t kv_page_size;       /* paged layouts: entries per page */
   ropegen_dtype kv_dtype;     /* of k_cache and v_cache (fp8 caches: uint8 codes) */
   int32_t kv_fp8;             /* fp8 caches: 1 fp8_e4m3 (e4m3fn), 2 fp8_e5m2; 0 otherwise */
+  int32_t qk_norm;            /* q and k normalised per head: 0 no, 1 rms, 2 rms_one_plus (the kernel writes whole rows) */
+  int32_t qk_norm_weight;     /* qk_norm weight per_head: the call passes q_norm_weight (and k_norm_weight) */
 } ropegen_contract;
 
 struct halide_filter_metadata_t;
