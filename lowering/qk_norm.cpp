@@ -75,13 +75,17 @@ void define_qk_norm(const RopeSpec& spec, RopeAlgorithm& a, RotatedTensor& t, ab
 void define_whole_row_output(const RopeSpec& spec, const RopeAlgorithm& a, RotatedTensor& t) {
   const Var& d = a.d;
   const int off = spec.rotary_offset, half = spec.num_pairs();
-  // Pair and member of dim d in the output pairing (clamped: a dim outside
-  // the rotary range selects normed, but Halide still bounds the loads).
-  const Expr local = d - off;
+  // Pair and member of dim d in the output pairing, clamped into the rotary
+  // range (a dim outside it selects normed, but Halide still bounds the
+  // loads); likely(): the loop over the row is partitioned so that inside
+  // the range there is no clamp. r and m are written so that rotated's
+  // storage (half: (r, m); interleaved: (m, r), a schedule's choice)
+  // flattens back to the dense index j.
+  const Expr j = clamp(likely(d - off), 0, spec.rotary_dim - 1);
   Expr r, m;
-  if (spec.output_pairing == Pairing::Interleaved) r = local / 2, m = local % 2;
-  else r = select(local < half, local, local - half), m = select(local < half, 0, 1);
-  const Expr rotated = t.rotated(clamp(r, 0, half - 1), clamp(m, 0, 1), a.h, a.s, a.b);
+  if (spec.output_pairing == Pairing::Interleaved) r = j / 2, m = j % 2;
+  else r = j % half, m = j / half;
+  const Expr rotated = t.rotated(r, m, a.h, a.s, a.b);
   const Expr in_range = d >= off && d < off + spec.rotary_dim;
   t.output(d, a.h, a.s, a.b) = store_from_float(select(in_range, rotated, t.normed(d, a.h, a.s, a.b)), spec.dtype,
                                                 Bf16Rounding::InstructionWhereAvailable);

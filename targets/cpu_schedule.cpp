@@ -167,6 +167,8 @@ Var schedule_whole_row_tensor(const lowering::RopeAlgorithm& a, lowering::Rotate
   t.square_sums.compute_at(t.output, row).vectorize(a.d).update(0).vectorize(a.d);
   t.inv_rms.compute_at(t.output, row);
   t.rotated.compute_at(t.output, row).vectorize(a.r, lanes, TailStrategy::GuardWithIf).unroll(a.m);
+  // Stored in the output's order, so the whole-row stores read it densely.
+  if (spec.output_pairing == Pairing::Interleaved) t.rotated.reorder_storage(a.m, a.r);
   return tile;
 }
 
