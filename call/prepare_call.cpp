@@ -45,6 +45,7 @@ Result<PreparedCall> prepare(CheckContext& x) {
   if (x.ok()) check_cos_sin_cache(x);
   if (x.ok()) check_kv_cache(x);
   check_freqs(x);
+  check_norm_weights(x);
   check_backward(x);
   if (!x.ok()) return x.errors;
   PreparedCall p;

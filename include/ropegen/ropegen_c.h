@@ -116,7 +116,9 @@ typedef struct ropegen_tensor {
  *               value with a cache that is not fp8 is refused).
  *   cache_positions  paged caches: int32 [T], the position in its request's
  *               pages each token goes to (FlashInfer's fused op: `positions`
- *               place, `pos_ids` rotate); NULL: positions place them too. */
+ *               place, `pos_ids` rotate); NULL: positions place them too.
+ *   q_norm_weight, k_norm_weight  qk_norm weight per_head: the per-head norms'
+ *               weights [head_dim] in the spec's dtype (k_norm_weight with k). */
 typedef struct ropegen_call {
   const ropegen_tensor *q, *k;
   const ropegen_tensor *out_q, *out_k;
@@ -130,6 +132,7 @@ typedef struct ropegen_call {
   void *stream;
   float k_scale, v_scale;
   const ropegen_tensor *cache_positions;
+  const ropegen_tensor *q_norm_weight, *k_norm_weight;
 } ropegen_call;
 
 typedef enum ropegen_status {

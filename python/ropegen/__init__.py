@@ -91,6 +91,8 @@ class Kernel:
         cache_positions (paged, int32 [T]): where each token goes in its
         request's pages when it rotates by other positions (FlashInfer's
         fused op: positions place, pos_ids rotate); default: positions.
+        Specs with `qk_norm: {weight: per_head}` take q_norm_weight (and,
+        with k, k_norm_weight): [head_dim] in the spec's dtype.
         Other encodings: q is x (or the scores), table the learned table;
         returns the result (out=x: in place). Any other argument of the call
         table (`ropegen.call_arguments()`) is passed by its name."""

@@ -14,6 +14,8 @@ The ops (namespace `ropegen`, registered on import):
     rope_backward(spec, grad_q, grad_k, positions, layout, offset, cu_seqlens, freqs,
                   saved_q, saved_k) -> (grad_q, grad_k, grad_freqs)
     rotary_embedding(positions, query!, key!, head_size, cos_sin_cache, is_neox) -> ()  vLLM's
+    fused_qk_norm_rope(qkv!, num_heads_q, num_heads_k, num_heads_v, head_dim, eps, q_weight, k_weight,
+                       cos_sin_cache, is_neox, position_ids) -> ()   vLLM's (ropegen/_qk_norm_op.py)
     rope_append_kv_cache(spec, q!, k, v, batch_indices, positions, k_cache!, v_cache!,
                          kv_indices, kv_indptr, slot_mapping, k_scale=None, v_scale=None,
                          cache_positions=None) -> ()
@@ -460,3 +462,6 @@ class Rope(torch.nn.Module):
 
     def extra_repr(self):
         return self.spec.splitlines()[0] if self.spec else ""
+
+
+from . import _qk_norm_op  # noqa: E402,F401  (registers fused_qk_norm_rope on _lib)

@@ -25,7 +25,7 @@ TEST_P(SpecErrors, ReportsPreciseLocationAndMessage) {
 const ErrorCase kCases[] = {
     {"unknown_key_did_you_mean", "name: a\nhead_dim: 8\nrotary_dims: 4\n",
      "s.yaml:3:1: error: unknown key `rotary_dims` for encoding `rope`; allowed: name, encoding, head_dim, "
-     "rotary_dim, rotary_offset, pairing, output_pairing, layout, dtype, frequency, scaling, xpos, positions, axes, kv_cache; "
+     "rotary_dim, rotary_offset, pairing, output_pairing, layout, dtype, frequency, scaling, xpos, positions, axes, kv_cache, qk_norm; "
      "did you mean `rotary_dim`?\n"},
     {"missing_name", "head_dim: 8\n", "s.yaml:1:1: error: missing required key `name`\n"},
     {"head_dim_wrong_type", "name: a\nhead_dim: big\n",
@@ -94,7 +94,7 @@ const ErrorCase kCases[] = {
      "s.yaml:3:10: error: `scaling` must be a mapping, got `linear`\n"},
     {"several_errors_at_once", "name: A\nhead_dim: 8\nlayot: bshd\ndtype: f64\n",
      "s.yaml:3:1: error: unknown key `layot` for encoding `rope`; allowed: name, encoding, head_dim, rotary_dim, "
-     "rotary_offset, pairing, output_pairing, layout, dtype, frequency, scaling, xpos, positions, axes, kv_cache; did you mean "
+     "rotary_offset, pairing, output_pairing, layout, dtype, frequency, scaling, xpos, positions, axes, kv_cache, qk_norm; did you mean "
      "`layout`?\n"
      "s.yaml:4:8: error: unknown dtype `f64`; allowed: f32, f16, bf16; did you mean `f32`?\n"},
     {"missing_head_dim", "name: a\n", "s.yaml:1:1: error: encoding `rope` needs `head_dim`\n"},
@@ -173,6 +173,17 @@ const ErrorCase kCases[] = {
      "s.yaml:3:21: error: unknown scheme `tabel`; allowed: lang, pixel, constant, custom, runtime, table; did you mean "
      "`table`?\n"},
     // Fused KV-cache append.
+    {"qk_norm_eps_zero", "name: a\nhead_dim: 8\nqk_norm: {type: rms, eps: 0}\n",
+     "s.yaml:3:27: error: eps (0) must be > 0 and a float32 normal number (1.2e-38 .. 3.4e38)\n"},
+    {"qk_norm_eps_negative", "name: a\nhead_dim: 8\nqk_norm: {eps: -1}\n",
+     "s.yaml:3:16: error: eps (-1) must be > 0 and a float32 normal number (1.2e-38 .. 3.4e38)\n"},
+    {"qk_norm_eps_missing", "name: a\nhead_dim: 8\nqk_norm: {type: rms}\n", "s.yaml:3:10: error: qk_norm needs `eps`\n"},
+    {"qk_norm_type_unknown", "name: a\nhead_dim: 8\nqk_norm: {type: layer, eps: 1.0e-6}\n",
+     "s.yaml:3:17: error: unknown type `layer`; allowed: rms, rms_one_plus\n"},
+    {"qk_norm_weight_unknown", "name: a\nhead_dim: 8\nqk_norm: {eps: 1.0e-6, weight: per_token}\n",
+     "s.yaml:3:32: error: unknown weight `per_token`; allowed: per_head, none\n"},
+    {"qk_norm_on_alibi", "name: a\nencoding: alibi\nnum_heads: 4\nqk_norm: {eps: 1.0e-6}\n",
+     "s.yaml:4:1: error: `qk_norm` does not belong to encoding `alibi`; it is used by encoding rope\n"},
     {"kv_cache_needs_thd", "name: a\nhead_dim: 8\npositions: explicit\nkv_cache: {layout: paged_nhd}\n", 
      "s.yaml:4:11: error: kv_cache needs `layout: thd` (tokens [T, H, D], as FlashInfer and vLLM append "
      "them); got `bshd`\n"},

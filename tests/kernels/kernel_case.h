@@ -24,6 +24,9 @@ struct Case {
   bool backward = false;  // the gradient (rotation by -angle): q and k are upstream gradients
   int64_t offset = 0;
   std::vector<int64_t> cu_seqlens;  // thd
+  // A qk_norm section ("qk_norm: {...}\n"); with weight per_head the case
+  // passes random weights in [0.5, 1.5) (q's and k's differ).
+  std::string qk_norm;
 
   std::string spec_text() const;
   std::string describe() const;
