@@ -74,6 +74,12 @@ struct Calls {
     l.q = Tensor::dense(at(0), ElementType::Float32, {1, 4, 8});
     l.table = Tensor::dense(at(1), ElementType::Float32, {8, 8});
     out.emplace_back(spec_from("name: l\nencoding: learned\ndim: 8\npositions: implicit\n"), l);
+    Call n;
+    n.q = Tensor::dense(at(0), ElementType::Float32, {1, 4, 2, 8});
+    n.k = Tensor::dense(at(1), ElementType::Float32, {1, 4, 1, 8});
+    n.q_norm_weight = Tensor::dense(at(2), ElementType::Float32, {8});
+    n.k_norm_weight = Tensor::dense(at(3), ElementType::Float32, {8});
+    out.emplace_back(spec_from("name: n\nhead_dim: 8\nqk_norm: {eps: 1.0e-6}\n"), n);
     return out;
   }
 };
