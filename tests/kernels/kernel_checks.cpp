@@ -34,7 +34,8 @@ double max_trig_error(double theta, int64_t max_position, const Halide::Target& 
     for (int i = 0; i < 64; ++i) q[t * 128 + i] = 1.0f;  // half pairing: (x_i, x_{i+64}) = (1, 0)
   runtime::HostStorage in = runtime::to_storage(q, DType::F32), out = in.empty_like();
   KernelVariant variant;
-  variant.position_type = positions == TrigPositions::Int32Ids ? IdType::Int32 : IdType::Int64;
+  variant.position_type =
+      positions == TrigPositions::Int64Ids ? IdType::Int64 : IdType::Int32;  // implicit: the call's default
   Call call;
   const std::vector<int64_t> shape = {tokens, 1, 128};
   call.q = host_tensor(in.data(), in.element_type(), shape);
@@ -72,7 +73,8 @@ double max_sinusoidal_error(int64_t max_position, const Halide::Target& target, 
   std::vector<int32_t> ids32(ids.begin(), ids.end());
   runtime::HostStorage in = runtime::to_storage(std::vector<float>(tokens * 128, 0.0f), DType::F32), out = in.empty_like();
   KernelVariant variant;
-  variant.position_type = positions == TrigPositions::Int32Ids ? IdType::Int32 : IdType::Int64;
+  variant.position_type =
+      positions == TrigPositions::Int64Ids ? IdType::Int64 : IdType::Int32;  // implicit: the call's default
   Call call;
   const std::vector<int64_t> shape = {1, tokens, 128};
   call.q = host_tensor(in.data(), in.element_type(), shape);
