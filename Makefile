@@ -16,10 +16,11 @@ APT_PACKAGES := build-essential ninja-build pkg-config python3 python3-venv \
   libgtest-dev libgmock-dev clang libclang-rt-14-dev \
   libvulkan-dev libvulkan1 mesa-vulkan-drivers libxxhash-dev libdlpack-dev
 PIP_PACKAGES := halide==21.0.0 cmake==3.31.6 numpy pytest nanobind==3.1.0 scikit-build-core==1.1.2
-# What the PyTorch tests (python/tests/test_torch.py, test_hf_patch.py) need;
+# What the PyTorch and plot tests (python/tests/test_torch.py, test_hf_patch.py,
+# test_plot.py) need;
 # only `make test` installs them (about 3 GB from PyPI, a minute; pip keeps
 # its downloads in ~/.cache/pip).
-TORCH_PACKAGES := torch==2.15.0 transformers==5.24.0
+TORCH_PACKAGES := torch==2.15.0 transformers==5.24.0 matplotlib==3.11.2
 
 EXAMPLE ?= examples/llama3_8b.yaml
 
