@@ -110,12 +110,10 @@ test: build python torch
 # The whole C++ suite once more, built with AddressSanitizer and
 # UndefinedBehaviorSanitizer in a second build directory (part of CI): any
 # report fails the test that triggered it. Everything rope-gen compiles itself
-# is instrumented; the kernels Halide generates are not. clang at -O1 with line
-# tables: about half of GCC's -O2 -g compile time here, the same reports with
-# file:line stacks. The sweeps run every 5th case (ROPEGEN_TEST_SWEEP_STRIDE,
-# tests/support/sweep_subset.h): their cases run the same instrumented code on
-# other numbers, and the release pass checks every case against the
-# reference. The tests labelled `sanitize` run (tests/CMakeLists.txt: all but
+# is instrumented; the kernels Halide generates are not. The sweeps run every
+# 5th case (ROPEGEN_TEST_SWEEP_STRIDE, tests/support/sweep_subset.h): their
+# cases run the same instrumented code on other numbers, and the release pass
+# checks every case against the reference. The tests labelled `sanitize` run (tests/CMakeLists.txt: all but
 # the per-model HF table cases). LeakSanitizer cannot see the pointers
 # Halide's JIT-compiled Vulkan runtime keeps in its own memory (it reports
 # lavapipe's device state as leaked), so the tests labelled `gpu` run without
@@ -125,8 +123,6 @@ SANITIZER_ENV = ROPEGEN_TEST_SWEEP_STRIDE=5 UBSAN_OPTIONS=print_stacktrace=1:hal
   ASAN_OPTIONS=strict_string_checks=1:detect_leaks=$(1)
 test-sanitize: $(STAMP)/venv
 	$(CMAKE) -S . -B $(BUILD)-sanitize -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHalide_DIR=$(HALIDE_DIR) \
-	  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-	  -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
 	  -DCMAKE_C_FLAGS="$(SANITIZE)" -DCMAKE_CXX_FLAGS="$(SANITIZE)" \
 	  -DCMAKE_EXE_LINKER_FLAGS="$(SANITIZE)" -DCMAKE_SHARED_LINKER_FLAGS="$(SANITIZE)"
 	$(CMAKE) --build $(BUILD)-sanitize -j $(JOBS)
