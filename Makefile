@@ -16,10 +16,11 @@ APT_PACKAGES := build-essential ninja-build pkg-config python3 python3-venv \
   libgtest-dev libgmock-dev clang libclang-rt-14-dev \
   libvulkan-dev libvulkan1 mesa-vulkan-drivers libxxhash-dev libdlpack-dev
 PIP_PACKAGES := halide==21.0.0 cmake==3.31.6 numpy pytest nanobind==3.1.0 scikit-build-core==1.1.2
-# What the PyTorch tests (python/tests/test_torch.py, test_hf_patch.py) need;
+# What the PyTorch and plot tests (python/tests/test_torch.py, test_hf_patch.py,
+# test_plot.py) need;
 # only `make test` installs them (about 3 GB from PyPI, a minute; pip keeps
 # its downloads in ~/.cache/pip).
-TORCH_PACKAGES := torch==2.15.0 transformers==5.24.0
+TORCH_PACKAGES := torch==2.15.0 transformers==5.24.0 matplotlib==3.11.2
 
 EXAMPLE ?= examples/llama3_8b.yaml
 
@@ -58,7 +59,8 @@ HALIDE_DIR = $$($(PY) -c 'import halide, os; print(os.path.join(os.path.dirname(
 
 configure: $(BUILD)/build.ninja
 $(BUILD)/build.ninja: $(STAMP)/venv CMakeLists.txt
-	$(CMAKE) -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DHalide_DIR=$(HALIDE_DIR)
+	$(CMAKE) -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DHalide_DIR=$(HALIDE_DIR) \
+	  -DROPEGEN_PYTHON_MODULE=ON -DPython_EXECUTABLE=$(abspath $(PY))
 
 build: configure
 	$(CMAKE) --build $(BUILD) -j $(JOBS)
@@ -86,6 +88,8 @@ bench: build
 	$(BUILD)/bench/compare_bench --threads 2 --seconds $(BENCH_SECONDS) --no-header
 	$(BUILD)/bench/compare_bench --encodings --threads 1 --seconds $(BENCH_SECONDS)
 	$(BUILD)/bench/compare_bench --encodings --threads 2 --seconds $(BENCH_SECONDS) --no-header
+	$(BUILD)/bench/compare_bench --qk-norm --threads 1 --seconds $(BENCH_SECONDS)
+	$(BUILD)/bench/compare_bench --qk-norm --threads 2 --seconds $(BENCH_SECONDS) --no-header
 
 # The GPU kit (gpu_kit/README.md): AOT CUDA libraries of the test cases and
 # bench specs, their data, a runner and run.sh, in $(BUILD)/gpu-kit. Built
@@ -99,8 +103,12 @@ gpu-kit: build
 bench-torch: python torch
 	ROPEGEN_CACHE_DIR=$(abspath $(BUILD))/bench-cache $(PY) bench/torch_bench.py
 
+# A test that runs past CTEST_TIMEOUT seconds fails, naming itself, instead
+# of holding up the run.
+CTEST_TIMEOUT ?= 900
+CTEST = $(abspath $(VENV))/bin/ctest --output-on-failure -j $(JOBS) --timeout $(CTEST_TIMEOUT)
 test: build python torch
-	cd $(BUILD) && $(abspath $(VENV))/bin/ctest --output-on-failure -j $(JOBS)
+	cd $(BUILD) && $(CTEST)
 	ROPEGEN_CACHE_DIR=$(abspath $(BUILD))/tests/rope-gen-cache $(PY) -m pytest -q -rs python/tests
 
 # rope-gen inside vLLM (python/ropegen/vllm, docs/vllm.md): vLLM's CPU build
@@ -132,22 +140,30 @@ test-vllm: wheel $(VLLM_VENV)/.installed
 # The whole C++ suite once more, built with AddressSanitizer and
 # UndefinedBehaviorSanitizer in a second build directory (part of CI): any
 # report fails the test that triggered it. Everything rope-gen compiles itself
-# is instrumented; the kernels Halide generates are not. LeakSanitizer cannot
-# see the pointers Halide's JIT-compiled Vulkan runtime keeps in its own
-# memory (it reports lavapipe's device state as leaked), so the Vulkan tests
-# run without leak detection and everything else with it. The per-model HF
-# table cases (Table/HfModel, 200 runs of the same from-hf -> apply path on
-# other numbers) run in the release pass only: here they would add minutes
-# and no code.
+# is instrumented; the kernels Halide generates are not. The sweeps run every
+# 5th case (ROPEGEN_TEST_SWEEP_STRIDE, tests/support/sweep_subset.h): their
+# cases run the same instrumented code on other numbers, and the release pass
+# checks every case against the reference. The tests labelled `sanitize` run (tests/CMakeLists.txt: all but
+# the per-model HF table cases). The build is -Og with line tables (-g1), enough for the reports' file:line
+# and about 2.5x quicker to compile than -O2 -g. Kernels come from the release build's test cache (keyed by
+# a hash of the sources, so the same kernels): what `make test` compiled is loaded, not compiled again.
+# LeakSanitizer cannot see the pointers
+# Halide's JIT-compiled Vulkan runtime keeps in its own memory (it reports
+# lavapipe's device state as leaked), so the tests labelled `gpu` run without
+# leak detection and everything else with it.
 SANITIZE := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-SANITIZER_ENV = UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ASAN_OPTIONS=strict_string_checks=1:detect_leaks=$(1)
+SANITIZE_FLAGS := -Og -g1 -DNDEBUG
+SANITIZER_ENV = ROPEGEN_TEST_SWEEP_STRIDE=5 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ASAN_OPTIONS=strict_string_checks=1:detect_leaks=$(1)
 test-sanitize: $(STAMP)/venv
 	$(CMAKE) -S . -B $(BUILD)-sanitize -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHalide_DIR=$(HALIDE_DIR) \
 	  -DCMAKE_C_FLAGS="$(SANITIZE)" -DCMAKE_CXX_FLAGS="$(SANITIZE)" \
-	  -DCMAKE_EXE_LINKER_FLAGS="$(SANITIZE)" -DCMAKE_SHARED_LINKER_FLAGS="$(SANITIZE)"
+	  -DCMAKE_C_FLAGS_RELWITHDEBINFO="$(SANITIZE_FLAGS)" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$(SANITIZE_FLAGS)" \
+	  -DCMAKE_EXE_LINKER_FLAGS="$(SANITIZE)" -DCMAKE_SHARED_LINKER_FLAGS="$(SANITIZE)" \
+	  -DROPEGEN_TEST_CACHE_DIR=$(abspath $(BUILD))/tests/rope-gen-cache
 	$(CMAKE) --build $(BUILD)-sanitize -j $(JOBS)
-	cd $(BUILD)-sanitize && $(call SANITIZER_ENV,1) $(abspath $(VENV))/bin/ctest --output-on-failure -j $(JOBS) -E 'Vulkan|DeviceMemory|^Table/HfModel[.]'
-	cd $(BUILD)-sanitize && $(call SANITIZER_ENV,0) $(abspath $(VENV))/bin/ctest --output-on-failure -j $(JOBS) -R 'Vulkan|DeviceMemory'
+	cd $(BUILD)-sanitize && $(call SANITIZER_ENV,1) $(CTEST) -L '^sanitize$$' -LE '^gpu$$'
+	cd $(BUILD)-sanitize && $(call SANITIZER_ENV,0) $(CTEST) -L '^gpu$$'
 
 # The figures of docs/explain.md, drawn by ropegen.plot from the example specs
 # (matplotlib comes with `make torch`).
@@ -163,32 +179,37 @@ figures: python torch
 	$(PLOT) examples/llama3_8b.yaml -o $(FIGURES)/llama3_8b_precision.png --kind precision
 	$(PLOT) examples/transformer_sinusoidal.yaml examples/llama3_8b.yaml -o $(FIGURES)/heatmaps.png --kind heatmap --positions 128
 
-# The Python binding (python/), installed into the project venv; the build
-# directory is kept so reinstalling is incremental.
+# The Python binding (python/), installed into the project venv: the module
+# `make build` linked (python-module/) and the package's Python files.
+PREBUILT := --config-settings=build-dir=$(abspath $(BUILD))/python \
+  --config-settings=cmake.define.ROPEGEN_PREBUILT_MODULE_DIR=$(abspath $(BUILD))/python-module
 python: build
-	$(PY) -m pip install -q --disable-pip-version-check --no-build-isolation ./python \
-	  --config-settings=build-dir=$(abspath $(BUILD))/python
+	$(PY) -m pip install -q --disable-pip-version-check --no-build-isolation ./python $(PREBUILT)
 
 # The same package as a wheel, build/wheels/ropegen-*.whl (its Halide comes
-# from the halide wheel it depends on; torch is the `torch` extra).
+# from the halide wheel it depends on; torch is the `torch` extra). Without
+# ROPEGEN_PREBUILT_MODULE_DIR, `pip wheel ./python` compiles everything itself.
 wheel: build
-	$(PY) -m pip wheel -q --disable-pip-version-check --no-build-isolation --no-deps ./python \
-	  --config-settings=build-dir=$(abspath $(BUILD))/python -w $(BUILD)/wheels
+	$(PY) -m pip wheel -q --disable-pip-version-check --no-build-isolation --no-deps ./python $(PREBUILT) \
+	  -w $(BUILD)/wheels
 
 # Short, bounded libFuzzer sessions (clang, ASan+UBSan; part of CI), each
 # FUZZ_SECONDS long, on everything that parses user files: specs (max_len one
 # byte over the 1 MiB spec limit, so long names and the limit itself are
 # reachable; the dictionary and seeds lead it to deep paths), .npy headers
-# and Hugging Face config.json files.
+# and Hugging Face config.json files; and the call checks every front door
+# goes through (arbitrary shapes, strides, dtypes, null data, ids; the seeds
+# pick each spec of the target's list).
 FUZZ_SECONDS ?= 30
-FUZZERS := spec_parser npy_reader hf_config
+FUZZERS := spec_parser npy_reader hf_config call_checks
 FUZZ_ARGS_spec_parser := -max_len=1048577 -dict=tests/fuzz/spec.dict tests/fuzz/corpus examples
 FUZZ_ARGS_npy_reader := -max_len=4096 tests/fuzz/npy_corpus
 FUZZ_ARGS_hf_config := -max_len=65536 examples/hf_configs tests/golden/hf_configs tests/fuzz/hf_corpus
+FUZZ_ARGS_call_checks := -max_len=4096 tests/fuzz/call_corpus
 fuzz: $(STAMP)/venv
 	$(CMAKE) -S . -B $(BUILD)-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DROPEGEN_FUZZ=ON \
-	  -DROPEGEN_BUILD_TESTS=OFF -DROPEGEN_WITH_HALIDE=OFF
+	  -DROPEGEN_BUILD_TESTS=OFF -DROPEGEN_WITH_HALIDE=OFF -DHalide_DIR=$(HALIDE_DIR)
 	$(CMAKE) --build $(BUILD)-fuzz -j $(JOBS) --target $(addprefix fuzz_,$(FUZZERS))
 	$(foreach f,$(FUZZERS),mkdir -p $(BUILD)-fuzz/corpus-$(f) && \
 	  $(BUILD)-fuzz/tests/fuzz/fuzz_$(f) -max_total_time=$(FUZZ_SECONDS) $(BUILD)-fuzz/corpus-$(f) $(FUZZ_ARGS_$(f)) &&) true

@@ -23,16 +23,16 @@ namespace ropegen::abi {
 enum class Arg : uint8_t {
   // Tensor inputs.
   Q, K, V, Positions, CuSeqlens, Table, Freqs, CosSinCache, KvIndices, KvIndptr, BatchIndices, CachePositions,
-  SlotMapping, SavedQ, SavedK,
+  SlotMapping, SavedQ, SavedK, QNormWeight, KNormWeight,
   // Tensor outputs (the caches are updated in place).
   OutQ, OutK, KCache, VCache, DFreqs,
   // Scalars.
   Offset, SeqLen, KScale, VScale, PoolThreads,
 };
 // clang-format on
-inline constexpr int kArgCount = 25;
-inline constexpr int kTensorArgCount = 20;  // Q .. DFreqs
-inline constexpr int kFirstOutput = 15;     // OutQ
+inline constexpr int kArgCount = 27;
+inline constexpr int kTensorArgCount = 22;  // Q .. DFreqs
+inline constexpr int kFirstOutput = 17;     // OutQ
 
 constexpr int index(Arg a) { return static_cast<int>(a); }
 constexpr bool is_tensor(Arg a) { return index(a) < kTensorArgCount; }
@@ -83,6 +83,7 @@ enum class Feature : uint8_t {
   ContiguousKvCache,   // slot_mapping
   Fp8KvCache,          // k_scale, v_scale
   SequenceLength,      // seq_len (dynamic NTK, LongRoPE per call, xPos)
+  QkNormWeight,        // q_norm_weight (k_norm_weight with k): qk_norm weight per_head
   CpuSchedule,         // pool_threads (from the runtime, never the call)
 };
 
@@ -153,6 +154,12 @@ inline constexpr std::array<ArgumentInfo, kArgCount> kArguments = {{
   {Arg::SavedK, "saved_k", nullptr, nullptr, ArgKind::Rows, Direction::In, DtypeRule::Spec, ShapeRule::Layout,
    Feature::FrequencyGradient, Arg::SavedK, nullptr, "--saved-k", &Call::saved_k, &ropegen_call::saved_k,
    "backward with run-time frequencies: the forward's k"},
+  {Arg::QNormWeight, "q_norm_weight", nullptr, nullptr, ArgKind::Whole, Direction::In, DtypeRule::Spec,
+   ShapeRule::Vector, Feature::QkNormWeight, Arg::QNormWeight, "head_dim", "--q-norm-weight", &Call::q_norm_weight,
+   &ropegen_call::q_norm_weight, "qk_norm weight per_head: q's norm weight [head_dim] in the spec's dtype"},
+  {Arg::KNormWeight, "k_norm_weight", nullptr, nullptr, ArgKind::Whole, Direction::In, DtypeRule::Spec,
+   ShapeRule::Vector, Feature::QkNormWeight, Arg::KNormWeight, "head_dim", "--k-norm-weight", &Call::k_norm_weight,
+   &ropegen_call::k_norm_weight, "qk_norm weight per_head: k's norm weight [head_dim] in the spec's dtype (with k)"},
   {Arg::OutQ, "out_q", "out", "out_x", ArgKind::Rows, Direction::Out, DtypeRule::Spec, ShapeRule::Layout,
    Feature::Always, Arg::Q, nullptr, "--out-q", &Call::out_q, &ropegen_call::out_q,
    "where rotated q goes, shaped like q (absent: in place; backward: dL/dq); other encodings: the result"},

@@ -219,6 +219,12 @@ Result<BenchResult> bench_rope(const RopeSpec& spec, const BenchOptions& o) {
     cache = std::move(made->values);
     call.cos_sin_cache = Tensor::dense(cache.data(), ElementType::Float32, {cache_rows, spec.rotary_dim});
   }
+  // qk_norm's weights (per_head): ones, q's and k's.
+  runtime::HostStorage norm_weight = runtime::to_storage(std::vector<float>(rope ? spec.head_dim : 0, 1.0f), spec.dtype);
+  if (spec.qk_norm.has_weight()) {
+    call.q_norm_weight = Tensor::dense(norm_weight.data(), type, {spec.head_dim});
+    if (variant.with_k) call.k_norm_weight = call.q_norm_weight;
+  }
   // Packed layouts: B sequences of S tokens.
   std::vector<int32_t> cu;
   for (int64_t b = 0; b <= o.batch; ++b) cu.push_back(static_cast<int32_t>(b * o.seq));

@@ -1,11 +1,15 @@
-// compare_bench [--encodings] [--threads N] [--seconds S] [--no-header] [--json FILE]
+// compare_bench [--encodings | --qk-norm] [--threads N] [--seconds S] [--no-header] [--json FILE]
 // rope-gen's kernel, bench/'s hand-written table kernel and a memcpy of the
 // same bytes, side by side on llama3-8B shapes (q 32 heads + k 8, head_dim
 // 128): decode 64 x 1 (random explicit ids in [0, 8192)), prefill 1 x 128
 // and 4 x 4096 (positions 0..S-1), f32 and bf16, out of place and in place.
 // --encodings: the sinusoidal and learned x + PE kernels (d_model 1024,
 // f32, bsd, positions 0..S-1) against the memcpy, [1,128], [8,512] and
-// [4,4096]. One markdown table row per case (`make bench` runs both for 1
+// [4,4096]. --qk-norm: Qwen3-8B's heads (q 32 + k 8, head_dim 128, bf16,
+// in place) normalised then rotated by one kernel (qk_norm) against the two
+// passes a separate norm needs (a qk_norm kernel that rotates by 0, then the
+// RoPE kernel: the sum of their times), decode 64 x 1 and prefill 4 x 4096.
+// One markdown table row per case (`make bench` runs both for 1
 // and 2 threads); --json appends one JSON line per case to FILE.
 //
 // Halide's thread pool reads HL_NUM_THREADS when the first kernel runs, so
@@ -35,7 +39,7 @@ struct Case {
 };
 
 int usage() {
-  std::cerr << "usage: compare_bench [--encodings] [--threads N] [--seconds S] [--no-header] [--json FILE]\n";
+  std::cerr << "usage: compare_bench [--encodings | --qk-norm] [--threads N] [--seconds S] [--no-header] [--json FILE]\n";
   return 2;
 }
 
@@ -80,12 +84,59 @@ bool bench_encodings(int threads, double seconds, bool header, std::ofstream& js
   return ok;
 }
 
+// Fused qk_norm + RoPE against norm then RoPE (two rope-gen calls) and the
+// memcpy of the fused kernel's bytes; false if a case failed.
+bool bench_qk_norm(int threads, double seconds, bool header, std::ofstream& json) {
+  ropegen::Result<ropegen::RopeSpec> loaded = ropegen::load_spec(ROPEGEN_SOURCE_DIR "/bench/qwen3_8b_qk_norm.yaml");
+  if (!loaded) return print_errors("qwen3_8b_qk_norm.yaml", loaded.errors());
+  const std::vector<Case> cases = {{"decode", 64, 1, BenchPositions::Random},
+                                   {"prefill", 4, 4096, BenchPositions::Sequential}};
+  if (header)
+    std::cout << "| case | [B,S] q32+k8 bf16 | threads | fused µs | norm µs + rope µs | memcpy µs | fused ratio "
+                 "| two-pass ratio | two-pass time / fused time |\n|---|---|---|---|---|---|---|---|---|\n";
+  bool ok = true;
+  for (const Case& c : cases) {
+    ropegen::RopeSpec fused = *loaded;
+    if (c.positions == BenchPositions::Random) fused.positions = ropegen::PositionsMode::Explicit;
+    ropegen::RopeSpec norm = fused, rope = fused;
+    norm.frequency = {ropegen::FrequencyScheme::Constant, 10000.0, 10.0, 0.0, {}};  // rotates by 0
+    rope.qk_norm = ropegen::QkNorm{};
+    ropegen::bench::BenchOptions o;
+    o.batch = c.batch, o.seq = c.seq, o.heads = 32, o.k_heads = 8, o.positions = c.positions, o.in_place = true;
+    o.threads = threads, o.min_seconds = seconds;
+    std::vector<ropegen::bench::BenchResult> r;
+    for (const ropegen::RopeSpec* spec : {&fused, &norm, &rope}) {
+      ropegen::Result<ropegen::bench::BenchResult> one = ropegen::bench::bench_rope(*spec, o);
+      if (!one) {
+        ok = print_errors(c.name, one.errors());
+        break;
+      }
+      r.push_back(*one);
+    }
+    if (r.size() != 3) continue;
+    // The two passes against the fused run's memcpy (the same bytes per pass).
+    const double two_pass_us = r[1].kernel_us + r[2].kernel_us, copy_us = r[0].copy_us;
+    std::cout << fmt::format("| {} | [{},{}] | {} | {:.1f} | {:.1f} + {:.1f} | {:.1f} | {:.2f} | {:.2f} | {:.2f} |\n",
+                             c.name, c.batch, c.seq, threads, r[0].kernel_us, r[1].kernel_us, r[2].kernel_us, copy_us,
+                             copy_us / r[0].kernel_us, copy_us / two_pass_us, two_pass_us / r[0].kernel_us)
+              << std::flush;
+    if (json.is_open()) {
+      nlohmann::ordered_json j;
+      j["qk_norm"] = c.name, j["shape"] = {c.batch, c.seq, 32}, j["k_heads"] = 8, j["threads"] = threads;
+      j["fused_us"] = r[0].kernel_us, j["norm_us"] = r[1].kernel_us, j["rope_us"] = r[2].kernel_us;
+      j["copy_us"] = copy_us, j["bytes"] = r[0].bytes;
+      json << j.dump() << "\n";
+    }
+  }
+  return ok;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int threads = 1;
   double seconds = 0.2;
-  bool header = true, encodings = false;
+  bool header = true, encodings = false, qk_norm = false;
   std::string json_path;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -95,6 +146,7 @@ int main(int argc, char** argv) {
     else if (arg == "--json" && has_value) json_path = argv[++i];
     else if (arg == "--no-header") header = false;
     else if (arg == "--encodings") encodings = true;
+    else if (arg == "--qk-norm") qk_norm = true;
     else return usage();
   }
   if (threads < 1 || threads > 1024 || !(seconds > 0)) return usage();
@@ -102,6 +154,7 @@ int main(int argc, char** argv) {
   std::ofstream json;
   if (!json_path.empty()) json.open(json_path, std::ios::app);
   if (encodings) return bench_encodings(threads, seconds, header, json) ? 0 : 1;
+  if (qk_norm) return bench_qk_norm(threads, seconds, header, json) ? 0 : 1;
 
   const std::vector<std::pair<const char*, std::string>> specs = {
       {"bf16", ROPEGEN_SOURCE_DIR "/examples/llama3_8b.yaml"}, {"f32", ROPEGEN_SOURCE_DIR "/bench/llama3_8b_f32.yaml"}};

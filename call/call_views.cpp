@@ -93,6 +93,39 @@ View cache_view(const CheckContext& x, const Tensor& t) {
   return v;
 }
 
+// A host call's int64 cache indices as the int32 the kernels read, once
+// kv_checks has checked every index a token uses (each fits int32 then);
+// negatives stay negative (not appended) and indices no token uses
+// (kv_indices past kv_indptr's end) saturate, so nothing wraps onto another
+// entry.
+void narrow_indices(const CheckContext& x, PreparedCall& p) {
+  for (Arg a : abi::kTensorArgs) {
+    const Tensor* t = x.tensor(a);
+    if (!t || abi::info(a).dtype != abi::DtypeRule::Int32 || t->type != ElementType::Int64 ||
+        a == Arg::CachePositions)  // placed by kv_checks already (owned_cache_positions)
+      continue;
+    std::vector<int32_t>& values = p.owned_indices[a];
+    values.resize(static_cast<size_t>(t->shape[0]));
+    for (int64_t i = 0; i < t->shape[0]; ++i) {
+      const int64_t v = id_at(*t, i);
+      values[i] = v < 0 ? -1 : static_cast<int32_t>(std::min<int64_t>(v, INT32_MAX));
+    }
+    p[a] = owned_vector_view(values);
+  }
+}
+
+// Halide takes a buffer without data for a bounds query and computes
+// nothing, and an empty tensor's data may be null (torch's are): in a call
+// with work to do, an empty view gets the address of one that has data. An
+// extent is 0, so nothing is read or written there.
+void give_empty_views_an_address(PreparedCall& p) {
+  void* some = nullptr;
+  for (Arg a : abi::kTensorArgs)
+    if (p[a].defined() && p[a].data) some = p[a].data;
+  for (Arg a : abi::kTensorArgs)
+    if (p[a].defined() && !p[a].data && p[a].empty()) p[a].data = some;
+}
+
 // Whether an argument's view is a tensor whose rows the kernels read dense
 // (and whose single token must fit a kernel argument), not a small buffer.
 bool has_rows(Arg a) {
@@ -143,6 +176,8 @@ void build_views(CheckContext& x, PreparedCall& p) {
       p[Arg::CachePositions] = owned_vector_view(p.owned_cache_positions);
     }
   }
+  if (has_kv_cache(x.c) && !x.on_device) narrow_indices(x, p);
+  give_empty_views_an_address(p);
   p.scalars[Arg::Offset].i64 = x.call.offset;
   p.seq_len_known = x.call.seq_len || x.range_known;
   p.scalars[Arg::SeqLen].i64 = x.call.seq_len.value_or(x.range_known ? x.range.last + 1 : 1);
@@ -155,8 +190,9 @@ void check_memory_of_views(CheckContext& x, const PreparedCall& p) {
   for (Arg a : abi::kTensorArgs) {
     const View& v = p[a];
     // Owned int32 copies (host cu_seqlens given as none or int64, cache
-    // positions) are rope-gen's, not the caller's memory.
-    const bool owned = (a == Arg::CuSeqlens && !x.call.cu_seqlens) || (a == Arg::CachePositions && !x.on_device);
+    // positions, int64 cache indices) are rope-gen's, not the caller's memory.
+    const bool owned = (a == Arg::CuSeqlens && !x.call.cu_seqlens) || (a == Arg::CachePositions && !x.on_device) ||
+                       (!p.owned_indices[a].empty() && v.data == p.owned_indices[a].data());
     if (!v.defined() || owned) continue;
     const View* own_input = a == Arg::OutQ ? &p[Arg::Q] : a == Arg::OutK ? &p[Arg::K] : nullptr;
     args.push_back({x.name(a), &v, abi::info(a).direction != abi::Direction::In, has_rows(a), own_input});

@@ -83,6 +83,8 @@ void check_freqs(CheckContext& x);
 void check_kv_cache(CheckContext& x);
 // gradient_checks.cpp
 void check_backward(CheckContext& x);
+// norm_checks.cpp
+void check_norm_weights(CheckContext& x);
 // call_views.cpp: the views of a call that passed the checks, and their memory.
 void build_views(CheckContext& x, PreparedCall& p);
 void check_memory_of_views(CheckContext& x, const PreparedCall& p);

@@ -4,7 +4,7 @@
 #pragma once
 
 #include "ropegen/call.h"
-#include "ropegen/ropegen_c.h"
+#include "ropegen/ropegen_aot.h"
 #include "ropegen/spec.h"
 
 namespace ropegen::call {
@@ -24,7 +24,12 @@ const char* encoding_name(const ropegen_contract& c);  // "rope", ...: the spec'
 // [B, H, Sq, Sk] (keys as the row, query rows as tokens).
 Layout tensor_layout(const ropegen_contract& c);
 ElementType element_type(const ropegen_contract& c);
-bool has_pass_through(const ropegen_contract& c);  // rope with rotary_dim < head_dim
+// qk_norm: q and k normalised per head before the rotation. Its kernels
+// write whole rows (the dims outside the rotary range normalised), every
+// other rope kernel the rotary view (abi::rotary_view) and a copy the rest.
+bool has_qk_norm(const ropegen_contract& c);
+bool writes_rotary_view(const ropegen_contract& c);
+bool has_pass_through(const ropegen_contract& c);  // out of place: a copy of the dims past the rotary view
 // The fused KV-cache append (spec section kv_cache): whether, its layout, the caches' type.
 bool has_kv_cache(const ropegen_contract& c);
 KvLayout kv_layout(const ropegen_contract& c);

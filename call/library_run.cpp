@@ -1,4 +1,4 @@
-// ropegen_library_run: the C entry of AOT libraries (ropegen_c.h). Each
+// ropegen_library_run: the C entry of AOT libraries (ropegen_aot.h). Each
 // library's generated header passes its ropegen_library (the contract and
 // the entry points); the call goes through prepare_call like every other.
 #include <cstdio>
@@ -15,7 +15,7 @@
 #include "call/device_context.h"
 #include "call/device_views.h"
 #include "call/prepare_call.h"
-#include "ropegen/ropegen_c.h"
+#include "ropegen/ropegen_aot.h"
 
 // The Halide runtime's, from the AOT archive this file is merged into. Weak:
 // rope-gen's own call library has no Halide runtime (null: 1 thread).

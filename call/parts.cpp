@@ -188,11 +188,12 @@ BoundPart bind_part(const ropegen_contract& kc, const KernelVariant& variant, co
   using abi::Arg;
   BoundPart bound{{part}, {}};
   RopeArguments& a = bound.rope;
-  // Rope writes the rotary part (pass-through copies do the rest); the
-  // other encodings write their whole tensor.
-  if (is_rope(kc)) a[Arg::OutQ] = rotary_view(part[Arg::OutQ], kc);
+  // Rope writes the rotary part (pass-through copies do the rest), except
+  // with qk_norm; the other encodings write their whole tensor.
+  auto output_view = [&](const RawBuffer& t) { return writes_rotary_view(kc) ? rotary_view(t, kc) : t; };
+  if (is_rope(kc)) a[Arg::OutQ] = output_view(part[Arg::OutQ]);
   // kv_cache specs read k without out_k (with_k)
-  a[Arg::OutK] = variant.with_k ? rotary_view(part[Arg::OutK], kc) : RawBuffer();
+  a[Arg::OutK] = variant.with_k ? output_view(part[Arg::OutK]) : RawBuffer();
   auto copies = [&](const RawBuffer& in, const RawBuffer& out) {
     if (in.address() == out.address()) return;  // in place: nothing to copy
     for (auto [first, count] : pass_through_ranges(kc))

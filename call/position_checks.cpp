@@ -1,6 +1,6 @@
 // Positions: explicit ids (shape, width, span), cu_seqlens of packed
 // layouts, seq_len, and one check of every position the call reads (ids,
-// offset + index, ALiBi's query rows) against 0..2^53.
+// offset + index, ALiBi's query rows) against 0..kMaxPosition (2^32).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -62,6 +62,11 @@ void check_positions(CheckContext& x) {
                                     shape_str(want), shape_str(shared)));
     return;
   }
+  // The kernels read ids as they are: an offset would be silently dropped.
+  if (x.call.offset != 0)
+    x.fail("offset", fmt::format("offset ({}) is for implicit positions (offset + index); with position ids, add it "
+                                 "to the ids (or pass offset 0)",
+                                 x.call.offset));
   const Tensor& p = *x.call.positions;
   if (shape_of(p) != want && shape_of(p) != shared) {
     x.fail("positions", fmt::format("positions have shape {} but {} {} in layout {} needs {} (the token dims{}) or {} "
@@ -135,10 +140,12 @@ void check_position_range(CheckContext& x) {
   const char* what = ids ? "position id" : "position (offset + index)";
   if (range->first < 0)
     x.fail(ids ? "positions" : "offset",
-           fmt::format("{} {} is negative: positions must be in 0..2^53", what, range->first));
+           fmt::format("{} {} is negative: positions must be in 0..{}", what, range->first, kMaxPositionText));
   else if (range->last > kMaxPosition)
     x.fail(ids ? "positions" : "offset",
-           fmt::format("{} {} is out of range: positions must be in 0..2^53 ({}){}", what, range->last, kMaxPosition,
+           fmt::format("{} {} is out of range: positions must be in 0..{} ({}; past it the float64 angle "
+                       "loses accuracy){}",
+                       what, range->last, kMaxPositionText, kMaxPosition,
                        ids ? "" : fmt::format("; the offset is {}", x.call.offset)));
 }
 

@@ -35,6 +35,7 @@ Result<PreparedCall> prepare(CheckContext& x) {
   check_tensors(x);
   if (!x.ok()) return x.errors;
   check_data(x);
+  if (!x.ok()) return x.errors;  // the checks below read ids and indices
   x.tokens = token_dims(x.traits, x.q.shape.data());
   check_positions(x);
   check_cu_seqlens(x);
@@ -44,6 +45,7 @@ Result<PreparedCall> prepare(CheckContext& x) {
   if (x.ok()) check_cos_sin_cache(x);
   if (x.ok()) check_kv_cache(x);
   check_freqs(x);
+  check_norm_weights(x);
   check_backward(x);
   if (!x.ok()) return x.errors;
   PreparedCall p;

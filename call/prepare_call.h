@@ -5,7 +5,7 @@
 // Checked, with messages naming the argument and the fix: dtypes and
 // devices; shapes (rank, the spec's row dim, k like q but for its heads,
 // outputs like their inputs, ALiBi's heads); position ids (shape, width)
-// or their absence; cu_seqlens; seq_len; every position in 0..2^53; the
+// or their absence; cu_seqlens; seq_len; every position in 0..2^32; the
 // learned table (shape, rows for every position); the fused KV-cache
 // append (v, caches and their layout's shapes and dtype, index tensors,
 // every page and slot a token goes to in range, kv_indptr monotone and
@@ -48,7 +48,7 @@
 #include "call/fixed_vector.h"
 #include "ropegen/call.h"
 #include "ropegen/result.h"
-#include "ropegen/ropegen_c.h"
+#include "ropegen/ropegen_aot.h"
 #include "ropegen/spec.h"
 
 namespace ropegen::call {
@@ -93,6 +93,7 @@ struct PreparedCall {
   // Host calls only (device calls use the caller's int32 tensors):
   std::vector<int32_t> owned_cu_seqlens;  // int32 starts when the caller gave int64 ones or none
   std::vector<int32_t> owned_cache_positions;
+  abi::ByTensor<std::vector<int32_t>> owned_indices;  // int64 cache indices, narrowed once checked
 
   View& operator[](abi::Arg a) { return views[a]; }
   const View& operator[](abi::Arg a) const { return views[a]; }

@@ -33,7 +33,7 @@ void check_tensor(CheckContext& x, const Tensor& t, const char* name) {
   const int64_t d = t.shape[t.rank - 1];
   if (want_d > 0 && d != want_d) {
     std::string hint;
-    if (is_rope(x.c) && d * 2 == want_d)
+    if (is_rope(x.c) && want_d % 2 == 0 && d == want_d / 2)
       hint = fmt::format("; it looks like cos/sin-sized data (head_dim / 2 = {}): pass the whole head", d);
     else if (is_rope(x.c) && d == x.c.rotary_dim)
       hint = "; it looks like only the rotary part: pass the whole head (rotary_offset/rotary_dim select the part)";
@@ -114,7 +114,13 @@ void check_dtypes(CheckContext& x) {
           x.fail(name, fmt::format("{} has dtype {}: ids must be int32 or int64", name, to_string(t->type)));
         break;
       case abi::DtypeRule::Int32:
-        if (has_kv_cache(x.c)) want(ElementType::Int32, "cache indices are int32");
+        // A host call's int64 indices are checked as they are, then narrowed
+        // (call_views); a device call's are read by the kernels as given.
+        if (has_kv_cache(x.c) && !is_id_type(t->type))
+          x.fail(name, fmt::format("{} has dtype {}: cache indices are int32 (or int64 on the host)", name,
+                                   to_string(t->type)));
+        else if (has_kv_cache(x.c) && x.on_device)
+          want(ElementType::Int32, "a device call's cache indices are int32: the kernels read them as given");
         break;
       case abi::DtypeRule::KvCache:
         // fp8 codes are uint8 arrays: the message says so.

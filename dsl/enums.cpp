@@ -108,6 +108,9 @@ const char* to_string(KvDType v) {
   return "?";
 }
 
+const char* to_string(QkNormType v) { return v == QkNormType::Rms ? "rms" : "rms_one_plus"; }
+const char* to_string(QkNormWeight v) { return v == QkNormWeight::PerHead ? "per_head" : "none"; }
+
 std::optional<Layout> layout_named(const std::string& name) { return dsl::from_string<Layout>(name); }
 std::optional<DType> dtype_named(const std::string& name) { return dsl::from_string<DType>(name); }
 

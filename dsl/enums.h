@@ -50,6 +50,11 @@ template <> struct EnumValues<KvDType> {
   static constexpr KvDType all[] = {KvDType::F32, KvDType::F16, KvDType::BF16, KvDType::Fp8E4m3, KvDType::Fp8E5m2};
 };
 
+template <> struct EnumValues<QkNormType> { static constexpr QkNormType all[] = {QkNormType::Rms, QkNormType::RmsOnePlus}; };
+template <> struct EnumValues<QkNormWeight> {
+  static constexpr QkNormWeight all[] = {QkNormWeight::PerHead, QkNormWeight::None};
+};
+
 template <typename E>
 std::vector<std::string> spellings() {
   std::vector<std::string> out;

@@ -91,6 +91,9 @@ void append_rope(std::string& out, const RopeSpec& spec) {
     out += fmt::format("  dtype: {}\n", to_string(kv.dtype));
     if (kv.is_fp8()) out += "  scale: per_tensor\n";
   }
+  if (spec.qk_norm.enabled)
+    out += fmt::format("qk_norm:\n  type: {}\n  eps: {}\n  weight: {}\n", to_string(spec.qk_norm.type),
+                       spec.qk_norm.eps, to_string(spec.qk_norm.weight));
 }
 
 // sinusoidal and learned: the rows the table is added to.

@@ -64,6 +64,7 @@ const Section& scaling_section();
 const Section& xpos_section();
 const Section& axes_section();
 const Section& kv_cache_section();
+const Section& qk_norm_section();
 
 // The encoding decides which keys a spec has; rope rotates heads, the table
 // encodings add to rows, so each spells its own layouts.
@@ -90,7 +91,8 @@ const Section& top_section() {
          {"xpos", Kind::Map, false, {}, &xpos_section()},
          positions,
          {"axes", Kind::Map, false, {}, &axes_section()},
-         {"kv_cache", Kind::Map, false, {}, &kv_cache_section()}}},
+         {"kv_cache", Kind::Map, false, {}, &kv_cache_section()},
+         {"qk_norm", Kind::Map, false, {}, &qk_norm_section()}}},
        {"sinusoidal",
         {dim, {"base", Kind::Number}, {"table_form", Kind::String, false, spellings<TableForm>()}, row_layout, dtype,
          positions}},
@@ -166,6 +168,18 @@ const Section& kv_cache_section() {
                          {{"paged_nhd", {page_size, dtype, scale}},
                           {"paged_hnd", {page_size, dtype, scale}},
                           {"contiguous", {dtype, scale}}}};
+  return s;
+}
+
+// Per-head RMSNorm of q and k before the rotation.
+const Section& qk_norm_section() {
+  static const Section s{"qk_norm",
+                         "",
+                         "",
+                         {{"type", Kind::String, false, spellings<QkNormType>()},
+                          {"eps", Kind::Number, true},
+                          {"weight", Kind::String, false, spellings<QkNormWeight>()}},
+                         {}};
   return s;
 }
 

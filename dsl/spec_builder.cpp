@@ -1,6 +1,7 @@
 #include "spec_builder.h"
 
 #include <algorithm>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -90,6 +91,7 @@ class SpecBuilder {
     read_xpos();
     read_axes();
     read_kv_cache();
+    read_qk_norm();
   }
 
   void read_rope_dims() {
@@ -209,8 +211,8 @@ class SpecBuilder {
       sc.original_max_position = as_integer(n);
       // At least 2: LongRoPE's attention factor divides by ln(original_max_position).
       if (sc.original_max_position < 2 || sc.original_max_position > kMaxPosition)
-        error(n, fmt::format("original_max_position ({}) must be in 2..{} (2^53, the largest position)",
-                             sc.original_max_position, kMaxPosition));
+        error(n, fmt::format("original_max_position ({}) must be in 2..{} ({}, the largest position)",
+                             sc.original_max_position, kMaxPosition, kMaxPositionText));
     }
     sc.beta_fast = read_positive(s, "beta_fast", sc.beta_fast);
     sc.beta_slow = read_positive(s, "beta_slow", sc.beta_slow);
@@ -323,6 +325,21 @@ class SpecBuilder {
       error(kv, "kv_cache needs `positions: explicit`: a token's position also says where it goes in the cache");
     if (spec_.axes.enabled())
       error(kv, "kv_cache cannot be combined with axes: a token's cache entry is at its one position");
+  }
+
+  // Per-head RMSNorm before the rotation. eps is added to a float32 mean of
+  // squares, so it must be a float32 normal number.
+  void read_qk_norm() {
+    const YAML::Node n = root_["qk_norm"];
+    if (!n) return;
+    QkNorm& norm = spec_.qk_norm;
+    norm.enabled = true;
+    read_enum(n, "type", norm.type);
+    read_enum(n, "weight", norm.weight);
+    norm.eps = read_number(n, "eps", norm.eps, "> 0 and a float32 normal number (1.2e-38 .. 3.4e38)", [](double v) {
+      return v >= static_cast<double>(std::numeric_limits<float>::min()) &&
+             v <= static_cast<double>(std::numeric_limits<float>::max());
+    });
   }
 
   // Whether the sections are valid and split exactly the rotary pairs.

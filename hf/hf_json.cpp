@@ -18,18 +18,29 @@ using json = nlohmann::json;
 
 Diagnostic diagnostic(const std::string& file, std::string message) { return {{file, -1, -1}, std::move(message), {}}; }
 
-// The deepest nesting of [ and { outside strings, stopping once past `limit`.
-int nesting_depth(const std::string& text, int limit) {
-  int depth = 0, deepest = 0;
+// Where a scan of JSON text is: inside a string literal or not.
+struct JsonStrings {
   bool in_string = false, escaped = false;
-  for (char ch : text) {
+  // Steps over `ch`; true when it is outside every string and no quote.
+  bool outside(char ch) {
     if (in_string) {
       if (escaped) escaped = false;
       else if (ch == '\\') escaped = true;
       else if (ch == '"') in_string = false;
-    } else if (ch == '"') {
-      in_string = true;
-    } else if (ch == '[' || ch == '{') {
+      return false;
+    }
+    if (ch == '"') in_string = true;
+    return !in_string;
+  }
+};
+
+// The deepest nesting of [ and { outside strings, stopping once past `limit`.
+int nesting_depth(const std::string& text, int limit) {
+  int depth = 0, deepest = 0;
+  JsonStrings strings;
+  for (char ch : text) {
+    if (!strings.outside(ch)) continue;
+    if (ch == '[' || ch == '{') {
       deepest = std::max(deepest, ++depth);
       if (deepest > limit) break;
     } else if (ch == ']' || ch == '}') {
@@ -81,16 +92,14 @@ bool too_large(const std::string& token) {
 std::string with_non_finite_as_strings(const std::string& text) {
   std::string out;
   out.reserve(text.size());
-  bool in_string = false, escaped = false;
+  JsonStrings strings;
   for (size_t i = 0; i < text.size(); ++i) {
     const char ch = text[i];
-    if (in_string) {
-      if (escaped) escaped = false;
-      else if (ch == '\\') escaped = true;
-      else if (ch == '"') in_string = false;
-    } else if (ch == '"') {
-      in_string = true;
-    } else if (const char* literal = literal_at(text, i)) {
+    if (!strings.outside(ch)) {
+      out += ch;
+      continue;
+    }
+    if (const char* literal = literal_at(text, i)) {
       out += non_finite_string(literal);
       i += std::strlen(literal) - 1;
       continue;

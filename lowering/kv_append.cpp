@@ -104,6 +104,7 @@ void define_kv_append(const RopeSpec& spec, RopeAlgorithm& a, bool own_cache_sta
   }
   RotatedTensor kv_k;
   kv_k.input = a.k.input;
+  kv_k.normed = a.k.normed;  // qk_norm: the cache gets normalised k (undefined otherwise)
   kv_k.rotated = a.kv.rotated_k = Func("kv_rotated_k");
   define_rotation(spec, a, kv_k, true, false, a.kv.cos_sin, a.kv.xpos_scale);
 
@@ -132,7 +133,7 @@ void define_kv_append(const RopeSpec& spec, RopeAlgorithm& a, bool own_cache_sta
     a.kv.k_cache(dim_of(spec, spec.output_pairing, r.x, r.y), r.z, at.entry, at.page) = cache_value_from_float(
         kv, a.kv.rotated_k(r.x, r.y, r.z, r.w, b0), a.scalar(Arg::KScale), Bf16Rounding::InstructionWhereAvailable);
   }
-  // k, update 1 (partial rotary): the other dims copied.
+  // k, update 1 (partial rotary): the other dims copied (qk_norm: normalised).
   if (pass > 0) {
     const auto [t0, nt] = tokens(k);
     a.kv.k_pass_rows = RDom({{0, pass}, {k.dim(1).min(), k.dim(1).extent()}, {t0, nt}}, "k_cache_pass_rows");
@@ -140,7 +141,9 @@ void define_kv_append(const RopeSpec& spec, RopeAlgorithm& a, bool own_cache_sta
     const CacheEntry at = cache_entry(a, r.z, a.kv.k_cache);
     a.kv.k_pass_rows.where(at.appended);
     const Expr d = select(r.x < off, r.x, r.x + spec.rotary_dim);
-    a.kv.k_cache(d, r.y, at.entry, at.page) = as_cache_value(k(d, r.y, r.z, b0), spec.dtype, kv, a.scalar(Arg::KScale));
+    a.kv.k_cache(d, r.y, at.entry, at.page) =
+        a.k.normed.defined() ? cache_value_from_float(kv, a.k.normed(d, r.y, r.z, b0), a.scalar(Arg::KScale))
+                             : as_cache_value(k(d, r.y, r.z, b0), spec.dtype, kv, a.scalar(Arg::KScale));
   }
   // v, update 0: rows (d, h, t) copied; they span the cache's dims (GPU
   // staging pads v's rows).

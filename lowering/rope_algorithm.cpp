@@ -3,6 +3,7 @@
 #include "abi/kernel_abi.h"
 #include "lowering/cos_sin.h"
 #include "lowering/positions.h"
+#include "lowering/qk_norm.h"
 #include "lowering/rotation.h"
 #include "ropegen/rope_math.h"
 
@@ -64,13 +65,18 @@ RopeAlgorithm build_rope(const RopeSpec& forward_spec, const KernelVariant& vari
   const RopeFrequencies freqs = compute_frequencies(spec);
   define_frequencies_and_cos_sin(spec, a, freqs);
 
-  define_rotation(spec, a, a.q, false);
+  const bool norm = spec.qk_norm.enabled;
+  if (norm) define_qk_norm(spec, a, a.q, Arg::QNormWeight);
+  define_rotation(spec, a, a.q, false, !norm);
+  if (norm) define_whole_row_output(spec, a, a.q);
   if (variant.with_k || spec.kv_cache.enabled) {
     a.k.input = a.make_input(Arg::K, type, 4);
     a.use(Arg::K);
     a.k.rotated = Func("rotated_k");
     if (variant.with_k) a.k.output = Func("out_k");
-    define_rotation(spec, a, a.k, true, variant.with_k);
+    if (norm) define_qk_norm(spec, a, a.k, Arg::KNormWeight);
+    define_rotation(spec, a, a.k, true, variant.with_k && !norm);
+    if (norm && variant.with_k) define_whole_row_output(spec, a, a.k);
   }
   if (spec.kv_cache.enabled) define_kv_append(spec, a, own_cache_stages);
   if (variant.backward && a.uses(Arg::Freqs)) define_frequency_gradient(spec, a, freqs);

@@ -51,7 +51,7 @@ RopeSpec kernel_spec(const RopeSpec& spec, const KernelVariant& variant);
 Layout kernel_layout(const RopeSpec& spec);
 
 // One rotated tensor (q or k): its input and the stages the schedule places.
-// The output is the rotary part only, as a strided view the runtime builds
+// Without qk_norm the output is the rotary part only, as a strided view the runtime builds
 // (abi::rotary_view): half (output) pairing (r, m, h, s, b) with m's stride
 // rotary_dim/2; interleaved (m, r, h, s, b) with r's stride 2 — dim 0 is
 // dense either way. Dims outside the rotary range are never written (see
@@ -61,6 +61,11 @@ struct RotatedTensor {
   Halide::Func rotated;      // (r, m, h, s, b): member m of pair r, float32
   Halide::Func output;       // rotary view, spec dtype
   Halide::ImageParam saved;  // backward with run-time frequencies: the forward input (saved_q, saved_k)
+  // qk_norm (qk_norm.h): the rotation reads `normed` and the output is the
+  // whole row (d, h, s, b); undefined otherwise.
+  Halide::Func square_sums;  // (j, h, s, b) float64 partial sums of squares
+  Halide::Func inv_rms;      // (h, s, b) float32 1 / rms
+  Halide::Func normed;       // (d, h, s, b) float32
 };
 
 struct RopeAlgorithm {

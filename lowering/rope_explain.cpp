@@ -103,13 +103,14 @@ int64_t default_max_pos(const RopeSpec& spec) {
   const int64_t longest = int64_t{1} << 17;
   if (!extends_context(s)) return longest;
   const double extended = std::ceil(static_cast<double>(s.original_max_position) * std::max(s.factor, 1.0));
-  return extended > static_cast<double>(longest) ? static_cast<int64_t>(std::min(extended, 0x1p53)) : longest;
+  const double most = static_cast<double>(kMaxPosition);
+  return extended > static_cast<double>(longest) ? static_cast<int64_t>(std::min(extended, most)) : longest;
 }
 
 Result<Explanation> explain(const RopeSpec& spec, const ExplainOptions& options) {
   ExplainOptions o = options;
   if (o.max_pos && (*o.max_pos < 1 || *o.max_pos > kMaxPosition))
-    return option_error("--max-pos", fmt::format("--max-pos ({}) must be in 1..2^53", *o.max_pos));
+    return option_error("--max-pos", fmt::format("--max-pos ({}) must be in 1..{}", *o.max_pos, kMaxPositionText));
   if (o.seq_len && *o.seq_len < 1) return option_error("--seq-len", fmt::format("--seq-len ({}) must be >= 1", *o.seq_len));
   if (!o.max_pos) o.max_pos = default_max_pos(spec);
 

@@ -81,7 +81,8 @@ Result<RopeTable> rope_table(const RopeSpec& spec, const std::vector<int64_t>& p
   int64_t max_position = 0;
   for (int64_t p : positions) {
     if (!is_valid_position(p))
-      return named_error("positions", fmt::format("position {} is out of range: positions must be in 0..2^53", p));
+      return named_error("positions",
+                         fmt::format("position {} is out of range: positions must be in 0..{}", p, kMaxPositionText));
     max_position = std::max(max_position, p);
   }
   if (spec.encoding == Encoding::Sinusoidal) return sinusoidal_table(spec, positions);

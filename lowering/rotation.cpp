@@ -17,8 +17,12 @@ Expr dim_of(const RopeSpec& spec, Pairing pairing, const Expr& r, const Expr& m)
 void define_rotation(const RopeSpec& spec, const RopeAlgorithm& a, RotatedTensor& t, bool is_key, bool with_output,
                      Func cos_sin, Func xpos_scale) {
   if (!cos_sin.defined()) cos_sin = a.cos_sin, xpos_scale = a.xpos_scale;
-  const Expr x0 = load_as_float(t.input(dim_of(spec, spec.pairing, a.r, 0), a.h, a.s, a.b), spec.dtype);
-  const Expr x1 = load_as_float(t.input(dim_of(spec, spec.pairing, a.r, 1), a.h, a.s, a.b), spec.dtype);
+  // qk_norm: the normalised values (float32, not rounded to the dtype).
+  auto x = [&](const Expr& dim) {
+    return t.normed.defined() ? t.normed(dim, a.h, a.s, a.b) : load_as_float(t.input(dim, a.h, a.s, a.b), spec.dtype);
+  };
+  const Expr x0 = x(dim_of(spec, spec.pairing, a.r, 0));
+  const Expr x1 = x(dim_of(spec, spec.pairing, a.r, 1));
   const Expr b = a.cos_sin_shared_by_batch ? Expr(0) : Expr(a.b);
   const Expr c = cos_sin(a.r, a.s, b)[0];
   const Expr sn = a.variant.backward ? -cos_sin(a.r, a.s, b)[1] : cos_sin(a.r, a.s, b)[1];

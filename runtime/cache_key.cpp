@@ -1,20 +1,21 @@
 #include "cache_key.h"
 
+#include <fmt/format.h>
+
 #include <cstring>
 #include <sstream>
 
-#include <fmt/format.h>
-
 #include "base/hash.h"
 #include "ropegen/spec_io.h"
-#include "runtime/build_id.h"
+#include "ropegen_source_id.h"  // generated: cmake/source_id.cmake
 
 namespace ropegen::runtime {
 namespace {
 
 // Bump when the entry layout, the symbols or the argument binding change.
-// 2: keys and checksums are XXH3 64 (base/hash).
-constexpr int kCacheFormat = 2;
+// 2: keys and checksums are XXH3 64 (base/hash). 3: the sources' hash
+// (ROPEGEN_SOURCE_ID) in place of the linker's build id.
+constexpr int kCacheFormat = 3;
 
 }  // namespace
 
@@ -35,7 +36,7 @@ CacheKey cache_key(const RopeSpec& spec, const lowering::KernelVariant& variant,
       "target {}\n"
       "variant {}\n"
       "spec {} {}\n",
-      kCacheFormat, ROPEGEN_VERSION, code_build_id(), HALIDE_VERSION_MAJOR, HALIDE_VERSION_MINOR,
+      kCacheFormat, ROPEGEN_VERSION, ROPEGEN_SOURCE_ID, HALIDE_VERSION_MAJOR, HALIDE_VERSION_MINOR,
       HALIDE_VERSION_PATCH, target.to_string(), variant_tag(spec, variant), spec_hash(spec), spec.name);
   key.hex = base::hash_hex(key.text);
   return key;
@@ -48,8 +49,8 @@ CacheKey runtime_object_key(const Halide::Target& target) {
       "rope-gen {} {}\n"
       "halide {}.{}.{}\n"
       "target {}\n",
-      kCacheFormat, ROPEGEN_VERSION, code_build_id(), HALIDE_VERSION_MAJOR, HALIDE_VERSION_MINOR, HALIDE_VERSION_PATCH,
-      target.to_string());
+      kCacheFormat, ROPEGEN_VERSION, ROPEGEN_SOURCE_ID, HALIDE_VERSION_MAJOR, HALIDE_VERSION_MINOR,
+      HALIDE_VERSION_PATCH, target.to_string());
   key.hex = base::hash_hex(key.text);
   return key;
 }

@@ -138,15 +138,18 @@ class PartRun {
         a[arg] = gather_positions(call_[arg]);
     }
     a.scalars = call_.scalars;
-    a[Arg::OutQ] = rope ? rotary_stage(call_[Arg::Q]) : row_stage(call_[Arg::Q]);
-    if (variant_.with_k) a[Arg::OutK] = rotary_stage(call_[Arg::K]);
+    // Rope kernels write the rotary view, but with qk_norm whole rows.
+    const bool rotary = call::writes_rotary_view(call::call_contract(spec_));
+    a[Arg::OutQ] = rotary ? rotary_stage(call_[Arg::Q]) : row_stage(call_[Arg::Q]);
+    if (variant_.with_k) a[Arg::OutK] = rotary ? rotary_stage(call_[Arg::K]) : row_stage(call_[Arg::K]);
     // dL/d(inv_freq) of this part's rows (computed on the device), summed below.
     if (call_[Arg::DFreqs].defined()) a[Arg::DFreqs] = Halide::Buffer<float>(call_[Arg::DFreqs].dim(0).extent());
     pipelines.rope(a);
 
     std::vector<Copy> copies;
-    copies.push_back({a[Arg::OutQ], rope ? rotary_view(call_[Arg::OutQ], spec_) : call_[Arg::OutQ], 0});
-    if (variant_.with_k) copies.push_back({a[Arg::OutK], rotary_view(call_[Arg::OutK], spec_), 0});
+    copies.push_back({a[Arg::OutQ], rotary ? rotary_view(call_[Arg::OutQ], spec_) : call_[Arg::OutQ], 0});
+    if (variant_.with_k)
+      copies.push_back({a[Arg::OutK], rotary ? rotary_view(call_[Arg::OutK], spec_) : call_[Arg::OutK], 0});
     if (rope) add_pass_through(pipelines, a[Arg::Q], call_[Arg::Q], call_[Arg::OutQ], copies);
     if (rope && variant_.with_k) add_pass_through(pipelines, a[Arg::K], call_[Arg::K], call_[Arg::OutK], copies);
 

@@ -150,6 +150,28 @@ Var schedule_tensor(const lowering::RopeAlgorithm& a, lowering::RotatedTensor& t
   return tile;
 }
 
+// qk_norm: per row (token, head), the partial sums of squares (eight
+// float64 lanes, vectorised), then both members of every pair into a
+// row-sized stage, then the whole row stored, vectorised along the head
+// dim: a row is read whole before any of it is stored, so in place is
+// safe. The row stages stay in L1 (head_dim floats).
+Var schedule_whole_row_tensor(const lowering::RopeAlgorithm& a, lowering::RotatedTensor& t, const RopeSpec& spec,
+                              const Target& target, const Expr& tokens, const Expr& sequences) {
+  const int lanes = vector_lanes(target);
+  Var chunk("chunk"), lane("lane");
+  t.output.split(a.d, chunk, lane, lanes, TailStrategy::GuardWithIf);
+  const Var tile = tile_tokens(t.output, a, spec.layout, tokens, {lane, chunk}, false, sequences);
+  t.output.vectorize(lane);
+  // The innermost loop over rows (tile_tokens' token loop is "si").
+  const Var row = heads_inside_tokens(spec.layout) ? a.h : Var("si");
+  t.square_sums.compute_at(t.output, row).vectorize(a.d).update(0).vectorize(a.d);
+  t.inv_rms.compute_at(t.output, row);
+  t.rotated.compute_at(t.output, row).vectorize(a.r, lanes, TailStrategy::GuardWithIf).unroll(a.m);
+  // Stored in the output's order, so the whole-row stores read it densely.
+  if (spec.output_pairing == Pairing::Interleaved) t.rotated.reorder_storage(a.m, a.r);
+  return tile;
+}
+
 // The fused KV-cache append: each scatter (an update over a row's dims,
 // head, token) runs parallel over tiles of 16 tokens, a row's dims
 // vectorised (k's rotary update: pairs, both members unrolled, as out_k
@@ -183,6 +205,13 @@ void schedule_kv_append(lowering::RopeAlgorithm& a, const Target& target) {
   // 4 x 128 1.030 -> 0.94-0.98 -> 1.015, decode 64 x 1 0.663 -> 0.63-0.64
   // -> 0.662.
   a.kv.target.compute_root().vectorize(a.s, lanes, TailStrategy::GuardWithIf);
+  // qk_norm: k's 1 / rms once per row for every reader (out_k and the
+  // scatters), before them. Untimed.
+  if (a.k.inv_rms.defined()) {
+    Var so("so"), si("si");
+    a.k.inv_rms.compute_root().split(a.s, so, si, 16, TailStrategy::GuardWithIf).parallel(so);
+    a.k.square_sums.compute_at(a.k.inv_rms, a.h).vectorize(a.d).update(0).vectorize(a.d);
+  }
   const RDom& k = a.kv.k_rows;
   const RVar to = tiles(a.kv.k_cache.update(0), k.x, k.w, {k.x, k.y, k.z}, "k");
   a.kv.k_cache.update(0).unroll(k.y);
@@ -273,15 +302,17 @@ void schedule_rope_cpu(lowering::RopeAlgorithm& a, const RopeSpec& spec, const T
   const Expr sequences = a.cos_sin_shared_by_batch
                              ? batch_sharing_sequences(a.q.output, a, tokens, a.scalar(lowering::Arg::PoolThreads))
                              : Expr();
-  const Var tile = schedule_tensor(a, a.q, spec, target, tokens, sequences);
+  const auto schedule = spec.qk_norm.enabled ? schedule_whole_row_tensor : schedule_tensor;
+  const Var tile = schedule(a, a.q, spec, target, tokens, sequences);
   if (a.variant.with_k) {
     // k has q's tokens and batch, only its heads differ (call/prepare_call
     // checks); said here, the fused loops need no guards for k.
-    for (int dim : {3, 4}) {  // (r, m, h, s, b) or (m, r, h, s, b)
+    const int dims = a.q.output.dimensions();  // (r, m, h, s, b), (m, r, h, s, b) or qk_norm's (d, h, s, b)
+    for (int dim : {dims - 2, dims - 1}) {
       const auto q_dim = a.q.output.output_buffer().dim(dim);
       a.k.output.output_buffer().dim(dim).set_bounds(q_dim.min(), q_dim.extent());
     }
-    schedule_tensor(a, a.k, spec, target, tokens, sequences);
+    schedule(a, a.k, spec, target, tokens, sequences);
     a.k.output.compute_with(a.q.output, tile);
   }
   // cos/sin once per token of the tile, shared by every head (computed, or

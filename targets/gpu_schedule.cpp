@@ -196,6 +196,23 @@ void schedule_tensor(const lowering::RopeAlgorithm& a, lowering::RotatedTensor& 
   if (xpos.defined()) xpos.in(t.rotated).compute_at(t.output, loops.per_head).unroll(a.r);
 }
 
+// qk_norm: one thread per row (head, token), threads along heads, blocks
+// over (token, head group, batch): the thread adds its row's squares, then
+// rotates its pairs (cos/sin per pair, in registers), then stores the whole
+// row; three loops one after another, none nested (see the top). The row
+// is read whole before any of it is stored: in place is correct.
+// Untuned (no GPU here): a row per thread leaves the accesses uncoalesced.
+void schedule_whole_row(const lowering::RopeAlgorithm& a, lowering::RotatedTensor& t, Func cos_sin, Func xpos) {
+  Var ho("ho"), hi("hi");
+  Func out = t.output;
+  out.split(a.h, ho, hi, 32, TailStrategy::GuardWithIf).reorder(a.d, hi, ho, a.s, a.b).gpu_threads(hi).gpu_blocks(a.s, ho, a.b);
+  t.square_sums.compute_at(out, hi).unroll(a.d).update(0).unroll(a.d);
+  t.inv_rms.compute_at(out, hi);
+  t.rotated.compute_at(out, hi).unroll(a.m);
+  cos_sin.compute_at(t.rotated, a.r);
+  if (xpos.defined()) xpos.compute_at(t.rotated, a.r);
+}
+
 }  // namespace
 
 // dL/d(inv_freq) on the device (lowering's d_freqs_levels: one fixed order
@@ -273,8 +290,13 @@ void schedule_rope_gpu(lowering::RopeAlgorithm& a, const RopeSpec& spec, const T
   // asks lowering for them), computed per element (inline): cheap next to
   // the scattered store. (Cloning q's into it next to out_k's clone fails
   // in Halide 21's lowering.)
-  schedule_tensor(a, a.q, a.cos_sin, a.reduced, a.xpos_scale, g, spec);
-  if (a.variant.with_k) schedule_tensor(a, a.k, cs_k, reduced_k, xpos_k, g, spec);
+  if (spec.qk_norm.enabled) {
+    schedule_whole_row(a, a.q, a.cos_sin, a.xpos_scale);
+    if (a.variant.with_k) schedule_whole_row(a, a.k, cs_k, xpos_k);
+  } else {
+    schedule_tensor(a, a.q, a.cos_sin, a.reduced, a.xpos_scale, g, spec);
+    if (a.variant.with_k) schedule_tensor(a, a.k, cs_k, reduced_k, xpos_k, g, spec);
+  }
   // Scatters: 32 threads along a row's dims (k's rotary update: pairs),
   // blocks over (dim chunk x member x head, token) as
   // schedule_pass_through_gpu copies; no serial loop in the kernel (Vulkan,
@@ -300,6 +322,14 @@ void schedule_rope_gpu(lowering::RopeAlgorithm& a, const RopeSpec& spec, const T
   // removed), and a device-resident cache (no host pointer) fails the call.
   // No kernel results from them.
   if (a.kv.k_cache.defined()) {
+    // qk_norm: k's 1 / rms in a launch of its own, one thread per row, read
+    // by out_k's launch and the scatters.
+    if (a.k.inv_rms.defined()) {
+      Var ho("ho"), hi("hi");
+      a.k.inv_rms.compute_root().split(a.h, ho, hi, 32, TailStrategy::GuardWithIf).reorder(hi, ho, a.s, a.b)
+          .gpu_threads(hi).gpu_blocks(a.s, ho, a.b);
+      a.k.square_sums.compute_at(a.k.inv_rms, hi).unroll(a.d).update(0).unroll(a.d);
+    }
     a.kv.k_cache.gpu_single_thread();
     const RDom& k = a.kv.k_rows;
     scatter(a.kv.k_cache.update(0), k.x, {k.y, k.z}, k.w);

@@ -54,6 +54,9 @@ struct Call {
   // Backward with run-time frequencies: the forward inputs, and where
   // dL/d(inv_freq) (float32 [rotary_dim / 2]) goes.
   std::optional<Tensor> saved_q, saved_k, d_freqs;
+  // qk_norm weight per_head: the norms' weights [head_dim] in the spec's
+  // dtype (k_norm_weight with k).
+  std::optional<Tensor> q_norm_weight, k_norm_weight;
   int64_t offset = 0;                // implicit positions: the first token's position
   std::optional<int64_t> seq_len;    // absent: max position + 1 (as HF)
   bool backward = false;

@@ -42,6 +42,11 @@ enum class AlibiForm { Symmetric, Causal, Bloom };
 enum class KvLayout { PagedNhd, PagedHnd, Contiguous };
 // The cache's element type; fp8 formats are stored as uint8 (per-tensor scale).
 enum class KvDType { F32, F16, BF16, Fp8E4m3, Fp8E5m2 };
+// Per-head RMSNorm of q and k before the rotation (Qwen3, Gemma 3, OLMo 2):
+// rms x * rsqrt(mean(x^2) + eps) * w, rms_one_plus (Gemma) ... * (1 + w).
+enum class QkNormType { Rms, RmsOnePlus };
+// per_head: a [head_dim] weight for q and one for k with each call; none: no weight.
+enum class QkNormWeight { PerHead, None };
 
 struct Frequency {
   FrequencyScheme scheme = FrequencyScheme::Lang;
@@ -101,6 +106,17 @@ struct KvCache {
   DType float_dtype() const { return dtype == KvDType::F16 ? DType::F16 : dtype == KvDType::BF16 ? DType::BF16 : DType::F32; }
 };
 
+// rope only: q and k normalised per head (over all head_dim dims, the
+// rotated and the others) before the rotation; dims outside the rotary
+// range come out normalised, so the kernel writes the whole row.
+struct QkNorm {
+  bool enabled = false;
+  QkNormType type = QkNormType::Rms;
+  double eps = 1e-6;  // > 0, a float32 normal number
+  QkNormWeight weight = QkNormWeight::PerHead;
+  bool has_weight() const { return enabled && weight == QkNormWeight::PerHead; }
+};
+
 struct RopeSpec {
   std::string name;
   Encoding encoding = Encoding::Rope;
@@ -119,6 +135,7 @@ struct RopeSpec {
   PositionsMode positions = PositionsMode::Implicit;
   Axes axes;                // rope only
   KvCache kv_cache;         // rope only
+  QkNorm qk_norm;           // rope only
 
   // sinusoidal, learned: the model dim of x's rows.
   int dim = 0;
@@ -129,8 +146,9 @@ struct RopeSpec {
   AlibiForm alibi_form = AlibiForm::Symmetric;
 
   int num_pairs() const { return rotary_dim / 2; }
-  // Partial rotary RoPE: dims outside the rotary range are copied out of place.
-  bool has_pass_through() const { return encoding == Encoding::Rope && rotary_dim < head_dim; }
+  // Partial rotary RoPE: dims outside the rotary range are copied out of
+  // place (with qk_norm the kernel writes them itself, normalised).
+  bool has_pass_through() const { return encoding == Encoding::Rope && rotary_dim < head_dim && !qk_norm.enabled; }
   // Whether the frequencies depend on the run-time sequence length.
   bool needs_seq_len() const {
     return scaling.type == ScalingType::Dynamic || xpos.enabled ||
@@ -151,6 +169,8 @@ const char* to_string(TableForm);
 const char* to_string(AlibiForm);
 const char* to_string(KvLayout);
 const char* to_string(KvDType);
+const char* to_string(QkNormType);
+const char* to_string(QkNormWeight);
 
 // The other way: "bhsd" -> Layout::BHSD; nullopt for a name no spec may use.
 std::optional<Layout> layout_named(const std::string& name);

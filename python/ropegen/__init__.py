@@ -29,9 +29,11 @@ def _spec_text(spec):
     """(text, source name) of a spec given as a dict, a path or YAML text."""
     if isinstance(spec, dict):
         return json.dumps(spec), "<dict>"  # JSON is YAML
-    if isinstance(spec, os.PathLike) or (isinstance(spec, str) and "\n" not in spec and os.path.isfile(spec)):
-        with open(spec, encoding="utf-8") as f:
-            return f.read(), os.fspath(spec)
+    # One line naming something that exists is a path (a directory or a FIFO
+    # too: the binding refuses them by name, as the CLI does).
+    if isinstance(spec, os.PathLike) or (isinstance(spec, str) and "\n" not in spec and os.path.lexists(spec)):
+        path = os.fsdecode(os.fspath(spec))
+        return _ropegen.read_spec_file(path), path
     if isinstance(spec, str):
         return spec, "<string>"
     raise TypeError("spec must be a path, YAML text or a dict")
@@ -89,6 +91,8 @@ class Kernel:
         cache_positions (paged, int32 [T]): where each token goes in its
         request's pages when it rotates by other positions (FlashInfer's
         fused op: positions place, pos_ids rotate); default: positions.
+        Specs with `qk_norm: {weight: per_head}` take q_norm_weight (and,
+        with k, k_norm_weight): [head_dim] in the spec's dtype.
         Other encodings: q is x (or the scores), table the learned table;
         returns the result (out=x: in place). Any other argument of the call
         table (`ropegen.call_arguments()`) is passed by its name."""

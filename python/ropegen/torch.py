@@ -15,6 +15,8 @@ The ops (namespace `ropegen`, registered on import):
                   saved_q, saved_k) -> (grad_q, grad_k, grad_freqs)
     rotary_embedding(positions, query!, key!, head_size, cos_sin_cache, is_neox,
                      rope_dim_offset=0, inverse=False) -> ()                          vLLM's
+    fused_qk_norm_rope(qkv!, num_heads_q, num_heads_k, num_heads_v, head_dim, eps, q_weight, k_weight,
+                       cos_sin_cache, is_neox, position_ids) -> ()   vLLM's (ropegen/_qk_norm_op.py)
     rope_append_kv_cache(spec, q!, k, v, batch_indices, positions, k_cache!, v_cache!,
                          kv_indices, kv_indptr, slot_mapping, k_scale=None, v_scale=None,
                          cache_positions=None) -> ()
@@ -72,6 +74,10 @@ def kernel(spec, dtype, layout, explicit_positions, device="cpu"):
                 if target is None:
                     raise ValueError(f"rope-gen kernels take CPU or CUDA tensors, not {device} ones")
                 found = _ropegen.compile(spec, "<spec>", target, _DTYPES[dtype], layout, explicit_positions)
+                # Any 4-D shape fits every 4-D layout: a spec's own layout must be the call's.
+                if found.encoding == "rope" and found.layout != layout:
+                    raise ValueError(f"the spec fixes `layout: {found.layout}` but the call's layout is {layout!r}: "
+                                     f"pass layout={found.layout!r}, or leave layout out of the spec")
                 _kernels[key] = found
     return found
 
@@ -101,11 +107,59 @@ def _run(spec, q, k, positions, layout, offset, cu_seqlens, freqs, out_q, out_k,
         # the ops around it; device calls take int32 sequence starts (their
         # values are not read on the host).
         stream = torch.cuda.current_stream(q.device).cuda_stream
-        cu_seqlens = _int32(cu_seqlens)
     tensors.update(q=q, k=k, positions=positions, out_q=out_q, out_k=out_k, cu_seqlens=cu_seqlens, freqs=freqs,
                    saved_q=saved_q, saved_k=saved_k, d_freqs=d_freqs)
+    if device != "cpu":
+        for name in _DEVICE_INT32:
+            tensors[name] = _device_int32(tensors.get(name))
     run({name: _dl(t) for name, t in tensors.items() if t is not None}, offset, None, backward, k_scale=k_scale,
         v_scale=v_scale, stream=stream)
+
+
+# What device calls' kernels read as int32 (their values are never read on
+# the host: call/README.md).
+_DEVICE_INT32 = ("cu_seqlens", "kv_indices", "kv_indptr", "batch_indices", "slot_mapping", "cache_positions")
+
+
+def _device_int32(t):
+    """A device call's int64 index tensor as int32, saturated rather than
+    wrapped: an index past int32 stays past every cache (the kernels clamp it)
+    instead of becoming another entry's; negatives stay negative (not appended)."""
+    if t is None or t.dtype != torch.int64:
+        return t
+    return t.clamp(-1, 2**31 - 1).int()
+
+
+def _one_device(q, **tensors):
+    """Fake kernels run for meta tensors, and the dispatcher picks them when
+    any argument is one: a call whose tensors are on several devices is refused
+    as the real kernels refuse it."""
+    for name, t in tensors.items():
+        if t is not None and t.device != q.device:
+            raise ValueError(f"{name} is on {t.device} but q is on {q.device}: a call's tensors share one device")
+
+
+def _mutating(**tensors):
+    """What native in-place ops refuse: mutating a leaf that requires grad
+    (with grad enabled) or an inference tensor outside inference mode."""
+    for name, t in tensors.items():
+        if t is None:
+            continue
+        if t.requires_grad and torch.is_grad_enabled():
+            raise RuntimeError(f"{name} requires grad and is rotated in place, which autograd cannot follow: use "
+                               f"the out-of-place op (ropegen::rope, Rope.forward) or torch.no_grad()")
+        if t.is_inference() and not torch.is_inference_mode_enabled():
+            raise RuntimeError(f"{name} is an inference tensor: it can be updated in place only inside "
+                               f"torch.inference_mode()")
+
+
+def _mutated(*tensors):
+    """Bumps the version counters of the tensors an op wrote, as native
+    in-place ops do: a tensor saved for backward and then rotated makes that
+    backward raise instead of using the rotated values."""
+    for t in tensors:
+        if t is not None and not t.is_inference():
+            torch.autograd.graph.increment_version(t)
 
 
 def _new(t):
@@ -155,16 +209,20 @@ def _rope(spec, q, k, positions, layout, offset, cu_seqlens, freqs):
 
 @torch.library.register_fake("ropegen::rope", lib=_lib)
 def _(spec, q, k, positions, layout, offset, cu_seqlens, freqs):
+    _one_device(q, k=k, positions=positions, cu_seqlens=cu_seqlens, freqs=freqs)
     return _new(q), (_new(k) if k is not None else _no_k(q))
 
 
 @_impl("rope_")
 def _rope_(spec, q, k, positions, layout, offset, cu_seqlens, freqs):
+    _mutating(q=q, k=k)
     _run(spec, q, k, positions, layout, offset, cu_seqlens, freqs, q, k)
+    _mutated(q, k)
 
 
 @torch.library.register_fake("ropegen::rope_", lib=_lib)
 def _(spec, q, k, positions, layout, offset, cu_seqlens, freqs):
+    _one_device(q, k=k, positions=positions, cu_seqlens=cu_seqlens, freqs=freqs)
     return None
 
 
@@ -179,6 +237,8 @@ def _rope_backward(spec, grad_q, grad_k, positions, layout, offset, cu_seqlens, 
 
 @torch.library.register_fake("ropegen::rope_backward", lib=_lib)
 def _(spec, grad_q, grad_k, positions, layout, offset, cu_seqlens, freqs, saved_q, saved_k):
+    _one_device(grad_q, grad_k=grad_k, positions=positions, cu_seqlens=cu_seqlens, freqs=freqs, saved_q=saved_q,
+                saved_k=saved_k)
     d_freqs = torch.empty_like(freqs) if saved_q is not None else _no_k(grad_q)
     return _new(grad_q), (_new(grad_k) if grad_k is not None else _no_k(grad_q)), d_freqs
 
@@ -235,34 +295,58 @@ def _heads(t, tokens, head_size, name):
     return t.view(tokens, t.shape[1] // head_size, head_size)  # splits the dense dim: always a view
 
 
-_float_caches = weakref.WeakKeyDictionary()
+# id(cache) -> (weak reference to the cache, its version, its float32 copy).
+# Keyed by id, not by the tensor: a tensor's == is elementwise, not identity.
+_float_caches = {}
+
+
+def _forget(key, ref):
+    if _float_caches.get(key, (None,))[0] is ref:  # not a newer tensor that took the id
+        del _float_caches[key]
 
 
 def _float32_cache(cache):
     """cos_sin_cache as float32 (the kernels read float32; widening is exact).
     Engines keep theirs in the model dtype and pass the same tensor every call,
-    so its conversion is kept until the tensor changes (its version counter)."""
+    so its conversion is kept until the tensor changes (its version counter,
+    bumped by every in-place write to it or to a view of its memory)."""
     if cache.dtype == torch.float32:
         return cache
-    kept = _float_caches.get(cache)
-    if kept is None or kept[0] != cache._version:
-        kept = (cache._version, cache.float())
-        _float_caches[cache] = kept
-    return kept[1]
+    key = id(cache)
+    kept = _float_caches.get(key)
+    if kept is None or kept[0]() is not cache or kept[1] != cache._version:
+        kept = (weakref.ref(cache, functools.partial(_forget, key)), cache._version, cache.float())
+        _float_caches[key] = kept
+    return kept[2]
+
+
+def _vllm_arguments(positions, query, key, head_size, cos_sin_cache):
+    """What the kernels cannot name themselves: head_size and the cache's dtype
+    (converted to float32 here, so only float dtypes)."""
+    if isinstance(head_size, bool) or head_size <= 0:
+        raise ValueError(f"head_size ({head_size}) must be a positive integer")
+    if cos_sin_cache.dtype not in _DTYPES:
+        raise TypeError(f"cos_sin_cache has dtype {cos_sin_cache.dtype}: it must be float32, float16 or bfloat16 "
+                        f"([max_position, rotary_dim], cos then sin)")
+    _one_device(query, positions=positions, key=key, cos_sin_cache=cos_sin_cache)
 
 
 @_impl("rotary_embedding")
 def _rotary_embedding(positions, query, key, head_size, cos_sin_cache, is_neox, rope_dim_offset=0, inverse=False):
+    _vllm_arguments(positions, query, key, head_size, cos_sin_cache)
+    _mutating(query=query, key=key)
     tokens = positions.reshape(-1)
     q = _heads(query, tokens.shape[0], head_size, "query")
     k = _heads(key, tokens.shape[0], head_size, "key") if key is not None else None
     spec = _vllm_spec(head_size, cos_sin_cache.shape[-1], is_neox, rope_dim_offset)
     _run(spec, q, k, tokens, "thd", 0, None, None, q, k, backward=inverse,
          cos_sin_cache=_float32_cache(cos_sin_cache))
+    _mutated(query, key)
 
 
 @torch.library.register_fake("ropegen::rotary_embedding", lib=_lib)
 def _(positions, query, key, head_size, cos_sin_cache, is_neox, rope_dim_offset=0, inverse=False):
+    _vllm_arguments(positions, query, key, head_size, cos_sin_cache)
     return None
 
 
@@ -272,10 +356,8 @@ def _(positions, query, key, head_size, cos_sin_cache, is_neox, rope_dim_offset=
 # cache_positions (paged) place tokens that rotate by other positions (the
 # fused rope_quantize_fp8_append_paged_kv_cache's `positions` vs `pos_ids`);
 # contiguous caches take vLLM's slot_mapping instead of the page table. Index
-# tensors may be int64 (vLLM's): the kernels take int32, so they are narrowed
-# here (prepare_call then checks every index against the cache).
-def _int32(t):
-    return t.int() if t is not None and t.dtype == torch.int64 else t
+# tensors may be int64 (vLLM's): host calls pass them as they are
+# (prepare_call checks every index, then narrows).
 
 
 # fp8 caches (spec kv_cache dtype fp8_e4m3 | fp8_e5m2) hold uint8 codes of
@@ -299,16 +381,20 @@ def _fp8_codes(cache, name, kv_cache_dtype):
 @_impl("rope_append_kv_cache")
 def _rope_append_kv_cache(spec, q, k, v, batch_indices, positions, k_cache, v_cache, kv_indices, kv_indptr,
                           slot_mapping, k_scale=None, v_scale=None, cache_positions=None):
+    _mutating(q=q, k_cache=k_cache, v_cache=v_cache)
     kv_dtype = kernel(spec, q.dtype, "thd", True, q.device.type).kv_cache_dtype
     _run(spec, q, k, positions, "thd", 0, None, None, q, None, k_scale=k_scale, v_scale=v_scale, v=v,
          k_cache=_fp8_codes(k_cache, "k_cache", kv_dtype), v_cache=_fp8_codes(v_cache, "v_cache", kv_dtype),
-         kv_indices=_int32(kv_indices), kv_indptr=_int32(kv_indptr), batch_indices=_int32(batch_indices),
-         slot_mapping=_int32(slot_mapping), cache_positions=_int32(cache_positions))
+         kv_indices=kv_indices, kv_indptr=kv_indptr, batch_indices=batch_indices, slot_mapping=slot_mapping,
+         cache_positions=cache_positions)
+    _mutated(q, k_cache, v_cache)
 
 
 @torch.library.register_fake("ropegen::rope_append_kv_cache", lib=_lib)
 def _(spec, q, k, v, batch_indices, positions, k_cache, v_cache, kv_indices, kv_indptr, slot_mapping, k_scale=None,
       v_scale=None, cache_positions=None):
+    _one_device(q, k=k, v=v, batch_indices=batch_indices, positions=positions, k_cache=k_cache, v_cache=v_cache,
+                kv_indices=kv_indices, kv_indptr=kv_indptr, slot_mapping=slot_mapping, cache_positions=cache_positions)
     return None
 
 
@@ -381,3 +467,6 @@ class Rope(torch.nn.Module):
 
     def extra_repr(self):
         return self.spec.splitlines()[0] if self.spec else ""
+
+
+from . import _qk_norm_op  # noqa: E402,F401  (registers fused_qk_norm_rope on _lib)

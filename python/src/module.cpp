@@ -16,6 +16,7 @@
 #include <mutex>
 
 #include "abi/arguments.h"
+#include "dsl/spec_file.h"
 #include "ropegen/rope_math.h"
 #include "ropegen/runtime.h"
 #include "ropegen/spec_io.h"
@@ -127,6 +128,7 @@ class SpecKernel {
   std::string spec_yaml() const { return to_yaml(spec_); }
   std::string encoding() const { return to_string(spec_.encoding); }
   std::string hash() const { return spec_hash(spec_); }
+  std::string layout() const { return to_string(spec_.layout); }
   // The kv_cache section's dtype ("bf16", "fp8_e4m3", ...); None without one.
   std::optional<std::string> kv_cache_dtype() const {
     if (!spec_.kv_cache.enabled) return std::nullopt;
@@ -177,6 +179,7 @@ NB_MODULE(_ropegen, m) {
       .def_prop_ro("spec", &SpecKernel::spec_yaml)
       .def_prop_ro("encoding", &SpecKernel::encoding)
       .def_prop_ro("spec_hash", &SpecKernel::hash)
+      .def_prop_ro("layout", &SpecKernel::layout)
       .def_prop_ro("kv_cache_dtype", &SpecKernel::kv_cache_dtype);
   m.def(
       "compile",
@@ -206,5 +209,8 @@ NB_MODULE(_ropegen, m) {
     }
     return rows;
   });
+  // A spec file's text, read as the CLI reads it: regular files only, never
+  // more than the spec limit (a FIFO, a directory, /dev/zero are refused by name).
+  m.def("read_spec_file", [](const std::string& path) { return value_or_raise(dsl::read_spec_file(path)); });
   m.def("normalise", [](const std::string& text, const std::string& source) { return to_yaml(parse(text, source)); });
 }

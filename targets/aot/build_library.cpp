@@ -184,10 +184,16 @@ Result<std::vector<std::string>> build_aot_library(const RopeSpec& spec, const A
     return named_error(ROPEGEN_HALIDE_RUNTIME_HEADER, fmt::format("cannot copy Halide's runtime header {}: {}",
                                                                   ROPEGEN_HALIDE_RUNTIME_HEADER, ec.message()));
   written.push_back(halide_runtime_header_file());
-  if (auto e = write_text(dir / c_header_file(),
-                          std::string(embedded::bytes(embedded::ropegen_c_header, embedded::ropegen_c_header_size))))
-    return *e;
-  written.push_back(c_header_file());
+  struct FixedHeader {
+    const char* file;
+    std::string_view text;
+  };
+  for (const FixedHeader& h :
+       {FixedHeader{c_header_file(), embedded::bytes(embedded::ropegen_c_header, embedded::ropegen_c_header_size)},
+        FixedHeader{aot_header_file(), embedded::bytes(embedded::ropegen_aot_header, embedded::ropegen_aot_header_size)}}) {
+    if (auto e = write_text(dir / h.file, std::string(h.text))) return *e;
+    written.push_back(h.file);
+  }
 
   if (auto e = write_text(dir / header_file(spec), generated_header(lib))) return *e;
   written.push_back(header_file(spec));

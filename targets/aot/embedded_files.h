@@ -14,6 +14,8 @@ extern const unsigned char device_hooks_archive[];  // targets/aot/device_hooks:
 extern const std::size_t device_hooks_archive_size;
 extern const unsigned char ropegen_c_header[];  // include/ropegen/ropegen_c.h
 extern const std::size_t ropegen_c_header_size;
+extern const unsigned char ropegen_aot_header[];  // include/ropegen/ropegen_aot.h
+extern const std::size_t ropegen_aot_header_size;
 
 inline std::string_view bytes(const unsigned char* data, std::size_t size) {
   return {reinterpret_cast<const char*>(data), size};

@@ -20,8 +20,8 @@ std::string upper(std::string s) {
   return s;
 }
 
-// ropegen_c.h's ropegen_contract, field by field, as a C initializer.
-static_assert(sizeof(ropegen_contract) == 17 * 4, "ropegen_contract changed: update contract_initializer");
+// ropegen_aot.h's ropegen_contract, field by field, as a C initializer.
+static_assert(sizeof(ropegen_contract) == 19 * 4, "ropegen_contract changed: update contract_initializer");
 std::string contract_initializer(const ropegen_contract& c) {
   return fmt::format(
       "{{\n"
@@ -30,11 +30,12 @@ std::string contract_initializer(const ropegen_contract& c) {
       "    {} /* pairing */, {} /* output_pairing */, {} /* explicit_positions */,\n"
       "    {} /* position_axes */, {} /* runtime_frequencies */, {} /* table_frequencies */,\n"
       "    {} /* kv_layout */, {} /* kv_page_size */, {{{}, {}, {}}} /* kv_dtype: code, bits, lanes */,\n"
-      "    {} /* kv_fp8 */\n"
+      "    {} /* kv_fp8 */, {} /* qk_norm */, {} /* qk_norm_weight */\n"
       "  }}",
       c.encoding, c.layout, c.dtype.code, c.dtype.bits, c.dtype.lanes, c.row_dim, c.num_heads, c.rotary_offset,
       c.rotary_dim, c.pairing, c.output_pairing, c.explicit_positions, c.position_axes, c.runtime_frequencies,
-      c.table_frequencies, c.kv_layout, c.kv_page_size, c.kv_dtype.code, c.kv_dtype.bits, c.kv_dtype.lanes, c.kv_fp8);
+      c.table_frequencies, c.kv_layout, c.kv_page_size, c.kv_dtype.code, c.kv_dtype.bits, c.kv_dtype.lanes, c.kv_fp8,
+      c.qk_norm, c.qk_norm_weight);
 }
 
 // The shape of q (x, the scores) in the spec's layout.
@@ -87,6 +88,7 @@ bool takes(const RopeSpec& spec, abi::Feature feature) {
     case abi::Feature::SequenceLength:
       return rope && (spec.xpos.enabled || spec.scaling.type == ScalingType::Dynamic ||
                       (spec.scaling.type == ScalingType::LongRope && spec.scaling.policy == LongRopePolicy::PerCall));
+    case abi::Feature::QkNormWeight: return rope && spec.qk_norm.has_weight();
     case abi::Feature::CpuSchedule: return false;  // not a field of the call
   }
   return false;
@@ -107,7 +109,9 @@ std::string shape_and_dtype(const RopeSpec& spec, const abi::ArgumentInfo& a) {
               (spec.axes.enabled() ? fmt::format(" plus a trailing [{}] (one id per axis)", spec.axes.count()) : "");
       break;
     case abi::ShapeRule::Vector:
-      shape = std::string(a.extent) == "pairs" ? fmt::format("[{}]", spec.num_pairs()) : fmt::format("[{}]", a.extent);
+      shape = std::string(a.extent) == "pairs"      ? fmt::format("[{}]", spec.num_pairs())
+              : std::string(a.extent) == "head_dim" ? fmt::format("[{}]", spec.head_dim)
+                                                    : fmt::format("[{}]", a.extent);
       break;
     case abi::ShapeRule::RowTable: shape = fmt::format("[{}, {}]", a.extent, rope ? spec.rotary_dim : spec.dim); break;
     case abi::ShapeRule::KvCache: {
@@ -318,7 +322,7 @@ std::string generated_header(const LibraryDescription& lib) {
       " */\n"
       "#ifndef ROPEGEN_{5}_H\n"
       "#define ROPEGEN_{5}_H\n\n"
-      "#include \"ropegen_c.h\"\n\n",
+      "#include \"ropegen_aot.h\"\n\n",
       n, hash, run_function(spec), call_doc(spec), link_libraries(), N, device_doc(lib));
 
   h += fmt::format("#define {}_SPEC_HASH \"{}\"\n", N, hash);

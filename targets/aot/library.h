@@ -51,6 +51,7 @@ inline std::string entry_header_file(const EntryPoint& e) { return e.name + ".h"
 inline const char* manifest_file() { return "manifest.json"; }
 inline const char* halide_runtime_header_file() { return "HalideRuntime.h"; }
 inline const char* c_header_file() { return "ropegen_c.h"; }
+inline const char* aot_header_file() { return "ropegen_aot.h"; }
 // What a program linking the archive also needs: the call checks are C++
 // (libstdc++), Halide's runtime uses threads and dlopen.
 inline const char* link_libraries() { return "-lstdc++ -lpthread -ldl -lm"; }

@@ -42,12 +42,16 @@ void describe_buffer(const RopeSpec& spec, const std::string& name, ordered_json
   const bool alibi = spec.encoding == Encoding::Alibi, rope = spec.encoding == Encoding::Rope;
   const std::string heads =
       *arg == abi::Arg::K || *arg == abi::Arg::OutK || *arg == abi::Arg::SavedK || *arg == abi::Arg::V ? "Hk" : "H";
-  auto extent = [&](const char* e) { return std::string(e) == "pairs" ? ordered_json(half) : ordered_json(e); };
+  auto extent = [&](const char* e) {
+    const std::string name = e;
+    return name == "pairs" ? ordered_json(half) : name == "head_dim" ? ordered_json(spec.head_dim) : ordered_json(e);
+  };
   j["note"] = a.doc;
   switch (a.shape) {
     case abi::ShapeRule::Layout:
-      if (rope && a.direction == abi::Direction::Out) {
-        // The rotary dims only, as the kernel writes them (abi::rotary_view).
+      if (rope && a.direction == abi::Direction::Out && !spec.qk_norm.enabled) {
+        // The rotary dims only, as the kernel writes them (abi::rotary_view;
+        // qk_norm kernels write whole rows).
         const abi::RotaryView v = abi::rotary_view(spec.output_pairing, spec.rotary_dim);
         j["dims"] = v.pairs_first ? ordered_json{"r", "m", "h", "s", "b"} : ordered_json{"m", "r", "h", "s", "b"};
         j["shape"] = {v.extent0, v.extent1, heads, "S", "B"};
@@ -184,6 +188,7 @@ std::string manifest_json(const LibraryDescription& lib) {
   j["files"] = {{"library", library_file(spec)},
                 {"header", header_file(spec)},
                 {"c_header", c_header_file()},
+                {"aot_header", aot_header_file()},
                 {"halide_runtime_header", halide_runtime_header_file()},
                 {"entry_headers", headers}};
   j["link"] = link_libraries();

@@ -90,7 +90,7 @@ TEST_F(DeviceCall, ValuesInDeviceMemoryAreNotRead) {
   EXPECT_EQ(messages(runtime, r), "");
   r.offset = -1;  // a host value: still checked
   EXPECT_EQ(messages(runtime, r), "offset: error: position (offset + index) -1 is negative: positions must be in "
-                                  "0..2^53\n");
+                                  "0..2^32\n");
 
   const RopeSpec paged = spec_from("name: kv\nhead_dim: 8\nlayout: thd\npositions: explicit\n"
                                    "kv_cache: {layout: paged_nhd, page_size: 4}\n");

@@ -126,7 +126,51 @@ TEST_F(KvCacheCall, ShapesAndDtypes) {
   c = paged();
   c.batch_indices = Tensor::dense(v_.data(), ElementType::Float32, {4});
   EXPECT_EQ(messages(kPaged, c), 
-            "batch_indices: error: batch_indices has dtype float32 but int32 (cache indices are int32)\n");
+            "batch_indices: error: batch_indices has dtype float32: cache indices are int32 (or int64 on the host)\n");
+}
+
+// int64 indices (vLLM's) are checked as they are, then narrowed: a value
+// past int32 is refused, never wrapped onto another entry (2^32 + 7 would
+// have become slot 7, -2^32 + 5 slot 5); negatives stay "not appended".
+TEST_F(KvCacheCall, Int64IndicesAreCheckedBeforeTheyAreNarrowed) {
+  std::vector<int64_t> to = {3, -(int64_t{1} << 32) + 5, 11, 0};
+  Call c = slots();
+  c.slot_mapping = Tensor::dense(to.data(), ElementType::Int64, {4});
+  Result<call::PreparedCall> p = call::prepare_call(kSlots, c);
+  ASSERT_TRUE(p.ok()) << format(p.errors());
+  const call::View& narrowed = (*p)[abi::Arg::SlotMapping];
+  ASSERT_EQ(narrowed.type, ElementType::Int32);
+  const auto* values = static_cast<const int32_t*>(narrowed.data);
+  EXPECT_EQ(std::vector<int32_t>(values, values + 4), (std::vector<int32_t>{3, -1, 11, 0}));
+  to[1] = (int64_t{1} << 32) + 7;
+  EXPECT_EQ(messages(kSlots, c),
+            "slot_mapping: error: slot_mapping[1] is 4294967303, outside k_cache's 12 slots (0..11; negative: not "
+            "appended)\n");
+
+  std::vector<int64_t> pages = {2, 0, (int64_t{1} << 32) + 1}, starts = {0, 2, 3}, requests = {0, 0, 0, 1};
+  c = paged();
+  c.kv_indices = Tensor::dense(pages.data(), ElementType::Int64, {3});
+  c.kv_indptr = Tensor::dense(starts.data(), ElementType::Int64, {3});
+  c.batch_indices = Tensor::dense(requests.data(), ElementType::Int64, {4});
+  EXPECT_EQ(messages(kPaged, c), "kv_indices: error: kv_indices[2] is 4294967297, outside k_cache's 3 pages (0..2)\n");
+  pages[2] = 1;
+  p = call::prepare_call(kPaged, c);
+  ASSERT_TRUE(p.ok()) << format(p.errors());
+  EXPECT_EQ(static_cast<const int32_t*>((*p)[abi::Arg::KvIndices].data)[2], 1);
+  requests[3] = -(int64_t{1} << 32);  // not appended, as -1
+  p = call::prepare_call(kPaged, c);
+  ASSERT_TRUE(p.ok()) << format(p.errors());
+  EXPECT_EQ(static_cast<const int32_t*>((*p)[abi::Arg::BatchIndices].data)[3], -1);
+  // A device call's kernels read the indices as given: int32 only.
+  c.q->device = c.k->device = c.v->device = c.positions->device = c.k_cache->device = c.v_cache->device =
+      c.kv_indices->device = c.kv_indptr->device = c.batch_indices->device = {DeviceType::CUDA, 0};
+  EXPECT_EQ(messages(kPaged, c),
+            "kv_indices: error: kv_indices has dtype int64 but int32 (a device call's cache indices are int32: the "
+            "kernels read them as given)\n"
+            "kv_indptr: error: kv_indptr has dtype int64 but int32 (a device call's cache indices are int32: the "
+            "kernels read them as given)\n"
+            "batch_indices: error: batch_indices has dtype int64 but int32 (a device call's cache indices are int32: "
+            "the kernels read them as given)\n");
 }
 
 TEST_F(KvCacheCall, PageTableIndicesInRange) {
@@ -241,8 +285,11 @@ TEST_F(KvCacheCall, CachePositionsPlaceTokens) {
                                  "token goes in its request's cache)\n");
   std::vector<int64_t> wide = {0, 1, 2, 3};
   c.cache_positions = Tensor::dense(wide.data(), ElementType::Int64, {4});
-  EXPECT_EQ(messages(kPaged, c), "cache_positions: error: cache_positions has dtype int64 but int32 (cache indices are "
-                                 "int32)\n");
+  EXPECT_EQ(messages(kPaged, c), "");  // int64 on the host: checked as given, then narrowed
+  wide[1] = (int64_t{1} << 32) + 1;    // 1 once wrapped to int32
+  EXPECT_NE(messages(kPaged, c).find("cache_positions: error: token 1 (request 0) is at cache position 4294967297"),
+            std::string::npos)
+      << messages(kPaged, c);
   Call s = slots();
   s.cache_positions = Tensor::dense(placed.data(), ElementType::Int32, {4});
   EXPECT_EQ(messages(kSlots, s), "cache_positions: error: cache_positions is for paged caches; the spec's kv_cache layout "

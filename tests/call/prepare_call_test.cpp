@@ -103,13 +103,13 @@ TEST_F(CosSinCacheCall, EveryPositionHasARow) {
 
   // Explicit ids, int64 too; the largest is checked, wherever it is.
   std::vector<float> q3(3 * 2 * 12);
-  std::vector<int64_t> ids = {0, int64_t{1} << 40, 2};
+  std::vector<int64_t> ids = {0, int64_t{1} << 31, 2};
   Call e;
   e.q = Tensor::dense(q3.data(), ElementType::Float32, {3, 2, 12});
   e.positions = Tensor::dense(ids.data(), ElementType::Int64, {3});
   e.cos_sin_cache = Tensor::dense(cache_.data(), ElementType::Float32, {6, 8});
   EXPECT_EQ(messages(kTableIds, e),
-            "cos_sin_cache: error: position id 1099511627776 is outside cos_sin_cache: it has 6 rows (positions 0..5); "
+            "cos_sin_cache: error: position id 2147483648 is outside cos_sin_cache: it has 6 rows (positions 0..5); "
             "pass a longer cache or smaller positions\n");
   ids[1] = 5;
   EXPECT_EQ(messages(kTableIds, e), "");

@@ -14,6 +14,7 @@
 #include "npy.h"
 #include "ropegen/spec_io.h"
 #include "support/golden.h"
+#include "support/sweep_subset.h"
 #include "support/run_command.h"
 
 namespace ropegen {
@@ -67,7 +68,7 @@ void expect_matches(const std::string& file, const test::GoldenTensor& want) {
 // `skip_reason` set when the target cannot run here.
 int check_every_case(const std::string& target, std::string* skip_reason) {
   int checked = 0;
-  for (const test::EncodingCase& c : test::load_encoding_cases()) {
+  for (const test::EncodingCase& c : test::sweep_subset(test::load_encoding_cases())) {
     SCOPED_TRACE(c.name + " (" + c.peer + ")");
     const std::string dir = test::make_temp_dir();
     EXPECT_TRUE(parse_spec(c.spec, c.name).ok()) << c.spec;
@@ -89,7 +90,7 @@ int check_every_case(const std::string& target, std::string* skip_reason) {
 
 TEST(GoldenEncodings, EveryCaseThroughTheCli) {
   std::string skip;
-  EXPECT_GE(check_every_case("host", &skip), 40) << skip;
+  EXPECT_GE(check_every_case("host", &skip), test::sweep_count(40)) << skip;
 }
 
 // The same cases with the Vulkan kernels (lavapipe in CI).
@@ -97,7 +98,7 @@ TEST(GoldenEncodings, EveryCaseOnVulkan) {
   std::string skip;
   const int checked = check_every_case("vulkan", &skip);
   if (checked == 0 && !skip.empty()) GTEST_SKIP() << "no Vulkan device: " << skip;
-  EXPECT_GE(checked, 40);
+  EXPECT_GE(checked, test::sweep_count(40));
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// Hostile values for the runs themselves: positions past 2^53 or negative,
+// Hostile values for the runs themselves: positions past 2^32 or negative,
 // offsets that overflow, targets this machine cannot run, sizes larger than
 // its memory. Each is exit 2 and a sentence naming the value, never a crash,
 // a hang or outputs that are no longer rotations.
@@ -14,7 +14,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr int64_t k2To53 = int64_t{1} << 53;
+constexpr int64_t kLimit = int64_t{1} << 32;  // kMaxPosition
 const std::string kRope = "name: r\nhead_dim: 8\n";
 
 class Runs : public test::CliFixture {
@@ -36,9 +36,9 @@ class Runs : public test::CliFixture {
 
 TEST_F(Runs, OffsetUpToTheLimitStillRotates) {
   const std::string q = rope_q();
-  // Four tokens: the last one at position 2^53.
+  // Four tokens: the last one at position 2^32.
   const test::CommandResult r = rope_gen("apply " + spec("r.yaml", kRope) + " --q " + q + " --offset " +
-                                         std::to_string(k2To53 - 3) + " --out-q " + path("out.npy"));
+                                         std::to_string(kLimit - 3) + " --out-q " + path("out.npy"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const cli::NpyArray in = cli::read_npy(q), out = cli::read_npy(path("out.npy"));
   ASSERT_EQ(out.data.size(), in.data.size());
@@ -52,18 +52,18 @@ TEST_F(Runs, OffsetUpToTheLimitStillRotates) {
 
 TEST_F(Runs, ImplicitPositionsPastTheLimitOverflowingOrNegativeAreRefused) {
   const std::string rope = "apply " + spec("r.yaml", kRope) + " --q " + rope_q();
-  refused(rope + " --offset " + std::to_string(k2To53 - 2) + " --out-q",
-          "position (offset + index) 9007199254740993 is out of range: positions must be in 0..2^53");
+  refused(rope + " --offset " + std::to_string(kLimit - 2) + " --out-q",
+          "position (offset + index) 4294967297 is out of range: positions must be in 0..2^32");
   refused(rope + " --offset 288230376151711744 --out-q", "is out of range");  // 2^58: no longer rotations
   refused(rope + " --offset 9223372036854775807 --out-q", "offset 9223372036854775807 + 4 tokens overflows int64");
   refused(rope + " --offset -1 --out-q", "position (offset + index) -1 is negative");
   const std::string sinusoidal =
       "apply " + spec("s.yaml", "name: s\nencoding: sinusoidal\ndim: 4\n") + " --x " + floats("x.npy", {1, 3, 4});
-  refused(sinusoidal + " --offset " + std::to_string(k2To53) + " --out", "is out of range");
+  refused(sinusoidal + " --offset " + std::to_string(kLimit) + " --out", "is out of range");
   // thd: the offset plus the longest sequence (3 tokens).
   const std::string thd = "apply " + spec("t.yaml", kRope + "layout: thd\n") + " --q " + floats("t.npy", {5, 1, 8}) +
                           " --cu-seqlens " + ints("cu.npy", {0, 2, 5}, {3});
-  refused(thd + " --offset " + std::to_string(k2To53 - 1) + " --out-q", "9007199254740993 is out of range");
+  refused(thd + " --offset " + std::to_string(kLimit - 1) + " --out-q", "4294967297 is out of range");
 }
 
 TEST_F(Runs, LearnedTableBoundsSeeTheRealPosition) {
@@ -77,22 +77,22 @@ TEST_F(Runs, LearnedTableBoundsSeeTheRealPosition) {
 TEST_F(Runs, AlibiQueryRowsAreRangeChecked) {
   const std::string alibi = "apply " + spec("a.yaml", "name: a\nencoding: alibi\nnum_heads: 2\n") + " --x " +
                             floats("s.npy", {1, 2, 3, 2});
-  refused(alibi + " --offset " + std::to_string(k2To53 - 1) + " --out", "9007199254740993 is out of range");
+  refused(alibi + " --offset " + std::to_string(kLimit - 1) + " --out", "4294967297 is out of range");
   refused(alibi + " --offset 9223372036854775806 --out", "overflows int64");
   refused(alibi + " --offset -5 --out", "is negative");
 }
 
 TEST_F(Runs, ExplicitIdsHaveTheSameRange) {
   const std::string rope = "apply " + spec("r.yaml", kRope + "positions: explicit\n") + " --q " + rope_q();
-  refused(rope + " --positions " + ints("p.npy", {0, 1, 2, k2To53 + 1}, {4}) + " --out-q",
-          "position id 9007199254740993 is out of range: positions must be in 0..2^53");
+  refused(rope + " --positions " + ints("p.npy", {0, 1, 2, kLimit + 1}, {4}) + " --out-q",
+          "position id 4294967297 is out of range: positions must be in 0..2^32");
   refused(rope + " --positions " + ints("n.npy", {0, -1, 2, 3}, {4}) + " --out-q", "position id -1 is negative");
   const std::string axes = "apply " + spec("m.yaml", "name: m\nhead_dim: 16\npositions: explicit\naxes: {sections: [2, 3, 3]}\n") +
                            " --q " + floats("mq.npy", {1, 2, 1, 16}) + " --positions " +
-                           ints("mp.npy", {0, 0, 0, 1, k2To53 + 1, 1}, {2, 3});
+                           ints("mp.npy", {0, 0, 0, 1, kLimit + 1, 1}, {2, 3});
   refused(axes + " --out-q", "is out of range");
-  refused("table " + spec("t.yaml", kRope) + " --positions " + ints("tp.npy", {k2To53 + 1}, {1}) + " --out",
-          "position 9007199254740993 is out of range");
+  refused("table " + spec("t.yaml", kRope) + " --positions " + ints("tp.npy", {kLimit + 1}, {1}) + " --out",
+          "position 4294967297 is out of range");
 }
 
 // A target for another architecture than this machine's.
@@ -130,8 +130,9 @@ TEST_F(Runs, CpuFeaturesThisMachineLacksAreRefused) {
 
 TEST_F(Runs, SizesLargerThanMemoryOrInt64AreRefusedNamingThem) {
   const std::string s = spec("r.yaml", kRope);
-  refused("table " + s + " --max-pos 100000000000 --out", "--max-pos 100000000000: error: needs 4000000000000 bytes");
-  refused("table " + s + " --max-pos 9223372036854775807 --out", "--max-pos must be in 1..2^53 + 1");
+  refused("table " + spec("w.yaml", "name: w\nhead_dim: 256\n") + " --max-pos 4294967297 --out",
+          "--max-pos 4294967297: error: needs 4432406250504 bytes");
+  refused("table " + s + " --max-pos 9223372036854775807 --out", "--max-pos must be in 1..2^32 + 1");
   for (const auto& [shape, message] : std::vector<std::pair<std::string, std::string>>{
            {"10000000,1000000,1000000", "10000000 x 1000000 x 1000000 x 8 elements overflow int64"},
            {"1,1000000000,1000", "needs 96004000000000 bytes"},
@@ -139,6 +140,27 @@ TEST_F(Runs, SizesLargerThanMemoryOrInt64AreRefusedNamingThem) {
     const test::CommandResult r = rope_gen("bench " + s + " --shape " + shape);
     EXPECT_EQ(r.exit_code, 2) << shape << ": " << r.err;
     EXPECT_THAT(r.err, HasSubstr(message)) << shape;
+  }
+}
+
+// CLI11 alone saturated integers past int64 (strtoll) and let NaN through
+// its ranges (bench --seconds nan crashed); --k-heads is 1 or more.
+TEST_F(Runs, NumberFlagsPastInt64NotFiniteOrOutOfRangeAreRefused) {
+  const std::string s = spec("r.yaml", kRope);
+  refused("apply " + s + " --q " + rope_q() + " --offset 99999999999999999999 --out-q",
+          "99999999999999999999 is beyond the 64-bit integers (-2^63..2^63-1)");
+  refused("apply " + s + " --q " + rope_q() + " --offset -99999999999999999999 --out-q",
+          "is beyond the 64-bit integers");
+  for (const auto& [flags, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--seconds nan", "nan is not a finite number"},
+           {"--seconds inf", "--seconds"},
+           {"--seconds -1", "--seconds"},
+           {"--k-heads 0", "--k-heads"},
+           {"--k-heads -1", "--k-heads"},
+           {"--passes 99999999999999999999", "--passes"}}) {
+    const test::CommandResult r = rope_gen("bench " + s + " --shape 1,4,1 " + flags);
+    EXPECT_EQ(r.exit_code, 2) << flags << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr(message)) << flags;
   }
 }
 

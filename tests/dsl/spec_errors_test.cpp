@@ -25,7 +25,7 @@ TEST_P(SpecErrors, ReportsPreciseLocationAndMessage) {
 const ErrorCase kCases[] = {
     {"unknown_key_did_you_mean", "name: a\nhead_dim: 8\nrotary_dims: 4\n",
      "s.yaml:3:1: error: unknown key `rotary_dims` for encoding `rope`; allowed: name, encoding, head_dim, "
-     "rotary_dim, rotary_offset, pairing, output_pairing, layout, dtype, frequency, scaling, xpos, positions, axes, kv_cache; "
+     "rotary_dim, rotary_offset, pairing, output_pairing, layout, dtype, frequency, scaling, xpos, positions, axes, kv_cache, qk_norm; "
      "did you mean `rotary_dim`?\n"},
     {"missing_name", "head_dim: 8\n", "s.yaml:1:1: error: missing required key `name`\n"},
     {"head_dim_wrong_type", "name: a\nhead_dim: big\n",
@@ -94,7 +94,7 @@ const ErrorCase kCases[] = {
      "s.yaml:3:10: error: `scaling` must be a mapping, got `linear`\n"},
     {"several_errors_at_once", "name: A\nhead_dim: 8\nlayot: bshd\ndtype: f64\n",
      "s.yaml:3:1: error: unknown key `layot` for encoding `rope`; allowed: name, encoding, head_dim, rotary_dim, "
-     "rotary_offset, pairing, output_pairing, layout, dtype, frequency, scaling, xpos, positions, axes, kv_cache; did you mean "
+     "rotary_offset, pairing, output_pairing, layout, dtype, frequency, scaling, xpos, positions, axes, kv_cache, qk_norm; did you mean "
      "`layout`?\n"
      "s.yaml:4:8: error: unknown dtype `f64`; allowed: f32, f16, bf16; did you mean `f32`?\n"},
     {"missing_head_dim", "name: a\n", "s.yaml:1:1: error: encoding `rope` needs `head_dim`\n"},
@@ -173,6 +173,17 @@ const ErrorCase kCases[] = {
      "s.yaml:3:21: error: unknown scheme `tabel`; allowed: lang, pixel, constant, custom, runtime, table; did you mean "
      "`table`?\n"},
     // Fused KV-cache append.
+    {"qk_norm_eps_zero", "name: a\nhead_dim: 8\nqk_norm: {type: rms, eps: 0}\n",
+     "s.yaml:3:27: error: eps (0) must be > 0 and a float32 normal number (1.2e-38 .. 3.4e38)\n"},
+    {"qk_norm_eps_negative", "name: a\nhead_dim: 8\nqk_norm: {eps: -1}\n",
+     "s.yaml:3:16: error: eps (-1) must be > 0 and a float32 normal number (1.2e-38 .. 3.4e38)\n"},
+    {"qk_norm_eps_missing", "name: a\nhead_dim: 8\nqk_norm: {type: rms}\n", "s.yaml:3:10: error: qk_norm needs `eps`\n"},
+    {"qk_norm_type_unknown", "name: a\nhead_dim: 8\nqk_norm: {type: layer, eps: 1.0e-6}\n",
+     "s.yaml:3:17: error: unknown type `layer`; allowed: rms, rms_one_plus\n"},
+    {"qk_norm_weight_unknown", "name: a\nhead_dim: 8\nqk_norm: {eps: 1.0e-6, weight: per_token}\n",
+     "s.yaml:3:32: error: unknown weight `per_token`; allowed: per_head, none\n"},
+    {"qk_norm_on_alibi", "name: a\nencoding: alibi\nnum_heads: 4\nqk_norm: {eps: 1.0e-6}\n",
+     "s.yaml:4:1: error: `qk_norm` does not belong to encoding `alibi`; it is used by encoding rope\n"},
     {"kv_cache_needs_thd", "name: a\nhead_dim: 8\npositions: explicit\nkv_cache: {layout: paged_nhd}\n", 
      "s.yaml:4:11: error: kv_cache needs `layout: thd` (tokens [T, H, D], as FlashInfer and vLLM append "
      "them); got `bshd`\n"},
@@ -237,7 +248,7 @@ const ErrorCase kCases[] = {
     {"head_dim_most_negative", "name: a\nhead_dim: -9223372036854775808\n",
      "s.yaml:2:11: error: head_dim (-9223372036854775808) must be even and in 2..16384\n"},
     {"original_max_position_huge", "name: a\nhead_dim: 8\nscaling: {type: dynamic, factor: 2, original_max_position: 9223372036854775807}\n",
-     "s.yaml:3:60: error: original_max_position (9223372036854775807) must be in 2..9007199254740992 (2^53, the largest position)\n"},
+     "s.yaml:3:60: error: original_max_position (9223372036854775807) must be in 2..4294967296 (2^32, the largest position)\n"},
     {"axes_section_huge", "name: a\nhead_dim: 8\npositions: explicit\naxes: {sections: [9223372036854775807, 9223372036854775807]}\n",
      "s.yaml:4:19: error: axes.sections[0] (9223372036854775807) must be in 1..4 (rotary_dim / 2)\n"},
     {"dim_huge", "name: a\nencoding: sinusoidal\ndim: 9223372036854775807\n",
@@ -277,7 +288,7 @@ const ErrorCase kCases[] = {
     {"longrope_long_factor_tiny", "name: a\nhead_dim: 8\nscaling: {type: longrope, factor: 2, original_max_position: 64, short_factor: [1, 1, 1, 1], long_factor: [1, 1, 1e-320, 1]}\n",
      "s.yaml:3:113: error: scaling.long_factor[2] (1e-320) gives inv_freq[2] = inf at seq_len 65; every frequency must be finite and in (0, 1024]\n"},
     {"longrope_original_one", "name: a\nhead_dim: 8\nscaling: {type: longrope, factor: 2, original_max_position: 1, short_factor: [1, 1, 1, 1], long_factor: [1, 1, 1, 1]}\n",
-     "s.yaml:3:61: error: original_max_position (1) must be in 2..9007199254740992 (2^53, the largest position)\n"},
+     "s.yaml:3:61: error: original_max_position (1) must be in 2..4294967296 (2^32, the largest position)\n"},
     {"llama3_factor_tiny", "name: a\nhead_dim: 8\nscaling: {type: llama3, factor: 1e-320, original_max_position: 8192}\n",
      "s.yaml:3:33: error: factor (1e-320) gives inv_freq[3] = inf; every frequency must be finite and in (0, 1024]\n"},
     {"sinusoidal_base_tiny", "name: a\nencoding: sinusoidal\ndim: 8\nbase: 5e-324\n",

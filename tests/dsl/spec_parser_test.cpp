@@ -190,6 +190,28 @@ TEST(SpecParser, KvCacheDefaultsAndRoundTrip) {
   EXPECT_NE(spec_hash(plain), spec_hash(c));
 }
 
+// qk_norm: type defaults to rms, weight to per_head; the normalised text
+// writes every key (and parses back); specs without it keep their text.
+TEST(SpecParser, QkNormDefaultsAndRoundTrip) {
+  const RopeSpec s = parse_ok("name: t\nhead_dim: 128\nrotary_dim: 64\nqk_norm: {eps: 1.0e-6}\n");
+  EXPECT_TRUE(s.qk_norm.enabled);
+  EXPECT_EQ(s.qk_norm.type, QkNormType::Rms);
+  EXPECT_EQ(s.qk_norm.weight, QkNormWeight::PerHead);
+  EXPECT_EQ(s.qk_norm.eps, 1e-6);
+  EXPECT_FALSE(s.has_pass_through());  // the kernel writes the normalised dims past the rotary range itself
+  const std::string text = to_yaml(s);
+  EXPECT_NE(text.find("qk_norm:\n  type: rms\n  eps: 1e-06\n  weight: per_head\n"), std::string::npos) << text;
+  EXPECT_EQ(to_yaml(parse_ok(text)), text);
+  const RopeSpec gemma = parse_ok("name: t\nhead_dim: 8\nqk_norm: {type: rms_one_plus, eps: 0.001, weight: none}\n");
+  EXPECT_EQ(gemma.qk_norm.type, QkNormType::RmsOnePlus);
+  EXPECT_FALSE(gemma.qk_norm.has_weight());
+  EXPECT_NE(to_yaml(gemma).find("qk_norm:\n  type: rms_one_plus\n  eps: 0.001\n  weight: none\n"), std::string::npos);
+  const RopeSpec plain = parse_ok("name: t\nhead_dim: 128\nrotary_dim: 64\n");
+  EXPECT_EQ(to_yaml(plain).find("qk_norm"), std::string::npos);
+  EXPECT_TRUE(plain.has_pass_through());
+  EXPECT_NE(spec_hash(plain), spec_hash(s));
+}
+
 // fp8 caches: scale defaults to per_tensor and the normalised text writes it.
 TEST(SpecParser, KvCacheFp8) {
   for (const char* dtype : {"fp8_e4m3", "fp8_e5m2"}) {

@@ -10,6 +10,7 @@
 
 #include "ropegen/diagnostics.h"
 #include "runtime/device_probe.h"
+#include "support/sweep_subset.h"
 
 namespace ropegen::test {
 namespace {
@@ -51,7 +52,7 @@ bool device_binds(const Case& c, const Halide::Target& gpu) {
 
 Parity run_parity(const std::string& what, const std::vector<Case>& cases, const Halide::Target& gpu, Memory memory) {
   Parity p;
-  for (const Case& c : cases) {
+  for (const Case& c : sweep_subset(cases)) {
     if (memory == Memory::Device && !device_binds(c, gpu)) {
       p.unbound++;
       continue;

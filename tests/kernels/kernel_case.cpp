@@ -10,7 +10,8 @@
 
 #include "lowering/storage.h"
 #include "ropegen/spec_io.h"
-#include "runtime/jit_kernel.h"
+#include "ropegen/kernel.h"
+#include "ropegen/runtime.h"
 #include "call/contract.h"
 #include "kernels/device_mirror.h"
 #include "support/reference.h"
@@ -110,11 +111,10 @@ CaseOutputs run_case_or_throw(const Case& c, const Halide::Target& target, Memor
   }
   call.seq_len = seq_len;
 
-  lowering::KernelVariant variant;
+  KernelVariant variant;
   variant.with_k = k.has_value();
   variant.position_type = c.int64_positions ? IdType::Int64 : IdType::Int32;
   variant.backward = c.backward;
-  runtime::JitKernel kernel(spec, variant, target);
 
   const Halide::Type type = lowering::storage_type(spec.dtype);
   const ElementType element_type = ropegen::call::element_type(ropegen::call::call_contract(spec));
@@ -138,6 +138,28 @@ CaseOutputs run_case_or_throw(const Case& c, const Halide::Target& target, Memor
     rc.positions = ropegen::Tensor::dense(c.int64_positions ? static_cast<void*>(pos64.data()) : pos32.data(),
                                           c.int64_positions ? ElementType::Int64 : ElementType::Int32, pos_shape.data(),
                                           static_cast<int>(pos_shape.size()));
+  // qk_norm's weights, one [head_dim] vector each for q and k.
+  std::optional<Tensor> q_weight, k_weight;
+  if (spec.qk_norm.has_weight()) {
+    auto weight = [&](ref::Call& reference, std::vector<double> ref::Call::*field) {
+      Tensor w = make_tensor(spec, {c.head_dim}, rng);
+      std::uniform_real_distribution<float> near_one(0.5f, 1.5f);
+      for (int64_t i = 0; i < c.head_dim; ++i) {
+        w.values[i] = round_to(spec.dtype, near_one(rng));
+        if (spec.dtype == DType::F32) static_cast<float*>(w.storage.data())[i] = w.values[i];
+        else if (spec.dtype == DType::F16) static_cast<Halide::float16_t*>(w.storage.data())[i] = Halide::float16_t(w.values[i]);
+        else static_cast<Halide::bfloat16_t*>(w.storage.data())[i] = Halide::bfloat16_t(w.values[i]);
+      }
+      reference.*field = std::vector<double>(w.values.begin(), w.values.end());
+      return w;
+    };
+    q_weight = weight(call, &ref::Call::q_norm_weight);
+    rc.q_norm_weight = tensor(q_weight->storage, q_weight->shape);
+    if (k) {
+      k_weight = weight(call, &ref::Call::k_norm_weight);
+      rc.k_norm_weight = tensor(k_weight->storage, k_weight->shape);
+    }
+  }
   std::vector<int32_t> cu(c.cu_seqlens.begin(), c.cu_seqlens.end());
   const bool device = memory == Memory::Device;
   if (device && cu.empty() && c.layout == "thd") cu = {0, c.S};  // device calls pass the starts the kernels read
@@ -156,10 +178,12 @@ CaseOutputs run_case_or_throw(const Case& c, const Halide::Target& target, Memor
     if (c.explicit_positions && c.int64_positions) mirror.add(pos64.data(), pos64.size() * 8);
     if (c.explicit_positions && !c.int64_positions) mirror.add(pos32.data(), pos32.size() * 4);
     if (!cu.empty()) mirror.add(cu.data(), cu.size() * 4);
-    run_prepared(kernel, spec, mirror.on_device(rc));
+    for (const std::optional<Tensor>* w : {&q_weight, &k_weight})
+      if (*w) mirror.add((*w)->storage.data(), (*w)->storage.size_in_bytes());
+    run_kernel(spec, variant, target, mirror.on_device(rc));
     mirror.copy_back();
   } else {
-    run_prepared(kernel, spec, rc);
+    run_kernel(spec, variant, target, rc);
   }
 
   auto check = [&](const Tensor& in, const Halide::Buffer<>& out, bool is_key, const char* what) {
@@ -187,17 +211,17 @@ CaseOutputs run_case_or_throw(const Case& c, const Halide::Target& target, Memor
 
 std::string Case::spec_text() const {
   return fmt::format("name: t\nhead_dim: {}\nrotary_dim: {}\nrotary_offset: {}\npairing: {}\nlayout: {}\n"
-                     "dtype: {}\npositions: {}\n{}{}{}",
+                     "dtype: {}\npositions: {}\n{}{}{}{}",
                      head_dim, rotary_dim, rotary_offset, pairing, layout, dtype,
                      explicit_positions ? "explicit" : "implicit", scaling, xpos,
-                     output_pairing.empty() ? "" : "output_pairing: " + output_pairing + "\n");
+                     output_pairing.empty() ? "" : "output_pairing: " + output_pairing + "\n", qk_norm);
 }
 
 std::string Case::describe() const {
-  return fmt::format("{}{} {} {} D={} R={} off={} B={} S={} H={} Hk={} pos={}{}{} offset={} in_place={} | {}{}",
+  return fmt::format("{}{} {} {} D={} R={} off={} B={} S={} H={} Hk={} pos={}{}{} offset={} in_place={} | {}{}{}",
                      backward ? "backward " : "", layout, pairing, dtype, head_dim, rotary_dim, rotary_offset, B, S, H,
                      Hk, explicit_positions ? "explicit" : "implicit", shared_positions ? "[S]" : "",
-                     int64_positions ? " i64" : "", offset, in_place, scaling, xpos);
+                     int64_positions ? " i64" : "", offset, in_place, scaling, xpos, qk_norm);
 }
 
 CaseOutputs run_case(const Case& c, const Halide::Target& target, Memory memory) {
@@ -233,10 +257,12 @@ ropegen::Tensor host_tensor(const void* data, ElementType type, const std::vecto
   return t;
 }
 
-void run_prepared(runtime::CompiledKernel& kernel, const RopeSpec& spec, const Call& call) {
-  Result<call::PreparedCall> prepared = call::prepare_call(spec, call);
-  ASSERT_TRUE(prepared.ok()) << format(prepared.errors());
-  kernel.run(*prepared);
+void run_kernel(const RopeSpec& spec, const KernelVariant& variant, const Halide::Target& target,
+                const Call& call) {
+  Result<std::shared_ptr<Kernel>> kernel = Runtime::process().get(spec, variant, target.to_string());
+  ASSERT_TRUE(kernel.ok()) << format(kernel.errors());
+  const Status run = (*kernel)->run(call);
+  ASSERT_TRUE(run.ok()) << format(run.errors());
 }
 
 }  // namespace ropegen::test

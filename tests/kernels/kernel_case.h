@@ -24,6 +24,9 @@ struct Case {
   bool backward = false;  // the gradient (rotation by -angle): q and k are upstream gradients
   int64_t offset = 0;
   std::vector<int64_t> cu_seqlens;  // thd
+  // A qk_norm section ("qk_norm: {...}\n"); with weight per_head the case
+  // passes random weights in [0.5, 1.5) (q's and k's differ).
+  std::string qk_norm;
 
   std::string spec_text() const;
   std::string describe() const;
@@ -44,9 +47,14 @@ enum class Memory { Host, Device };
 // never throws). The outputs are empty when the case could not run.
 CaseOutputs run_case(const Case& c, const Halide::Target& target, Memory memory = Memory::Host);
 
-// Prepares `call` for `spec` (a test failure names what prepare_call
-// refused) and runs it on `kernel`.
-void run_prepared(runtime::CompiledKernel& kernel, const RopeSpec& spec, const Call& call);
+// Runs `call` on the kernel of `spec` and `variant` for `target` (a test
+// failure names what was refused). Kernels come from the process's Runtime:
+// its memory level shares a kernel among the cases of a test, its disk cache
+// (ROPEGEN_CACHE_DIR, which ctest sets in the build tree) shares host
+// kernels among the tests of one executable (the parity tests' host side
+// reuses the CPU sweeps' kernels).
+void run_kernel(const RopeSpec& spec, const KernelVariant& variant, const Halide::Target& target,
+                const Call& call);
 
 // A host tensor over `data`; strides empty: dense.
 ropegen::Tensor host_tensor(const void* data, ElementType type, const std::vector<int64_t>& shape,

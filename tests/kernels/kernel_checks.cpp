@@ -10,7 +10,7 @@
 #include "kernels/device_mirror.h"
 #include "kernels/kernel_case.h"
 #include "runtime/host_tensor.h"
-#include "runtime/jit_kernel.h"
+#include "ropegen/runtime.h"
 #include "ropegen/spec_io.h"
 #include "support/reference.h"
 
@@ -33,9 +33,9 @@ double max_trig_error(double theta, int64_t max_position, const Halide::Target& 
   for (int64_t t = 0; t < tokens; ++t)
     for (int i = 0; i < 64; ++i) q[t * 128 + i] = 1.0f;  // half pairing: (x_i, x_{i+64}) = (1, 0)
   runtime::HostStorage in = runtime::to_storage(q, DType::F32), out = in.empty_like();
-  lowering::KernelVariant variant;
-  variant.position_type = positions == TrigPositions::Int32Ids ? IdType::Int32 : IdType::Int64;
-  runtime::JitKernel kernel(spec, variant, target);
+  KernelVariant variant;
+  variant.position_type =
+      positions == TrigPositions::Int64Ids ? IdType::Int64 : IdType::Int32;  // implicit: the call's default
   Call call;
   const std::vector<int64_t> shape = {tokens, 1, 128};
   call.q = host_tensor(in.data(), in.element_type(), shape);
@@ -49,7 +49,7 @@ double max_trig_error(double theta, int64_t max_position, const Halide::Target& 
     call.positions = host_tensor(ids.data(), ElementType::Int64, {tokens});
   }
   call.seq_len = max_position + 1;
-  run_prepared(kernel, spec, call);
+  run_kernel(spec, variant, target, call);
   const std::vector<float> got = out.to_float();
   if (outputs) *outputs = got;
   double worst = 0;
@@ -72,9 +72,9 @@ double max_sinusoidal_error(int64_t max_position, const Halide::Target& target, 
     ids[t] = implicit ? max_position - (tokens - 1) + t : max_position - t * 997 % max_position;
   std::vector<int32_t> ids32(ids.begin(), ids.end());
   runtime::HostStorage in = runtime::to_storage(std::vector<float>(tokens * 128, 0.0f), DType::F32), out = in.empty_like();
-  lowering::KernelVariant variant;
-  variant.position_type = positions == TrigPositions::Int32Ids ? IdType::Int32 : IdType::Int64;
-  runtime::JitKernel kernel(spec, variant, target);
+  KernelVariant variant;
+  variant.position_type =
+      positions == TrigPositions::Int64Ids ? IdType::Int64 : IdType::Int32;  // implicit: the call's default
   Call call;
   const std::vector<int64_t> shape = {1, tokens, 128};
   call.q = host_tensor(in.data(), in.element_type(), shape);
@@ -82,7 +82,7 @@ double max_sinusoidal_error(int64_t max_position, const Halide::Target& target, 
   if (implicit) call.offset = ids[0];
   else if (positions == TrigPositions::Int32Ids) call.positions = host_tensor(ids32.data(), ElementType::Int32, {1, tokens});
   else call.positions = host_tensor(ids.data(), ElementType::Int64, {1, tokens});
-  run_prepared(kernel, spec, call);
+  run_kernel(spec, variant, target, call);
   const std::vector<float> got = out.to_float();
   double worst = 0;
   for (int64_t t = 0; t < tokens; ++t)
@@ -128,17 +128,16 @@ void check_fused_qkv(const char* layout, bool in_place, const Halide::Target& ta
   call.out_q = host_tensor(dst, ElementType::Float32, shape_with_heads(Hq), strides);
   call.out_k = host_tensor(dst + Hq * D, ElementType::Float32, shape_with_heads(Hk), strides);
   call.seq_len = S;
-  lowering::KernelVariant variant;
+  KernelVariant variant;
   variant.with_k = true;
-  runtime::JitKernel kernel(spec, variant, target);
   if (memory == Memory::Device) {
     DeviceMirror mirror(target);
     mirror.add(fused.data(), fused.size() * 4);
     if (!in_place) mirror.add(out.data(), out.size() * 4);
-    run_prepared(kernel, spec, mirror.on_device(call));
+    run_kernel(spec, variant, target, mirror.on_device(call));
     mirror.copy_back();
   } else {
-    run_prepared(kernel, spec, call);
+    run_kernel(spec, variant, target, call);
   }
 
   // Reference on dense copies of the slices.

@@ -133,6 +133,33 @@ std::vector<Case> sweep_gpu_shapes() {
   return cases;
 }
 
+std::vector<Case> sweep_qk_norm() {
+  std::vector<Case> cases;
+  auto add = [&](Case c) { cases.push_back(c); };
+  Case c;
+  // Qwen3: whole rotary range, GQA.
+  c = Case{}, c.head_dim = c.rotary_dim = 128, c.B = 2, c.S = 9, c.H = 4, c.Hk = 2;
+  c.qk_norm = "qk_norm: {type: rms, eps: 1.0e-6, weight: per_head}\n", add(c);
+  // Gemma's 1 + w, partial interleaved with an offset, bf16, in place, sbhd.
+  c = Case{}, c.layout = "sbhd", c.dtype = "bf16", c.pairing = "interleaved", c.head_dim = 64, c.rotary_dim = 32;
+  c.rotary_offset = 16, c.B = 2, c.S = 7, c.H = 3, c.Hk = 1, c.in_place = true, c.offset = 11;
+  c.qk_norm = "qk_norm: {type: rms_one_plus, eps: 1.0e-6, weight: per_head}\n", add(c);
+  // No weight, f16, thd with explicit int64 ids over three sequences, a scaling.
+  c = Case{}, c.layout = "thd", c.dtype = "f16", c.head_dim = 256, c.rotary_dim = 64, c.B = 1, c.S = 13, c.H = 2;
+  c.Hk = 2, c.explicit_positions = true, c.int64_positions = true, c.cu_seqlens = {0, 4, 5, 13};
+  c.scaling = "scaling: {type: yarn, factor: 8, original_max_position: 64}\n";
+  c.qk_norm = "qk_norm: {type: rms, eps: 0.001, weight: none}\n", add(c);
+  // DeepSeek-V3's read interleaved, write half, on a head dim no vector
+  // multiple, bhsd, dims on both sides of the rotary range.
+  c = Case{}, c.layout = "bhsd", c.pairing = "interleaved", c.output_pairing = "half", c.head_dim = 130;
+  c.rotary_dim = 34, c.rotary_offset = 90, c.B = 2, c.S = 5, c.H = 5, c.Hk = 3;
+  c.qk_norm = "qk_norm: {type: rms, eps: 1.0e-5, weight: per_head}\n", add(c);
+  // q alone, bf16, out of place, one token.
+  c = Case{}, c.dtype = "bf16", c.head_dim = 128, c.rotary_dim = 96, c.B = 3, c.S = 1, c.H = 8, c.Hk = 0, c.offset = 4000;
+  c.qk_norm = "qk_norm: {type: rms_one_plus, eps: 1.0e-6, weight: per_head}\n", add(c);
+  return cases;
+}
+
 std::vector<Case> backward_of(std::vector<Case> cases) {
   for (Case& c : cases) c.backward = true;
   return cases;

@@ -32,6 +32,7 @@
 #include "ropegen/spec_io.h"
 #include "support/golden.h"
 #include "support/reference.h"
+#include "support/sweep_subset.h"
 
 namespace ropegen {
 namespace {
@@ -51,6 +52,7 @@ struct KvCase {
   float k_scale = 0, v_scale = 0;        // fp8 caches; 0: not given (1)
   bool specials = false;                 // saturating, NaN, infinite, tiny and zero values in k and v
   int rotation_offset = 0;               // paged: tokens rotate at their cache position + this (cache_positions)
+  std::string qk_norm;                   // a qk_norm mapping ("{...}"); weight per_head: q's and k's passed
   std::string target = "host";
 
   bool fp8() const { return kv_dtype.rfind("fp8", 0) == 0; }
@@ -59,19 +61,20 @@ struct KvCase {
     std::string kv = fmt::format("kv_cache: {{layout: {}, dtype: {}", layout, kv_dtype);
     if (layout != "contiguous") kv += fmt::format(", page_size: {}", page_size);
     return fmt::format("name: kv\nhead_dim: {}\nrotary_dim: {}\npairing: {}\nlayout: thd\ndtype: {}\n"
-                       "positions: explicit\n{}}}\n",
-                       head_dim, rotary_dim, pairing, dtype, kv);
+                       "positions: explicit\n{}}}\n{}",
+                       head_dim, rotary_dim, pairing, dtype, kv, qk_norm.empty() ? "" : "qk_norm: " + qk_norm + "\n");
   }
 };
 
 void PrintTo(const KvCase& c, std::ostream* os) {
-  *os << fmt::format("{} [{} page_size {} {}->{} q{} k{} D{} rot{} v{} {} tokens {} cached {} padding {}{}{}{}{} {}]",
+  *os << fmt::format("{} [{} page_size {} {}->{} q{} k{} D{} rot{} v{} {} tokens {} cached {} padding {}{}{}{}{}{} {}]",
                      c.name, c.layout, c.page_size, c.dtype, c.kv_dtype, c.q_heads, c.k_heads, c.head_dim,
                      c.rotary_dim, c.v_dim, c.pairing, fmt::join(c.new_tokens, ","), fmt::join(c.cached, ","),
                      c.padding, c.out_k ? " out_k" : "",
                      c.fp8() ? fmt::format(" k_scale {} v_scale {}", c.k_scale, c.v_scale) : "",
                      c.specials ? " specials" : "",
-                     c.rotation_offset ? fmt::format(" rotated at cache position + {}", c.rotation_offset) : "", c.target);
+                     c.rotation_offset ? fmt::format(" rotated at cache position + {}", c.rotation_offset) : "",
+                     c.qk_norm.empty() ? "" : " qk_norm " + c.qk_norm, c.target);
 }
 
 DType dtype_of(const std::string& s) { return s == "f32" ? DType::F32 : s == "f16" ? DType::F16 : DType::BF16; }
@@ -230,6 +233,12 @@ CacheBytes run_case(const KvCase& c) {
   } else {
     call.slot_mapping = dense_ids(slot_mapping);
   }
+  // qk_norm's weights near 1, exact in the dtype.
+  std::vector<float> wq(c.head_dim), wk(c.head_dim);
+  for (int i = 0; i < c.head_dim; ++i) wq[i] = 1.0f + 0.0625f * (i % 7), wk[i] = 1.5f - 0.03125f * (i % 5);
+  runtime::HostStorage q_weight = runtime::to_storage(wq, dt), k_weight = runtime::to_storage(wk, dt);
+  if (spec.qk_norm.has_weight())
+    call.q_norm_weight = dense(q_weight, {c.head_dim}), call.k_norm_weight = dense(k_weight, {c.head_dim});
   const Status s = Runtime::process().run(spec, call, c.target);
   EXPECT_TRUE(s) << format(s.errors());
   if (!s) return result;
@@ -238,6 +247,7 @@ CacheBytes run_case(const KvCase& c) {
   // The reference: q and k rotated in float64 (thd), then appended.
   ref::Call rc;
   rc.positions = ref::Tensor{{T}, std::vector<double>(rotated_at.begin(), rotated_at.end())};
+  rc.q_norm_weight.assign(wq.begin(), wq.end()), rc.k_norm_weight.assign(wk.begin(), wk.end());
   const ref::Tensor q_ref = ref::reference_apply(spec, as_ref(q_shape, q_in), false, rc);
   const ref::Tensor k_ref = ref::reference_apply(spec, as_ref(k_shape, k_in), true, rc);
   auto expect_near = [&](const std::vector<float>& got, const std::vector<double>& want, DType t, const char* what) {
@@ -382,6 +392,21 @@ std::vector<KvCase> fp8_cases() {
   return out;
 }
 
+// qk_norm with the append: the caches get normalised, rotated k (the dims
+// past the rotary range normalised) and v as it is; Gemma's 1 + w on a
+// partial interleaved bf16 row with out_k, and no weight into an fp8 cache.
+std::vector<KvCase> qk_norm_cases() {
+  KvCase gemma;
+  gemma.name = "qk_norm", gemma.dtype = gemma.kv_dtype = "bf16", gemma.head_dim = 64, gemma.rotary_dim = 32;
+  gemma.v_dim = 64, gemma.pairing = "interleaved", gemma.out_k = true, gemma.page_size = 4, gemma.padding = 1;
+  gemma.qk_norm = "{type: rms_one_plus, eps: 1.0e-6, weight: per_head}";
+  KvCase fp8;
+  fp8.name = "qk_norm", fp8.layout = "contiguous", fp8.kv_dtype = "fp8_e4m3", fp8.k_scale = 0.5f, fp8.v_scale = 2.0f;
+  fp8.head_dim = fp8.rotary_dim = fp8.v_dim = 128, fp8.q_heads = 8, fp8.k_heads = 2;
+  fp8.qk_norm = "{eps: 0.001, weight: none}";
+  return {gemma, fp8};
+}
+
 std::vector<KvCase> host_cases() {
   std::vector<KvCase> out;
   for (std::string layout : {"paged_nhd", "paged_hnd", "contiguous"})
@@ -425,6 +450,8 @@ std::vector<KvCase> host_cases() {
   // fp8 (appended: the GPU tests pick cases by index).
   const std::vector<KvCase> fp8 = fp8_cases();
   out.insert(out.end(), fp8.begin(), fp8.end());
+  const std::vector<KvCase> norm = qk_norm_cases();
+  out.insert(out.end(), norm.begin(), norm.end());
   return out;
 }
 INSTANTIATE_TEST_SUITE_P(Host, KvAppend, ::testing::ValuesIn(host_cases()));
@@ -435,6 +462,14 @@ TEST(KvAppendVulkan, MatchesReferenceAndWritesOnlyAddressedEntries) {
   const std::vector<KvCase> all = host_cases();
   for (size_t i : {0, 4, 6, 7, 8, 9, 11, 13, 16}) {
     KvCase c = all.at(i);
+    c.target = v.target->to_string();
+    run_case(c);
+  }
+}
+
+TEST(KvAppendVulkan, QkNormMatchesReference) {
+  ROPEGEN_REQUIRE_GPU(v, "vulkan");
+  for (KvCase c : qk_norm_cases()) {
     c.target = v.target->to_string();
     run_case(c);
   }
@@ -457,7 +492,7 @@ bool same_fp8_codes(const std::vector<uint8_t>& got, const std::vector<uint8_t>&
 // for bit against the host's caches.
 TEST(KvAppendVulkan, Fp8CachesMatchTheHostBitForBit) {
   ROPEGEN_REQUIRE_GPU(v, "vulkan");
-  for (const KvCase& host : fp8_cases()) {
+  for (const KvCase& host : test::sweep_subset(fp8_cases())) {
     const CacheBytes want = run_case(host);
     KvCase c = host;
     c.target = v.target->to_string();

@@ -47,6 +47,10 @@ TEST(VulkanKernel, OutputPairingDiffersFromInputPairing) {
   ROPEGEN_REQUIRE_GPU(v, "vulkan");
   test::expect_parity("output pairing", test::sweep_output_pairing(), *v.target);
 }
+TEST(VulkanKernel, QkNormThenRope) {
+  ROPEGEN_REQUIRE_GPU(v, "vulkan");
+  test::expect_parity("qk_norm", test::sweep_qk_norm(), *v.target);
+}
 TEST(VulkanEncodings, SinusoidalAndLearned) {
   ROPEGEN_REQUIRE_GPU(v, "vulkan");
   test::run_encoding_sweep(test::sweep_sinusoidal_and_learned(), "vulkan", true);

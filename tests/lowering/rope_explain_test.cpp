@@ -191,8 +191,8 @@ double nearest_bf16(double x) {
   std::memcpy(&bits, &f, 4);
   double best = 0, best_error = INFINITY;
   bool best_even = false;
-  for (int64_t step : {-1, 0, 1}) {
-    const uint32_t b = static_cast<uint32_t>(((bits >> 16) + step) << 16);
+  for (uint32_t step : {0xffffu, 0u, 1u}) {  // -1, 0, +1 in the top half, wrapping (no shift of a negative)
+    const uint32_t b = ((bits >> 16) + step) << 16;
     float v;
     std::memcpy(&v, &b, 4);
     const double error = std::fabs(static_cast<double>(v) - x);
@@ -367,7 +367,7 @@ TEST(ExplainOptionsCheck, RefusesOutOfRange) {
   ExplainOptions o;
   o.max_pos = 0;
   EXPECT_FALSE(explain(spec, o).ok());
-  o.max_pos = (int64_t{1} << 53) + 1;
+  o.max_pos = (int64_t{1} << 32) + 1;
   EXPECT_FALSE(explain(spec, o).ok());
   o.max_pos = 10;
   o.seq_len = 0;

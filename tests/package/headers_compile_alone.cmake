@@ -2,7 +2,7 @@
 # own with include/ as the only project include path (no Halide, no source
 # tree), and pulls in nothing of fmt, yaml-cpp, nlohmann/json or Halide (they
 # sit in /usr/include, so the compiler's list of opened files is checked too).
-# C++ headers as C++17; ropegen_c.h also as strict C99.
+# C++ headers as C++17; ropegen_c.h and ropegen_aot.h also as strict C99.
 #   -DCXX=... -DCC=... -DINCLUDE_DIR=<source>/include -DWORK_DIR=<scratch>
 cmake_minimum_required(VERSION 3.28)
 foreach(var CXX CC INCLUDE_DIR WORK_DIR)
@@ -50,6 +50,7 @@ foreach(header IN LISTS headers)
   compile("c++17" "${header}" cpp "${CXX}" -x c++ -std=c++17 ${strict})
 endforeach()
 compile("c99" ropegen/ropegen_c.h c "${CC}" -x c -std=c99 ${strict})
+compile("c99" ropegen/ropegen_aot.h c "${CC}" -x c -std=c99 ${strict})
 
 if(failed)
   list(JOIN failed "\n  " failed)

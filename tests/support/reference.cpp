@@ -345,7 +345,9 @@ Freqs reference_freqs(const RopeSpec& spec, std::optional<int64_t> seq_len,
   return out;
 }
 
-Tensor reference_apply(const RopeSpec& spec, const Tensor& x, bool is_key, const Call& call) {
+Tensor reference_apply(const RopeSpec& spec, const Tensor& input, bool is_key, const Call& call) {
+  const Tensor x =
+      spec.qk_norm.enabled ? reference_qk_norm(spec, input, is_key ? call.k_norm_weight : call.q_norm_weight) : input;
   Tensor out = x;
   for_each_pair(spec, x, is_key, call, [&](const PairSite& p) {
     const LD a = x.data[p.ia], b = x.data[p.ib];

@@ -52,9 +52,18 @@ struct Call {
   // frequency.scheme table: [max_pos, rotary_dim], row p = [cos | sin] of the
   // pairs at position p (attention factor included), used as it is.
   std::optional<Tensor> cos_sin_cache;
+  // qk_norm weight per_head: the norms' weights [head_dim].
+  std::vector<double> q_norm_weight, k_norm_weight;
 };
 
-// Rotates x (q if !is_key, k if is_key) laid out per spec.layout:
+// qk_norm (spec.qk_norm): each row x (the last dim, head_dim) as
+// x / sqrt(mean(x^2) + eps) * w' (w' = w, 1 + w for rms_one_plus, 1 for
+// weight none), the norm over all head_dim dims: Qwen3RMSNorm's and
+// Gemma3RMSNorm's formula without their float32 and dtype roundings.
+Tensor reference_qk_norm(const RopeSpec& spec, const Tensor& x, const std::vector<double>& weight);
+
+// Rotates x (q if !is_key, k if is_key; with qk_norm, x normalised first
+// with call.q_norm_weight or k_norm_weight) laid out per spec.layout:
 // bshd [B,S,H,D], bhsd [B,H,S,D], sbhd [S,B,H,D], thd [T,H,D]; D = head_dim.
 // Throws std::invalid_argument on inconsistent shapes.
 Tensor reference_apply(const RopeSpec& spec, const Tensor& x, bool is_key, const Call& call);

@@ -140,5 +140,25 @@ TEST(CpuCode, RotationUsesVectorFmaWhereTheCpuHasIt) {
   }
 }
 
+// qk_norm (Qwen3's heads, bf16, q and k): per row, the float64 partial
+// sums of squares are one vector (eight lanes), the rotation's pairs and the
+// whole-row stores are vectors, and k still runs in q's parallel loops.
+TEST(CpuCode, QkNormRowsAreVectorised) {
+  const RopeSpec spec = parse_spec("name: q\nhead_dim: 128\nrotary_dim: 64\ndtype: bf16\n"
+                                   "qk_norm: {eps: 1.0e-6}\n", "qwen3.yaml").value();
+  lowering::KernelVariant variant;
+  variant.with_k = true;
+  Result<std::string> code = targets::pipeline_code(spec, variant, Halide::Target("x86-64-linux-avx512_zen4"),
+                                                    targets::PipelineCode::LoweredStmt);
+  ASSERT_TRUE(code.ok());
+  const std::string stmt = std::regex_replace(code.value(), std::regex("\\$[0-9]+"), "");
+  for (const char* stage : {"q_square_sums", "k_square_sums"})
+    EXPECT_TRUE(std::regex_search(stmt, std::regex(std::string(stage) + "\\[ramp\\([^\\]]*, 1, 8\\)\\] = "))) << stage;
+  for (const char* stage : {"rotated_q", "rotated_k", "out_q", "out_k"})
+    EXPECT_TRUE(std::regex_search(stmt, std::regex(std::string(stage) + "\\[ramp\\([^\\]]*, 1, 16\\)( aligned[^\\]]*)?\\] = ")))
+        << stage;
+  EXPECT_EQ(stmt.find("par_for_out_k"), std::string::npos) << stmt;
+}
+
 }  // namespace
 }  // namespace ropegen

@@ -1,23 +1,31 @@
 #include "build_output_dir.h"
 
-#include <fstream>
-
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "cli_error.h"
+#include "dsl/regular_file.h"
 
 namespace ropegen::cli {
 namespace {
 
 namespace fs = std::filesystem;
 
+// A manifest lists a few dozen files: anything far larger is not one.
+constexpr size_t kMaxManifestBytes = size_t{1} << 20;
+
 // The files a previous build listed in DIR/manifest.json; empty when there
-// is none or it is not rope-gen's.
+// is none or it is not rope-gen's. A manifest.json that is no regular file
+// (a FIFO would block the read, a directory is no manifest) is refused.
 std::set<std::string> previous_build_files(const fs::path& dir) {
-  std::ifstream in(dir / "manifest.json");
-  if (!in) return {};
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  const fs::path path = dir / "manifest.json";
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(path, ec))) return {};
+  const Result<std::string> text = dsl::read_regular_file(path.string(), kMaxManifestBytes);
+  if (!text)
+    fail(fmt::format("-o {}: cannot read {}: {}; pick a new or empty directory", dir.string(), path.string(),
+                     text.errors().front().message));
+  const nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object() || !j.contains("format") || !j["format"].is_string() ||
       j["format"].get<std::string>().rfind("rope-gen-aot-library/", 0) != 0 || !j.contains("files") ||
       !j["files"].is_object())

@@ -94,7 +94,8 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--shape", a->shape, "rope: B,S,H (batch, tokens, heads of q); sinusoidal, learned: B,S; alibi: B,Sq,Sk")
       ->required();
   cmd->add_flag("--backward", a->options.backward, "rope: time the backward kernel (dL/dq from dL/d(out_q))");
-  cmd->add_option("--k-heads", a->options.k_heads, "also rotate k with this many heads");
+  cmd->add_option("--k-heads", a->options.k_heads, "also rotate k with this many heads")
+      ->check(CLI::Range(int64_t{1}, int64_t{INT32_MAX}));
   cmd->add_option("--positions", a->positions,
                   "sequential (0..S-1 per sequence, default) or random: explicit ids uniform in [0, 8192), fixed "
                   "seed (decode); a spec with implicit positions is then timed as its `positions: explicit` variant")

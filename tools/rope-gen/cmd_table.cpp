@@ -32,7 +32,8 @@ void run_table(const TableOptions& o) {
   const int axes = spec.axes.count();
   std::vector<int64_t> positions;
   if (o.max_pos) {
-    if (*o.max_pos < 1 || *o.max_pos - 1 > kMaxPosition) fail("--max-pos must be in 1..2^53 + 1 (positions 0..2^53)");
+    if (*o.max_pos < 1 || *o.max_pos - 1 > kMaxPosition)
+      fail(fmt::format("--max-pos must be in 1..{0} + 1 (positions 0..{0})", kMaxPositionText));
     // The ids and the float32 table, before either is allocated.
     const int64_t columns = spec.encoding == Encoding::Rope ? spec.rotary_dim : spec.dim;
     unwrap(runtime::host_bytes_for({{*o.max_pos, 8 * std::max(axes, 1)}, {*o.max_pos, 4 * int64_t{columns}}},

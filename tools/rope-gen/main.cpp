@@ -11,6 +11,7 @@
 
 #include "cli_error.h"
 #include "commands.h"
+#include "number_flags.h"
 #include "runtime/halide_messages.h"
 
 int main(int argc, char** argv) {
@@ -29,6 +30,7 @@ int main(int argc, char** argv) {
   ropegen::cli::add_table_command(app);
   ropegen::cli::add_build_command(app);
   ropegen::cli::add_cache_command(app);
+  ropegen::cli::check_number_flags(app);
   std::vector<char*> args(argv, argv + argc);
   static char build[] = "build";
   if (ropegen::cli::is_bare_spec_call(app, argc, argv)) args.insert(args.begin() + 1, build);

@@ -31,7 +31,7 @@
 
 #include "base/cuda_driver_api.h"
 #include "call/device_context.h"
-#include "ropegen/ropegen_c.h"
+#include "ropegen/ropegen_aot.h"
 
 namespace {
 

@@ -37,7 +37,7 @@
 #include <string>
 #include <vector>
 
-#include "ropegen/ropegen_c.h"
+#include "ropegen/ropegen_aot.h"
 #include "targets/aot/device_hooks/vulkan_device_choice.h"
 
 extern "C" {

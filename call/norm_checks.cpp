@@ -1,0 +1,41 @@
+// qk_norm's weights: a [head_dim] vector per rotated tensor, for specs
+// whose norm has `weight: per_head`, and nothing otherwise.
+#include <fmt/format.h>
+
+#include "call/checks.h"
+
+namespace ropegen::call {
+namespace {
+
+void check_weight(CheckContext& x, Arg a, bool needed) {
+  const char* name = x.name(a);
+  const std::optional<Tensor>& w = x.given(a);
+  if (!has_qk_norm(x.c) || !x.c.qk_norm_weight) {
+    if (w)
+      x.fail(name, fmt::format("{} is for specs with `qk_norm: {{weight: per_head}}`; this spec {}", name,
+                               has_qk_norm(x.c) ? "normalises without a weight (weight: none)" : "has no qk_norm"));
+    return;
+  }
+  if (!needed) {
+    if (w) x.fail(name, fmt::format("{} is given without k", name));
+    return;
+  }
+  if (!w) {
+    x.fail(name, fmt::format("the spec has `qk_norm: {{weight: per_head}}`: pass {}, shaped ({},) in the spec's dtype",
+                             name, x.c.row_dim));
+    return;
+  }
+  if (w->rank != 1 || w->shape[0] != x.c.row_dim)
+    x.fail(name, fmt::format("{} has shape {} but must be ({},) (head_dim)", name, shape_str(*w), x.c.row_dim));
+}
+
+}  // namespace
+
+void check_norm_weights(CheckContext& x) {
+  check_weight(x, Arg::QNormWeight, true);
+  check_weight(x, Arg::KNormWeight, x.k.has_value());
+  if (has_qk_norm(x.c) && x.call.backward)
+    x.fail("backward", "backward calls of qk_norm specs are not supported yet (the norm's gradient is not generated)");
+}
+
+}  // namespace ropegen::call

@@ -1,0 +1,32 @@
+// qk_norm: q and k normalised per head before the rotation. x̂ = x / rms
+// · w' with rms = sqrt(mean over the head's dims of x² + eps) (w' = w,
+// 1 + w, or 1 without a weight). The sum of squares is float64 (each
+// square exact) in one fixed order: eight interleaved partial sums (dim
+// 8i + j into sum j), then the eight in turn, so every target and schedule
+// adds alike; 1 / rms is the float32 nearest it (found with float64
+// multiplies only); x̂ itself is float32, rounded once more at the store.
+#pragma once
+
+#include <Halide.h>
+
+#include "abi/arguments.h"
+#include "ropegen/spec.h"
+
+namespace ropegen::lowering {
+
+struct RopeAlgorithm;
+struct RotatedTensor;
+
+// The partial sums' count: the sum's order, part of the algorithm.
+inline constexpr int kNormPartialSums = 8;
+
+// t.square_sums (j, h, s, b), t.inv_rms (h, s, b) and t.normed (d, h, s,
+// b), reading t.input and the weight argument `weight` (q_norm_weight or
+// k_norm_weight) when the spec has one.
+void define_qk_norm(const RopeSpec& spec, RopeAlgorithm& a, RotatedTensor& t, abi::Arg weight);
+
+// qk_norm's output: whole rows (d, h, s, b), the rotary dims from
+// t.rotated (in the output pairing), the others from t.normed.
+void define_whole_row_output(const RopeSpec& spec, const RopeAlgorithm& a, RotatedTensor& t);
+
+}  // namespace ropegen::lowering

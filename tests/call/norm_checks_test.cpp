@@ -1,0 +1,90 @@
+// call/norm_checks.cpp: qk_norm's weights, q_norm_weight and k_norm_weight,
+// each checked by name ([head_dim] in the spec's dtype, k_norm_weight
+// with k), and refused by specs that take none.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "call/prepare_call.h"
+#include "ropegen/spec_io.h"
+
+namespace ropegen {
+namespace {
+
+RopeSpec spec_from(const std::string& text) { return parse_spec(text, "test").value(); }
+
+const RopeSpec kNorm = spec_from("name: t\nhead_dim: 8\nrotary_dim: 4\ndtype: bf16\nqk_norm: {eps: 1.0e-6}\n");
+
+std::string messages(const RopeSpec& spec, const Call& call) {
+  const Result<call::PreparedCall> p = call::prepare_call(spec, call);
+  return p ? "" : format(p.errors());
+}
+
+class NormWeights : public ::testing::Test {
+ protected:
+  // q [1, 3, 2, 8] and k [1, 3, 1, 8] in bf16, with both weights.
+  Call call(ElementType type = ElementType::BFloat16) {
+    Call c;
+    c.q = Tensor::dense(q_.data(), type, {1, 3, 2, 8});
+    c.k = Tensor::dense(k_.data(), type, {1, 3, 1, 8});
+    c.q_norm_weight = Tensor::dense(wq_.data(), type, {8});
+    c.k_norm_weight = Tensor::dense(wk_.data(), type, {8});
+    return c;
+  }
+  std::vector<float> q_ = std::vector<float>(48), k_ = std::vector<float>(24), wq_ = std::vector<float>(8),
+                     wk_ = std::vector<float>(8);
+};
+
+TEST_F(NormWeights, GivenRightTheyPass) { EXPECT_EQ(messages(kNorm, call()), ""); }
+
+TEST_F(NormWeights, MissingOnesAreNamed) {
+  Call c = call();
+  c.q_norm_weight.reset();
+  EXPECT_EQ(messages(kNorm, c), "q_norm_weight: error: the spec has `qk_norm: {weight: per_head}`: pass "
+                                "q_norm_weight, shaped (8,) in the spec's dtype\n");
+  c = call();
+  c.k_norm_weight.reset();
+  EXPECT_EQ(messages(kNorm, c), "k_norm_weight: error: the spec has `qk_norm: {weight: per_head}`: pass "
+                                "k_norm_weight, shaped (8,) in the spec's dtype\n");
+  c = call();
+  c.k.reset();
+  EXPECT_EQ(messages(kNorm, c), "k_norm_weight: error: k_norm_weight is given without k\n");
+  c.k_norm_weight.reset();
+  EXPECT_EQ(messages(kNorm, c), "");  // q alone
+}
+
+TEST_F(NormWeights, ShapeAndDtype) {
+  Call c = call();
+  c.q_norm_weight = Tensor::dense(wq_.data(), ElementType::BFloat16, {4});
+  EXPECT_EQ(messages(kNorm, c), "q_norm_weight: error: q_norm_weight has shape (4,) but must be (8,) (head_dim)\n");
+  c = call();
+  c.k_norm_weight = Tensor::dense(wk_.data(), ElementType::BFloat16, {2, 4});
+  EXPECT_EQ(messages(kNorm, c), "k_norm_weight: error: k_norm_weight has shape (2, 4) but must be (8,) (head_dim)\n");
+  c = call();
+  c.q_norm_weight = Tensor::dense(wq_.data(), ElementType::Float32, {8});
+  EXPECT_EQ(messages(kNorm, c),
+            "q_norm_weight: error: q_norm_weight has dtype float32 but bfloat16 (the spec's dtype is bfloat16)\n");
+}
+
+TEST_F(NormWeights, RefusedBySpecsWithoutThem) {
+  const RopeSpec none = spec_from("name: t\nhead_dim: 8\nrotary_dim: 4\ndtype: bf16\nqk_norm: {eps: 1.0e-6, weight: none}\n");
+  Call c = call();
+  c.k_norm_weight.reset();
+  EXPECT_EQ(messages(none, c), "q_norm_weight: error: q_norm_weight is for specs with `qk_norm: {weight: per_head}`; "
+                               "this spec normalises without a weight (weight: none)\n");
+  const RopeSpec plain = spec_from("name: t\nhead_dim: 8\nrotary_dim: 4\ndtype: bf16\n");
+  c = call();
+  c.q_norm_weight.reset();
+  EXPECT_EQ(messages(plain, c), "k_norm_weight: error: k_norm_weight is for specs with `qk_norm: {weight: per_head}`; "
+                                "this spec has no qk_norm\n");
+}
+
+TEST_F(NormWeights, BackwardIsRefused) {
+  Call c = call();
+  c.backward = true;
+  EXPECT_EQ(messages(kNorm, c), "backward: error: backward calls of qk_norm specs are not supported yet (the norm's "
+                                "gradient is not generated)\n");
+}
+
+}  // namespace
+}  // namespace ropegen
