@@ -38,10 +38,11 @@ std::vector<std::pair<targets::aot::EntryPoint, std::string>> entries_for(const 
   for (const targets::aot::EntryPoint& e : targets::aot::entry_points(spec)) {
     if (e.kind == Kind::PassThrough && !symbols.pass_through.empty()) out.emplace_back(e, symbols.pass_through);
     const bool same_positions = !e.explicit_positions || e.variant.position_type == variant.position_type;
+    // One entry: kv_cache specs list the append with and without v.
     if (e.kind == Kind::Rope && e.variant.with_k == variant.with_k && e.variant.backward == variant.backward &&
-        same_positions) {
+        e.variant.with_v == variant.with_v && same_positions) {
       targets::aot::EntryPoint rope = e;
-      rope.variant = variant;  // with it what the AOT list has no entry for (kv_cache's with_v)
+      rope.variant = variant;  // implicit positions: the entry's id width is not the kernel's
       out.emplace_back(rope, symbols.rope);
     }
   }

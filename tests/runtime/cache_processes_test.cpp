@@ -7,9 +7,10 @@
 
 #include <chrono>
 #include <filesystem>
-
 #include <nlohmann/json.hpp>
 
+#include "ropegen/runtime.h"
+#include "ropegen/spec_io.h"
 #include "runtime/cache_cli.h"
 #include "support/run_command.h"
 
@@ -41,6 +42,23 @@ TEST_F(CacheProcesses, ASecondApplyLoadsTheKernelInsteadOfCompiling) {
   EXPECT_EQ(outputs("1"), outputs("2"));
   EXPECT_EQ(outputs("1"), jit_outputs());
   std::printf("[ INFO     ] apply: cold %.3f s, warm %.3f s (whole process)\n", cold, warm);
+}
+
+// The key hashes the sources, not the binary: a kernel the rope-gen program
+// compiled is loaded by this test program (another binary of the same
+// sources), as by the Python module and a sanitizer build.
+TEST_F(CacheProcesses, AnotherProgramOfTheSameSourcesLoadsTheKernel) {
+  ASSERT_EQ(test::run_command(apply("1", cache())).exit_code, 0);
+  Result<RopeSpec> spec = parse_spec(test::read_text(spec_), spec_);
+  ASSERT_TRUE(spec) << format(spec.errors());
+  RuntimeOptions options;
+  options.cache_dir = cache();
+  Runtime runtime(options);
+  KernelVariant variant;
+  variant.with_k = true;
+  ASSERT_TRUE(runtime.get(*spec, variant));
+  EXPECT_EQ(runtime.counters().disk_hits, 1u);
+  EXPECT_EQ(runtime.counters().compiles, 0u);
 }
 
 TEST_F(CacheProcesses, FourProcessesOnAnEmptyCacheLeaveOneEntryAndAgree) {

@@ -201,6 +201,27 @@ TEST_F(RuntimeCache, ANewRuntimeLoadsFromDiskWithoutCompiling) {
   EXPECT_EQ(total.memory_misses, 2u);
 }
 
+// A kv_cache spec's kernels (the append without and with v) are disk
+// entries like any other, not JIT fallbacks.
+TEST_F(RuntimeCache, KvCacheKernelsAreCachedOnDisk) {
+  const RopeSpec spec = spec_from(
+      "name: kv\nhead_dim: 16\ndtype: bf16\nlayout: thd\npositions: explicit\nkv_cache:\n  layout: paged_nhd\n  "
+      "page_size: 4\n");
+  for (bool with_v : {false, true}) {
+    lowering::KernelVariant v = variant(false);
+    v.with_v = with_v;
+    {
+      Runtime r(options());
+      ASSERT_TRUE(r.get(spec, v)) << with_v;
+      EXPECT_EQ(r.counters().compiles, 1u) << with_v;
+      EXPECT_EQ(r.counters().jit_fallbacks, 0u) << r.counters().last_fallback;
+    }
+    Runtime fresh(options());
+    ASSERT_TRUE(fresh.get(spec, v)) << with_v;
+    EXPECT_EQ(fresh.counters().disk_hits, 1u) << with_v;
+  }
+}
+
 TEST_F(RuntimeCache, LoadedKernelsMatchTheJitKernelBitForBit) {
   Runtime r(options());
   struct Case {
