@@ -67,6 +67,19 @@ CacheKey runtime_object_key(const Halide::Target& target) {
   return key;
 }
 
+CacheKey aot_objects_key(const std::string& what) {
+  CacheKey key;
+  key.text = fmt::format(
+      "rope-gen-aot-objects {}\n"
+      "rope-gen {} {} {}\n"
+      "halide {}.{}.{}\n"
+      "{}",
+      kCacheFormat, ROPEGEN_VERSION, ROPEGEN_SOURCE_ID, kHostMath, HALIDE_VERSION_MAJOR, HALIDE_VERSION_MINOR,
+      HALIDE_VERSION_PATCH, what);
+  key.hex = base::hash_hex(key.text);
+  return key;
+}
+
 KeyFields key_fields(const std::string& text) {
   KeyFields f;
   std::istringstream lines(text);

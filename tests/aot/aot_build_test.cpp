@@ -919,6 +919,44 @@ TEST_F(AotBuild, BareSpecBuildsForTheHostIntoItsName) {
   EXPECT_EQ(run_command(kTool + " no-such-command").exit_code, 2);
 }
 
+// The kernel cache keeps each entry's objects: the same spec and targets
+// again, into another directory, compile nothing and give the same bytes; a
+// damaged file there is rebuilt, never used; another spec compiles anew.
+TEST_F(AotBuild, ASecondBuildTakesTheCompiledEntriesFromTheKernelCache) {
+  const std::string spec = write_spec("name: memo\nhead_dim: 8\n");
+  const std::string env = "ROPEGEN_CACHE_DIR=" + path("cache") + " ";
+  auto build = [&](const std::string& spec_file, const std::string& out) {
+    const auto r = run_command(env + kTool + " build " + spec_file + " --targets " + kX86Pair + ",vulkan -o " + out);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out);
+  };
+  const auto first = build(spec, path("first"));
+  const int entries = first["compiled"];
+  EXPECT_GT(entries, 1);  // the entry points and Halide's runtime
+  EXPECT_EQ(first["reused"], 0);
+  const auto second = build(spec, path("second"));
+  EXPECT_EQ(second["compiled"], 0);
+  EXPECT_EQ(second["reused"], entries);
+  for (const std::string f : first["files"])
+    EXPECT_TRUE(test::read_text(path("first/" + f)) == test::read_text(path("second/" + f))) << f;
+
+  std::vector<fs::path> kept;
+  for (const auto& f : fs::directory_iterator(path("cache/objects"))) kept.push_back(f.path());
+  ASSERT_EQ(static_cast<int>(kept.size()), entries);
+  std::string damaged = test::read_text(kept.front().string());
+  damaged[damaged.size() / 2] ^= 1;
+  test::write_text(kept.front().string(), damaged);
+  const auto third = build(spec, path("third"));
+  EXPECT_EQ(third["compiled"], 1);
+  EXPECT_EQ(third["reused"], entries - 1);
+  for (const std::string f : first["files"])
+    EXPECT_TRUE(test::read_text(path("first/" + f)) == test::read_text(path("third/" + f))) << f;
+
+  const auto other = build(write_spec("name: memo\nhead_dim: 8\ndtype: f16\n"), path("other"));
+  EXPECT_EQ(other["compiled"], entries - 1);  // Halide's runtime is the same
+  EXPECT_EQ(other["reused"], 1);
+}
+
 // A kv_cache spec's library (paged_hnd, fp8_e4m3 caches, partial rotary)
 // called from C (tests/aot/kv_driver.c): q rotated in place, k's rows
 // rotated into k_cache and v's copied into v_cache as uint8 codes of
