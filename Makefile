@@ -19,7 +19,8 @@ PIP_PACKAGES := halide==21.0.0 cmake==3.31.6 numpy pytest nanobind==3.1.0 scikit
 # What the PyTorch and plot tests (python/tests/test_torch.py, test_hf_patch.py,
 # test_plot.py) need;
 # only `make test` installs them (about 3 GB from PyPI, a minute; pip keeps
-# its downloads in ~/.cache/pip).
+# its downloads in ~/.cache/pip). --no-compile: Python compiles the modules
+# that are imported when they are, not all of their ~5000 files up front.
 TORCH_PACKAGES := torch==2.15.0 transformers==5.24.0 matplotlib==3.11.2
 
 EXAMPLE ?= examples/llama3_8b.yaml
@@ -51,7 +52,7 @@ $(STAMP)/venv: $(STAMP)/apt
 
 torch: $(STAMP)/torch
 $(STAMP)/torch: $(STAMP)/venv
-	$(PY) -m pip install -q --disable-pip-version-check $(TORCH_PACKAGES)
+	$(PY) -m pip install -q --disable-pip-version-check --no-compile $(TORCH_PACKAGES)
 	@mkdir -p $(STAMP) && touch $@
 
 # Halide's CMake package inside the venv's halide wheel (evaluated by the shell).
@@ -185,8 +186,15 @@ fuzz: $(STAMP)/venv
 	  -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DROPEGEN_FUZZ=ON \
 	  -DROPEGEN_BUILD_TESTS=OFF -DROPEGEN_WITH_HALIDE=OFF -DHalide_DIR=$(HALIDE_DIR)
 	$(CMAKE) --build $(BUILD)-fuzz -j $(JOBS) --target $(addprefix fuzz_,$(FUZZERS))
-	$(foreach f,$(FUZZERS),mkdir -p $(BUILD)-fuzz/corpus-$(f) && \
-	  $(BUILD)-fuzz/tests/fuzz/fuzz_$(f) -max_total_time=$(FUZZ_SECONDS) $(BUILD)-fuzz/corpus-$(f) $(FUZZ_ARGS_$(f)) &&) true
+	$(MAKE) --no-print-directory -j $(JOBS) $(addprefix fuzz-run-,$(FUZZERS))
+
+# One fuzzer (each is one process on one core: `make fuzz` runs JOBS at once),
+# its output in a log, shown whole if it finds something, else its last lines.
+fuzz-run-%:
+	@mkdir -p $(BUILD)-fuzz/corpus-$*
+	@$(BUILD)-fuzz/tests/fuzz/fuzz_$* -max_total_time=$(FUZZ_SECONDS) $(BUILD)-fuzz/corpus-$* $(FUZZ_ARGS_$*) \
+	  > $(BUILD)-fuzz/fuzz-$*.log 2>&1 || { cat $(BUILD)-fuzz/fuzz-$*.log; echo "fuzz_$*: FAILED"; exit 1; }
+	@tail -n 2 $(BUILD)-fuzz/fuzz-$*.log; echo "fuzz_$*: $(FUZZ_SECONDS) s, nothing found"
 
 clean:
 	rm -rf $(BUILD) $(BUILD)-fuzz $(BUILD)-sanitize
