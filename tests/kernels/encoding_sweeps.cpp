@@ -295,8 +295,9 @@ std::vector<EncodingCase> sweep_backward_and_runtime_frequencies() {
     const std::vector<int64_t> q_shape = packed ? std::vector<int64_t>{4161, 2, 8} : std::vector<int64_t>{2, 4161, 2, 8};
     std::vector<int64_t> k_shape = q_shape;
     k_shape[packed ? 1 : 2] = 1;
-    EncodingCase c = make(packed ? std::string(many_tokens) + "layout: thd\n" : many_tokens,
-                          tensor(q_shape, DType::BF16, seed++), tensor(k_shape, DType::BF16, seed++));
+    runtime::HostArray q = tensor(q_shape, DType::BF16, seed++);  // q's seed, then k's (arguments have no order)
+    EncodingCase c = make(packed ? std::string(many_tokens) + "layout: thd\n" : many_tokens, std::move(q),
+                          tensor(k_shape, DType::BF16, seed++));
     c.request.backward = true;
     if (packed) c.request[Arg::CuSeqlens] = starts({0, 100, 4161});
     c.request[Arg::Freqs] = tensor({4}, DType::F32, seed++, 0.3);
