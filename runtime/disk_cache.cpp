@@ -1,20 +1,20 @@
 #include "disk_cache.h"
 
-#include <algorithm>
-#include <cctype>
-#include <cerrno>
-#include <cstdlib>
-#include <cstring>
-#include <filesystem>
-#include <thread>
-
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <pwd.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <fmt/format.h>
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <thread>
 
 #include "base/file_write.h"
 #include "runtime/cache_entry.h"
@@ -100,6 +100,10 @@ std::optional<Diagnostic> check_proc_fd(const TrustedOpen& dir, const std::strin
 }
 
 }  // namespace
+
+void verbose_note(const std::string& message) {
+  if (std::getenv("ROPEGEN_VERBOSE")) std::fprintf(stderr, "rope-gen: kernel cache: %s\n", message.c_str());
+}
 
 std::string default_cache_dir() {
   if (const char* d = std::getenv("ROPEGEN_CACHE_DIR"); d && *d) return d;

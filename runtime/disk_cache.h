@@ -113,6 +113,9 @@ class DiskCache {
   std::chrono::milliseconds lock_wait_;
 };
 
+// Why the cache did what it did, one line on stderr, only with ROPEGEN_VERBOSE=1.
+void verbose_note(const std::string& message);
+
 // $ROPEGEN_CACHE_DIR, else $XDG_CACHE_HOME/rope-gen, else ~/.cache/rope-gen;
 // empty if none can be named.
 std::string default_cache_dir();

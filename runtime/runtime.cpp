@@ -40,12 +40,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
-// Why a kernel did not come from the disk cache: only shown with ROPEGEN_VERBOSE=1
-// (the kernel is still correct, only slower to obtain).
-void note(const std::string& message) {
-  if (std::getenv("ROPEGEN_VERBOSE")) std::fprintf(stderr, "rope-gen: kernel cache: %s\n", message.c_str());
-}
-
 // A reason as one line, for the stats file and its one-line report.
 std::string one_line(std::string text) {
   while (!text.empty() && text.back() == '\n') text.pop_back();
@@ -218,7 +212,7 @@ struct Runtime::State {
 
   KernelResult jit(const RopeSpec& spec, const lowering::KernelVariant& variant, const Halide::Target& target,
                    const std::string& why) {
-    note(fmt::format("JIT-compiling {} in memory only: {}", spec.name, why));
+    runtime::verbose_note(fmt::format("JIT-compiling {} in memory only: {}", spec.name, why));
     count([&](CacheCounters& c) { ++c.jit_fallbacks, c.last_fallback = one_line(why); });
     try {
       return std::shared_ptr<CompiledKernel>(
@@ -269,7 +263,7 @@ struct Runtime::State {
   }
 
   void evict_damaged(runtime::DiskCache& cache, const std::string& name, const std::string& why) {
-    note(fmt::format("removing {}: {}", cache.path(name), why));
+    runtime::verbose_note(fmt::format("removing {}: {}", cache.path(name), why));
     cache.remove(name);
     count([](CacheCounters& c) { ++c.damaged_evicted; });
   }
@@ -308,9 +302,12 @@ struct Runtime::State {
     const std::string sealed = work + "/halide_runtime.sealed";
     std::error_code ec;
     std::filesystem::copy_file(object, sealed, ec);
-    if (ec) note(fmt::format("cannot keep Halide's runtime object: {}", ec.message()));
-    else if (auto e = runtime::seal_entry(sealed, key.text)) note(format(*e));
-    else if (auto e = cache.publish(sealed, name)) note(format(*e));
+    if (ec)
+      runtime::verbose_note(fmt::format("cannot keep Halide's runtime object: {}", ec.message()));
+    else if (auto e = runtime::seal_entry(sealed, key.text))
+      runtime::verbose_note(format(*e));
+    else if (auto e = cache.publish(sealed, name))
+      runtime::verbose_note(format(*e));
     return object;
   }
 
@@ -341,7 +338,8 @@ struct Runtime::State {
       return named_error(*object, built.why.empty() ? *object + " vanished" : built.why);
     KernelResult kernel = runtime::load_kernel(built.fd.get(), *object, spec, variant, symbols);
     if (!kernel) return kernel.errors();
-    if (auto e = cache.publish(*object, runtime::DiskCache::entry_name(key))) note(format(*e));  // still a good kernel for this process
+    if (auto e = cache.publish(*object, runtime::DiskCache::entry_name(key)))
+      runtime::verbose_note(format(*e));  // still a good kernel for this process
     const double took = seconds_since(start);
     const int evicted = cache.evict_to_fit(key.hex);
     count([&](CacheCounters& c) { ++c.compiles, c.compile_seconds += took, c.lru_evicted += evicted; });

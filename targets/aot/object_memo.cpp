@@ -7,12 +7,15 @@
 #include <charconv>
 
 namespace ropegen::targets::aot {
+namespace {
 
 bool is_memo_file_name(const std::string& name) {
   return !name.empty() && name.size() <= 255 && name[0] != '.' && std::all_of(name.begin(), name.end(), [](char c) {
     return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
   });
 }
+
+}  // namespace
 
 // Per file: "<name> <size>\n" then the bytes.
 std::string pack_memo_files(const MemoFiles& files) {

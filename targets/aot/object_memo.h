@@ -26,11 +26,9 @@ class ObjectMemo {
   virtual void keep(const std::string& what, const MemoFiles& files) = 0;
 };
 
-// Whether `name` may name a memo file (it becomes a file name in the build's directories).
-bool is_memo_file_name(const std::string& name);
-
 // One byte string holding the files (names and sizes in front of each), and back;
-// nullopt for bytes that are not such a string.
+// nullopt for bytes that are not such a string or name a file otherwise than a
+// plain file name (the names become file names in the build's directories).
 std::string pack_memo_files(const MemoFiles& files);
 std::optional<MemoFiles> unpack_memo_files(const std::string& bytes);
 
