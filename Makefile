@@ -118,8 +118,8 @@ test: build python torch
 # both, the tests' code with ASan only (ROPEGEN_PRODUCT_COMPILE_OPTIONS): a
 # test's undefined behaviour is not rope-gen's, and UBSan's checks took a
 # third of a test file's compile (tests/aot/aot_build_test.cpp: 35.5 s with
-# both, 23.6 s with ASan). The kernels Halide generates are not instrumented. The sweeps run every
-# 5th case (ROPEGEN_TEST_SWEEP_STRIDE, tests/support/sweep_subset.h): their
+# both, 23.6 s with ASan). The kernels Halide generates are not instrumented.
+# The sweeps run every 5th case (ROPEGEN_TEST_SWEEP_STRIDE, tests/support/sweep_subset.h): their
 # cases run the same instrumented code on other numbers, and the release pass
 # checks every case against the reference. The tests labelled `sanitize` run (tests/CMakeLists.txt: all but
 # the per-model HF table cases). The build is -Og with line tables (-g1), enough for the reports' file:line
@@ -129,9 +129,9 @@ test: build python torch
 # Halide's JIT-compiled Vulkan runtime keeps in its own memory (it reports
 # lavapipe's device state as leaked), so the tests labelled `gpu` run without
 # leak detection and everything else with it.
-SANITIZE := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 SANITIZE_ASAN := -fsanitize=address -fno-omit-frame-pointer
-SANITIZE_UBSAN := -fsanitize=undefined;-fno-sanitize-recover=undefined
+SANITIZE_UBSAN := -fsanitize=undefined -fno-sanitize-recover=undefined
+SANITIZE := $(SANITIZE_ASAN) $(SANITIZE_UBSAN)
 SANITIZE_FLAGS := -Og -g1 -DNDEBUG
 SANITIZER_ENV = ROPEGEN_TEST_SWEEP_STRIDE=5 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ASAN_OPTIONS=strict_string_checks=1:detect_leaks=$(1)
