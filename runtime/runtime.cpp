@@ -109,11 +109,15 @@ class PreparingKernel : public Kernel {
   std::shared_ptr<CompiledKernel> compiled_;
 };
 
-// Shared objects built for another OS or architecture, or with GPU code
-// whose buffers this binding does not manage, cannot be loaded here.
+// Shared objects built for another OS or architecture cannot be loaded
+// here, nor CUDA code: its calls need the device's primary context and the
+// call's stream, which only the JIT kernels' user context gives
+// (runtime/cuda_context.h). Vulkan objects run host calls through their own
+// runtime (runtime/loaded_kernel.h).
 bool loadable_here(const Halide::Target& t) {
   static const Halide::Target host = Halide::get_host_target();
-  return t.os == host.os && t.arch == host.arch && t.bits == host.bits && !t.has_gpu_feature();
+  return t.os == host.os && t.arch == host.arch && t.bits == host.bits && !t.has_feature(Halide::Target::CUDA) &&
+         (!t.has_gpu_feature() || t.has_feature(Halide::Target::Vulkan));
 }
 
 std::optional<uint64_t> parse_bytes(const std::string& text) {
@@ -240,7 +244,7 @@ struct Runtime::State {
   // The key's entry if it is on disk, trusted and sound. With `evict_bad`
   // (under the key's lock) a damaged or foreign file is removed.
   Lookup load_entry(runtime::DiskCache& cache, const runtime::CacheKey& key, const RopeSpec& spec,
-                    const lowering::KernelVariant& variant, bool evict_bad) {
+                    const lowering::KernelVariant& variant, const Halide::Target& target, bool evict_bad) {
     const auto start = Clock::now();
     const std::string name = runtime::DiskCache::entry_name(key);
     const runtime::TrustedOpen file = cache.open_file(name);
@@ -248,8 +252,8 @@ struct Runtime::State {
     if (file.status == runtime::TrustedOpen::Status::Absent) return {};
     runtime::EntryCheck check = runtime::check_entry(file.fd.get(), key.text);
     if (check.status == runtime::EntryCheck::Status::Ok) {
-      KernelResult kernel =
-          runtime::load_kernel(file.fd.get(), cache.path(name), spec, variant, runtime::kernel_symbols(spec, key));
+      KernelResult kernel = runtime::load_kernel(file.fd.get(), cache.path(name), spec, variant, target,
+                                                 runtime::kernel_symbols(spec, key));
       if (kernel) {
         cache.touch(key);
         const double took = seconds_since(start);
@@ -336,7 +340,7 @@ struct Runtime::State {
     const runtime::TrustedOpen built = cache.open_file(*work_name + "/kernel.so");
     if (built.status != runtime::TrustedOpen::Status::Ok)
       return named_error(*object, built.why.empty() ? *object + " vanished" : built.why);
-    KernelResult kernel = runtime::load_kernel(built.fd.get(), *object, spec, variant, symbols);
+    KernelResult kernel = runtime::load_kernel(built.fd.get(), *object, spec, variant, target, symbols);
     if (!kernel) return kernel.errors();
     if (auto e = cache.publish(*object, runtime::DiskCache::entry_name(key)))
       runtime::verbose_note(format(*e));  // still a good kernel for this process
@@ -347,8 +351,11 @@ struct Runtime::State {
   }
 
   KernelResult acquire(const RopeSpec& spec, const lowering::KernelVariant& variant, const std::string& target_name) {
-    Result<Halide::Target> target = targets::parse_target(target_name);
-    if (!target) return target.errors();
+    Result<Halide::Target> parsed = targets::parse_target(target_name);
+    if (!parsed) return parsed.errors();
+    // Vulkan: for the device's version, as a JIT kernel is (and keyed by it).
+    const Halide::Target device_target = runtime::with_device_version(*parsed);
+    const Halide::Target* target = &device_target;
     if (auto why = runtime::host_cpu_cannot_run(*target)) return *why;  // its code would crash this process
     runtime::DiskCache* cache = disk_level();
     if (!cache) {
@@ -357,7 +364,7 @@ struct Runtime::State {
     }
     if (!loadable_here(*target)) return jit(spec, variant, *target, "target " + target->to_string() + " cannot be loaded here");
     const runtime::CacheKey key = runtime::cache_key(spec, variant, *target);
-    Lookup found = load_entry(*cache, key, spec, variant, false);
+    Lookup found = load_entry(*cache, key, spec, variant, *target, false);
     if (found.kernel) return found.kernel;
     auto refused_jit = [&](const std::string& why) {
       refuse(why);
@@ -367,7 +374,7 @@ struct Runtime::State {
     // Whoever holds the lock builds; the others then find its entry.
     Result<runtime::FileLock> held = cache->lock_key(key);
     if (!held) return refused_jit(held.errors().front().message);
-    found = load_entry(*cache, key, spec, variant, true);
+    found = load_entry(*cache, key, spec, variant, *target, true);
     if (found.kernel) return found.kernel;
     if (!found.refused.empty()) return refused_jit(found.refused);
     count([](CacheCounters& c) { ++c.disk_misses; });

@@ -122,10 +122,13 @@ Result<std::string> compile_shared_object(const RopeSpec& spec, const lowering::
   objects.push_back(runtime_object);
 
   // Only the kernel is exported, and the runtime entries rope-gen calls
-  // (its error handler; its thread pool's shutdown, before a fork, and
-  // size, for the kernel's pool_threads); the rest of the runtime stays local.
+  // (its error and print handlers; its thread pool's shutdown, before a
+  // fork, and size, for the kernel's pool_threads); the rest of the runtime
+  // stays local.
   const std::string exports = work_dir + "/exports.map";
-  if (!write_new_file(exports, "{\n  global: " + symbols.prefix + "*; halide_set_error_handler; halide_shutdown_thread_pool; halide_get_num_threads;\n  local: *;\n};\n"))
+  if (!write_new_file(exports, "{\n  global: " + symbols.prefix +
+                                   "*; halide_set_error_handler; halide_set_custom_print; halide_shutdown_thread_pool; "
+                                   "halide_get_num_threads;\n  local: *;\n};\n"))
     return named_error("kernel cache", fmt::format("cannot write {}: {}", exports, std::strerror(errno)));
   const std::string output = work_dir + "/kernel.so", log = work_dir + "/link.log";
   const char* cxx = std::getenv("ROPEGEN_CXX");
