@@ -124,7 +124,7 @@ test:
 # process; test_ropegen.py 104 s, test_torch.py 77 s, test_hf_patch.py 35 s).
 PYTEST = ROPEGEN_CACHE_DIR=$(abspath $(BUILD))/tests/rope-gen-cache $(PY) -m pytest -q -rs
 PYTEST_FIRST := test_ropegen.py test_hostile_inputs.py test_plot.py test_from_hf.py
-test-python:
+test-python: python torch
 	@$(PYTEST) $(addprefix python/tests/,$(PYTEST_FIRST)) > $(BUILD)/pytest-1.log 2>&1 & first=$$!; \
 	$(PYTEST) python/tests $(addprefix --ignore=python/tests/,$(PYTEST_FIRST)) > $(BUILD)/pytest-2.log 2>&1; \
 	second=$$?; wait $$first; first=$$?; cat $(BUILD)/pytest-1.log $(BUILD)/pytest-2.log; \
