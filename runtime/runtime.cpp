@@ -354,32 +354,32 @@ struct Runtime::State {
     Result<Halide::Target> parsed = targets::parse_target(target_name);
     if (!parsed) return parsed.errors();
     // Vulkan: for the device's version, as a JIT kernel is (and keyed by it).
-    const Halide::Target device_target = runtime::with_device_version(*parsed);
-    const Halide::Target* target = &device_target;
-    if (auto why = runtime::host_cpu_cannot_run(*target)) return *why;  // its code would crash this process
+    const Halide::Target target = runtime::with_device_version(*parsed);
+    if (auto why = runtime::host_cpu_cannot_run(target)) return *why;  // its code would crash this process
     runtime::DiskCache* cache = disk_level();
     if (!cache) {
       if (disk_refused) refuse(disk_problem);
-      return jit(spec, variant, *target, disk_problem);
+      return jit(spec, variant, target, disk_problem);
     }
-    if (!loadable_here(*target)) return jit(spec, variant, *target, "target " + target->to_string() + " cannot be loaded here");
-    const runtime::CacheKey key = runtime::cache_key(spec, variant, *target);
-    Lookup found = load_entry(*cache, key, spec, variant, *target, false);
+    if (!loadable_here(target))
+      return jit(spec, variant, target, "target " + target.to_string() + " cannot be loaded here");
+    const runtime::CacheKey key = runtime::cache_key(spec, variant, target);
+    Lookup found = load_entry(*cache, key, spec, variant, target, false);
     if (found.kernel) return found.kernel;
     auto refused_jit = [&](const std::string& why) {
       refuse(why);
-      return jit(spec, variant, *target, why);
+      return jit(spec, variant, target, why);
     };
     if (!found.refused.empty()) return refused_jit(found.refused);
     // Whoever holds the lock builds; the others then find its entry.
     Result<runtime::FileLock> held = cache->lock_key(key);
     if (!held) return refused_jit(held.errors().front().message);
-    found = load_entry(*cache, key, spec, variant, *target, true);
+    found = load_entry(*cache, key, spec, variant, target, true);
     if (found.kernel) return found.kernel;
     if (!found.refused.empty()) return refused_jit(found.refused);
     count([](CacheCounters& c) { ++c.disk_misses; });
-    KernelResult built = build(*cache, key, spec, variant, *target);
-    if (!built) return jit(spec, variant, *target, format(built.errors()));
+    KernelResult built = build(*cache, key, spec, variant, target);
+    if (!built) return jit(spec, variant, target, format(built.errors()));
     return built;
   }
 };
