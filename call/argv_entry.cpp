@@ -17,14 +17,14 @@ int invoke(const ArgvEntry& f, ArgumentOf argument_of) {
   return f.argv(argv);
 }
 
-void* raw(RawBuffer& b) { return b.defined() ? b.get() : nullptr; }
+halide_buffer_t* raw(RawBuffer& b) { return b.defined() ? b.get() : nullptr; }
 
 // One part: the rope entry, then the pass-through copies. Returns Halide's
 // error code (0: success) and the entry that failed.
 int run_part(const ArgvEntry& rope, const ArgvEntry* pass_through, BoundPart& part, void* user_context,
              const ArgvEntry** failed) {
   abi::ByTensor<halide_buffer_t*> tensors;
-  for (abi::Arg a : abi::TensorArgs{}) tensors[a] = static_cast<halide_buffer_t*>(raw(part.rope[a]));
+  for (abi::Arg a : abi::kTensorArgs) tensors[a] = raw(part.rope[a]);
   int code = call_rope(rope, tensors, part.rope.scalars, user_context);
   if (code != 0) return *failed = &rope, code;
   for (PassThroughArguments& copy : part.pass_through) {

@@ -15,7 +15,6 @@
 #include "fork_guard.h"
 #include "lowering/rope_algorithm.h"
 #include "runtime/device_call.h"
-#include "runtime/device_probe.h"
 #include "runtime/halide_messages.h"
 #include "runtime/jit_kernel.h"
 #include "runtime/pipeline_arguments.h"
@@ -61,9 +60,10 @@ class LoadedKernel : public CompiledKernel {
   LoadedKernel(const RopeSpec& spec, const lowering::KernelVariant& variant, const Halide::Target& target,
                call::ArgvEntry rope, std::optional<call::ArgvEntry> pass_through)
       : spec_(spec),
+        kernel_spec_(lowering::kernel_spec(spec, variant)),
         variant_(variant),
         target_(target),
-        contract_(call::call_contract(lowering::kernel_spec(spec, variant))),
+        contract_(call::call_contract(kernel_spec_)),
         rope_(std::move(rope)),
         pass_through_(std::move(pass_through)) {}
 
@@ -84,25 +84,18 @@ class LoadedKernel : public CompiledKernel {
   // at the first device call.
   void run_vulkan(const call::PreparedCall& call) {
     if (call.on_device()) return run_on_jit_kernel(call);
-    prepare_device_runtime(target_);
-    const Result<DeviceInfo> device = probe_device(target_);
-    if (!device) throw DeviceError(format(device.errors()));
-    const RopeSpec spec = lowering::kernel_spec(spec_, variant_);
-    const DevicePipelines pipelines{
-        [&](const PipelineArguments& a) {
-          abi::ByTensor<halide_buffer_t*> tensors;
-          for (abi::Arg arg : abi::kTensorArgs) tensors[arg] = raw(a[arg]);
-          abi::Scalars scalars = a.scalars;
-          if (const int code = call::call_rope(rope_, tensors, scalars, nullptr)) throw_failure(&rope_, code);
-        },
-        [&](const PipelineCopy& c) {
-          if (const int code = call::call_copy(*pass_through_, raw(c.in), raw(c.out), nullptr))
-            throw_failure(&*pass_through_, code);
-        },
-        nullptr};
-    call::run_in_parts(call, nullptr, [&](const call::PartViews& part) {
-      run_on_device(spec, variant_, wrap(part), *device, pipelines);
-    });
+    run_staged(call, kernel_spec_, variant_, target_,
+               {[&](const PipelineArguments& a) {
+                  abi::ByTensor<halide_buffer_t*> tensors;
+                  for (abi::Arg arg : abi::kTensorArgs) tensors[arg] = raw(a[arg]);
+                  abi::Scalars scalars = a.scalars;
+                  if (const int code = call::call_rope(rope_, tensors, scalars, nullptr)) throw_failure(&rope_, code);
+                },
+                [&](const PipelineCopy& c) {
+                  if (const int code = call::call_copy(*pass_through_, raw(c.in), raw(c.out), nullptr))
+                    throw_failure(&*pass_through_, code);
+                },
+                nullptr});
   }
 
   void run_on_jit_kernel(const call::PreparedCall& call) {
@@ -118,7 +111,8 @@ class LoadedKernel : public CompiledKernel {
     jit_->run(call);
   }
 
-  RopeSpec spec_;
+  RopeSpec spec_;         // as asked for: a JIT kernel takes it
+  RopeSpec kernel_spec_;  // lowering::kernel_spec: what the object computes
   lowering::KernelVariant variant_;
   Halide::Target target_;
   ropegen_contract contract_;
