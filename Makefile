@@ -14,7 +14,7 @@ JOBS  ?= $(shell nproc)
 APT_PACKAGES := build-essential ninja-build pkg-config python3 python3-venv \
   libyaml-cpp-dev libfmt-dev libcli11-dev nlohmann-json3-dev \
   libgtest-dev libgmock-dev clang libclang-rt-14-dev \
-  libvulkan-dev libvulkan1 mesa-vulkan-drivers libxxhash-dev libdlpack-dev
+  libvulkan-dev libvulkan1 mesa-vulkan-drivers libxxhash-dev libdlpack-dev ccache
 PIP_PACKAGES := halide==21.0.0 cmake==3.31.6 numpy pytest nanobind==3.1.0 scikit-build-core==1.1.2
 # What the PyTorch and plot tests (python/tests/test_torch.py, test_hf_patch.py,
 # test_plot.py) need;
@@ -24,6 +24,20 @@ PIP_PACKAGES := halide==21.0.0 cmake==3.31.6 numpy pytest nanobind==3.1.0 scikit
 TORCH_PACKAGES := torch==2.15.0 transformers==5.24.0 matplotlib==3.11.2
 
 EXAMPLE ?= examples/llama3_8b.yaml
+
+# Compiles are memoized across checkouts and runs. C and C++ objects: ccache
+# (in its own cache, ~/.cache/ccache), with paths under this checkout hashed
+# relative to it (CCACHE_BASEDIR, and the debug info's build directory mapped
+# to `.`), so another clone of the same sources hits; GCC's precompiled
+# headers are cacheable only with that sloppiness. Kernels the tests compile:
+# one kernel cache outside the build tree (TEST_CACHE), keyed by a hash of the
+# kernel sources and Halide's version like every cache entry, so a kernel
+# compiled by one run or checkout is loaded by the next, and changed sources
+# compile their own; it is capped and evicts like any rope-gen cache.
+CCACHE_LAUNCHER := env;CCACHE_BASEDIR=$(CURDIR);CCACHE_NOHASHDIR=true;CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime;ccache
+LAUNCHERS := -DCMAKE_C_COMPILER_LAUNCHER="$(CCACHE_LAUNCHER)" -DCMAKE_CXX_COMPILER_LAUNCHER="$(CCACHE_LAUNCHER)"
+DEBUG_PATHS := -fdebug-prefix-map=$(CURDIR)=.
+TEST_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/rope-gen-tests
 
 .PHONY: all setup deps venv torch configure build python wheel run bench bench-torch gpu-kit figures test test-python test-sanitize fuzz clean distclean
 all: build
@@ -60,8 +74,8 @@ HALIDE_DIR = $$($(PY) -c 'import halide, os; print(os.path.join(os.path.dirname(
 
 configure: $(BUILD)/build.ninja
 $(BUILD)/build.ninja: $(STAMP)/venv CMakeLists.txt
-	$(CMAKE) -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DHalide_DIR=$(HALIDE_DIR) \
-	  -DROPEGEN_PYTHON_MODULE=ON -DPython_EXECUTABLE=$(abspath $(PY))
+	$(CMAKE) -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DHalide_DIR=$(HALIDE_DIR) $(LAUNCHERS) \
+	  -DROPEGEN_PYTHON_MODULE=ON -DPython_EXECUTABLE=$(abspath $(PY)) -DROPEGEN_TEST_CACHE_DIR=$(TEST_CACHE)
 
 build: configure
 	$(CMAKE) --build $(BUILD) -j $(JOBS)
@@ -122,7 +136,7 @@ test:
 # other, each group's output shown when both have ended. Most of their time
 # is compiling kernels, on one core per process (a cold cache: 289 s in one
 # process; test_ropegen.py 104 s, test_torch.py 77 s, test_hf_patch.py 35 s).
-PYTEST = ROPEGEN_CACHE_DIR=$(abspath $(BUILD))/tests/rope-gen-cache $(PY) -m pytest -q -rs
+PYTEST = ROPEGEN_CACHE_DIR=$(TEST_CACHE) $(PY) -m pytest -q -rs
 PYTEST_FIRST := test_ropegen.py test_hostile_inputs.py test_plot.py test_from_hf.py
 test-python: python torch
 	@$(PYTEST) $(addprefix python/tests/,$(PYTEST_FIRST)) > $(BUILD)/pytest-1.log 2>&1 & first=$$!; \
@@ -151,16 +165,16 @@ test-python: python torch
 SANITIZE_ASAN := -fsanitize=address -fno-omit-frame-pointer
 SANITIZE_UBSAN := -fsanitize=undefined -fno-sanitize-recover=undefined
 SANITIZE := $(SANITIZE_ASAN) $(SANITIZE_UBSAN)
-SANITIZE_FLAGS := -Og -g1 -DNDEBUG
+SANITIZE_FLAGS := -Og -g1 -DNDEBUG $(DEBUG_PATHS)
 SANITIZER_ENV = ROPEGEN_TEST_SWEEP_STRIDE=5 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ASAN_OPTIONS=strict_string_checks=1:detect_leaks=1
 test-sanitize: $(STAMP)/venv
-	$(CMAKE) -S . -B $(BUILD)-sanitize -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHalide_DIR=$(HALIDE_DIR) \
+	$(CMAKE) -S . -B $(BUILD)-sanitize -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHalide_DIR=$(HALIDE_DIR) $(LAUNCHERS) \
 	  -DCMAKE_C_FLAGS="$(SANITIZE_ASAN)" -DCMAKE_CXX_FLAGS="$(SANITIZE_ASAN)" \
 	  -DROPEGEN_PRODUCT_COMPILE_OPTIONS="$(SANITIZE_UBSAN)" \
 	  -DCMAKE_C_FLAGS_RELWITHDEBINFO="$(SANITIZE_FLAGS)" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$(SANITIZE_FLAGS)" \
 	  -DCMAKE_EXE_LINKER_FLAGS="$(SANITIZE)" -DCMAKE_SHARED_LINKER_FLAGS="$(SANITIZE)" \
-	  -DROPEGEN_TEST_CACHE_DIR=$(abspath $(BUILD))/tests/rope-gen-cache
+	  -DROPEGEN_TEST_CACHE_DIR=$(TEST_CACHE)
 	$(CMAKE) --build $(BUILD)-sanitize -j $(JOBS)
 	cd $(BUILD)-sanitize && $(SANITIZER_ENV) $(CTEST) -L '^sanitize$$'
 
@@ -206,8 +220,8 @@ FUZZ_ARGS_npy_reader := -max_len=4096 tests/fuzz/npy_corpus
 FUZZ_ARGS_hf_config := -max_len=65536 examples/hf_configs tests/golden/hf_configs tests/fuzz/hf_corpus
 FUZZ_ARGS_call_checks := -max_len=4096 tests/fuzz/call_corpus
 fuzz: $(STAMP)/venv
-	$(CMAKE) -S . -B $(BUILD)-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-	  -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DROPEGEN_FUZZ=ON \
+	$(CMAKE) -S . -B $(BUILD)-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(LAUNCHERS) \
+	  -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DROPEGEN_FUZZ=ON -DCMAKE_CXX_FLAGS="$(DEBUG_PATHS)" \
 	  -DROPEGEN_BUILD_TESTS=OFF -DROPEGEN_WITH_HALIDE=OFF -DHalide_DIR=$(HALIDE_DIR)
 	$(CMAKE) --build $(BUILD)-fuzz -j $(JOBS) --target $(addprefix fuzz_,$(FUZZERS))
 	$(MAKE) --no-print-directory -j $(JOBS) $(addprefix fuzz-run-,$(FUZZERS))

@@ -13,6 +13,7 @@
 #include "ropegen/spec_io.h"
 #include "runtime/cache_cli.h"
 #include "support/run_command.h"
+#include "support/test_paths.h"
 
 namespace ropegen {
 namespace {
@@ -92,7 +93,7 @@ TEST_F(CacheProcesses, ADamagedEntryIsRebuiltNotLoaded) {
 }
 
 TEST_F(CacheProcesses, ListStatsAndClear) {
-  const std::string tool = env(cache()) + ROPEGEN_BINARY;
+  const std::string tool = env(cache()) + ropegen::test::rope_gen_binary();
   ASSERT_EQ(test::run_command(apply("1", cache())).exit_code, 0);
   test::CommandResult r = test::run_command(tool + " cache list --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -112,7 +113,7 @@ TEST_F(CacheProcesses, ListStatsAndClear) {
   EXPECT_EQ(stats()["entries"], 0);
   EXPECT_EQ(stats()["compile"]["count"], 0);
   // A cache that does not exist yet lists as empty and is not created.
-  r = test::run_command(env(dir_ + "/none") + ROPEGEN_BINARY + " cache list --json");
+  r = test::run_command(env(dir_ + "/none") + ropegen::test::rope_gen_binary() + " cache list --json");
   EXPECT_EQ(r.out, "[]\n");
   EXPECT_FALSE(fs::exists(dir_ + "/none"));
   r = test::run_command("ROPEGEN_CACHE_MAX_BYTES=lots " + tool + " cache stats");
