@@ -17,30 +17,42 @@ int invoke(const ArgvEntry& f, ArgumentOf argument_of) {
   return f.argv(argv);
 }
 
-void* raw(RawBuffer& b) { return b.defined() ? b.get() : nullptr; }
+halide_buffer_t* raw(RawBuffer& b) { return b.defined() ? b.get() : nullptr; }
 
 // One part: the rope entry, then the pass-through copies. Returns Halide's
-// error code (0: success) and the entry that failed. An entry's
-// __user_context argument, like its scalars, is the address of the value.
+// error code (0: success) and the entry that failed.
 int run_part(const ArgvEntry& rope, const ArgvEntry* pass_through, BoundPart& part, void* user_context,
              const ArgvEntry** failed) {
-  part.rope.scalars[abi::Arg::PoolThreads].i64 = rope.pool_threads ? std::max(rope.pool_threads(), 1) : 1;
-  int code = invoke(rope, [&](const ArgumentSource& s) -> void* {
-    if (s.user_context) return &user_context;
-    if (abi::is_tensor(*s.arg)) return raw(part.rope[*s.arg]);
-    return &part.rope.scalars[*s.arg];  // the address of the value (int64 or float, as the entry takes it)
-  });
+  abi::ByTensor<halide_buffer_t*> tensors;
+  for (abi::Arg a : abi::kTensorArgs) tensors[a] = raw(part.rope[a]);
+  int code = call_rope(rope, tensors, part.rope.scalars, user_context);
   if (code != 0) return *failed = &rope, code;
   for (PassThroughArguments& copy : part.pass_through) {
-    code = invoke(*pass_through, [&](const ArgumentSource& s) -> void* {
-      return s.user_context ? &user_context : raw(copy.*s.copy_buffer);
-    });
+    code = call_copy(*pass_through, copy.in.get(), copy.out.get(), user_context);
     if (code != 0) return *failed = pass_through, code;
   }
   return 0;
 }
 
 }  // namespace
+
+// An entry's __user_context argument, like its scalars, is the address of the value.
+int call_rope(const ArgvEntry& rope, const abi::ByTensor<halide_buffer_t*>& tensors, abi::Scalars& scalars,
+              void* user_context) {
+  scalars[abi::Arg::PoolThreads].i64 = rope.pool_threads ? std::max(rope.pool_threads(), 1) : 1;
+  return invoke(rope, [&](const ArgumentSource& s) -> void* {
+    if (s.user_context) return &user_context;
+    if (abi::is_tensor(*s.arg)) return tensors[*s.arg];
+    return &scalars[*s.arg];  // the address of the value (int64 or float, as the entry takes it)
+  });
+}
+
+int call_copy(const ArgvEntry& copy, halide_buffer_t* in, halide_buffer_t* out, void* user_context) {
+  return invoke(copy, [&](const ArgumentSource& s) -> void* {
+    if (s.user_context) return &user_context;
+    return s.copy_buffer == &PassThroughArguments::in ? in : out;
+  });
+}
 
 Result<ArgvEntry> resolve_entry(const std::string& where, const std::string& name, ArgvFunction argv,
                                 const halide_filter_metadata_t* md, bool pass_through, int (*pool_threads)()) {

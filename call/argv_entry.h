@@ -28,6 +28,15 @@ Result<ArgvEntry> resolve_entry(const std::string& where, const std::string& nam
                                 const halide_filter_metadata_t* metadata, bool pass_through,
                                 int (*pool_threads)() = nullptr);
 
+// One call of an entry on buffers of another owner (the device staging's
+// Halide::Buffers, which must see what the entry leaves in them: device
+// allocations, dirty bits). Tensors and scalars by argument (null: not
+// given); rope's pool_threads is set from the entry's runtime. Halide's
+// error code (0: success).
+int call_rope(const ArgvEntry& rope, const abi::ByTensor<halide_buffer_t*>& tensors, abi::Scalars& scalars,
+              void* user_context);
+int call_copy(const ArgvEntry& copy, halide_buffer_t* in, halide_buffer_t* out, void* user_context);
+
 // What a device call's launches through an AOT library's GPU entries need
 // beyond their views (call/library_run.cpp).
 class DeviceLaunch {

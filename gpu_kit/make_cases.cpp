@@ -53,12 +53,14 @@ std::vector<test::EncodingCase> golden_requests() {
 }
 
 std::vector<Source> sources() {
-  return {{"kernel sweep: layouts x pairings x dtypes x scalings", requests(test::sweep_layouts_pairings_dtypes_scalings())},
+  return {{"kernel sweep: layouts x pairings x dtypes x scalings",
+           requests(test::sweep_layouts_pairings_dtypes_scalings())},
           {"kernel sweep: explicit positions", requests(test::sweep_explicit_positions())},
           {"kernel sweep: odd sizes", requests(test::sweep_odd_sizes())},
           {"kernel sweep: output pairing", requests(test::sweep_output_pairing())},
           {"kernel sweep: xPos, LongRoPE, schemes", requests(test::sweep_xpos_longrope_schemes())},
           {"kernel sweep: GPU shapes", requests(test::sweep_gpu_shapes())},
+          {"kernel sweep: QK-norm then RoPE", requests(test::sweep_qk_norm())},
           {"encodings: sinusoidal, learned", test::sweep_sinusoidal_and_learned()},
           {"encodings: ALiBi", test::sweep_alibi()},
           {"encodings: multi-axis RoPE", test::sweep_multi_axis_rope()},

@@ -17,6 +17,18 @@ namespace {
 // (ROPEGEN_SOURCE_ID) in place of the linker's build id.
 constexpr int kCacheFormat = 3;
 
+// Kernels bake in constants the lowering computes in double on the host. The
+// sources' hash stands for them only while the compiler keeps that arithmetic
+// IEEE (the same bits from an -O3 and a sanitizer build); a build that may
+// reassociate or contract it into FMAs computes other bits: its own keys.
+#if defined(__FAST_MATH__)
+constexpr const char* kHostMath = "fast-math";
+#elif defined(__FP_FAST_FMA)
+constexpr const char* kHostMath = "fma";
+#else
+constexpr const char* kHostMath = "ieee";
+#endif
+
 }  // namespace
 
 std::string variant_tag(const RopeSpec& spec, const lowering::KernelVariant& variant) {
@@ -27,33 +39,31 @@ std::string variant_tag(const RopeSpec& spec, const lowering::KernelVariant& var
   return tag;
 }
 
-CacheKey cache_key(const RopeSpec& spec, const lowering::KernelVariant& variant, const Halide::Target& target) {
+namespace {
+
+// Every key: what it names and the cache format, then the sources and the
+// Halide that compile it, then its own fields.
+CacheKey key_of(const char* kind, const std::string& fields) {
   CacheKey key;
-  key.text = fmt::format(
-      "rope-gen-kernel-cache {}\n"
-      "rope-gen {} {}\n"
-      "halide {}.{}.{}\n"
-      "target {}\n"
-      "variant {}\n"
-      "spec {} {}\n",
-      kCacheFormat, ROPEGEN_VERSION, ROPEGEN_SOURCE_ID, HALIDE_VERSION_MAJOR, HALIDE_VERSION_MINOR,
-      HALIDE_VERSION_PATCH, target.to_string(), variant_tag(spec, variant), spec_hash(spec), spec.name);
+  key.text = fmt::format("{} {}\nrope-gen {} {} {}\nhalide {}.{}.{}\n{}", kind, kCacheFormat, ROPEGEN_VERSION,
+                         ROPEGEN_SOURCE_ID, kHostMath, HALIDE_VERSION_MAJOR, HALIDE_VERSION_MINOR, HALIDE_VERSION_PATCH,
+                         fields);
   key.hex = base::hash_hex(key.text);
   return key;
 }
 
-CacheKey runtime_object_key(const Halide::Target& target) {
-  CacheKey key;
-  key.text = fmt::format(
-      "rope-gen-halide-runtime {}\n"
-      "rope-gen {} {}\n"
-      "halide {}.{}.{}\n"
-      "target {}\n",
-      kCacheFormat, ROPEGEN_VERSION, ROPEGEN_SOURCE_ID, HALIDE_VERSION_MAJOR, HALIDE_VERSION_MINOR,
-      HALIDE_VERSION_PATCH, target.to_string());
-  key.hex = base::hash_hex(key.text);
-  return key;
+}  // namespace
+
+CacheKey cache_key(const RopeSpec& spec, const lowering::KernelVariant& variant, const Halide::Target& target) {
+  return key_of("rope-gen-kernel-cache", fmt::format("target {}\nvariant {}\nspec {} {}\n", target.to_string(),
+                                                     variant_tag(spec, variant), spec_hash(spec), spec.name));
 }
+
+CacheKey runtime_object_key(const Halide::Target& target) {
+  return key_of("rope-gen-halide-runtime", fmt::format("target {}\n", target.to_string()));
+}
+
+CacheKey aot_objects_key(const std::string& what) { return key_of("rope-gen-aot-objects", what); }
 
 KeyFields key_fields(const std::string& text) {
   KeyFields f;

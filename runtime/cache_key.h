@@ -30,6 +30,10 @@ CacheKey cache_key(const RopeSpec& spec, const lowering::KernelVariant& variant,
 // every kernel for that target, so it is compiled once per cache.
 CacheKey runtime_object_key(const Halide::Target& target);
 
+// Objects of an AOT build (targets/aot/object_memo.h): `what` names the
+// entry, spec and targets; the key adds the sources and Halide's version.
+CacheKey aot_objects_key(const std::string& what);
+
 // The fields of a key's text (for `rope-gen cache list`); empty where the
 // text has no such line.
 struct KeyFields {

@@ -378,4 +378,14 @@ void run_on_device(const RopeSpec& spec, const lowering::KernelVariant& variant,
   }
 }
 
+void run_staged(const call::PreparedCall& call, const RopeSpec& spec, const lowering::KernelVariant& variant,
+                const Halide::Target& target, const DevicePipelines& pipelines) {
+  prepare_device_runtime(target);
+  call::run_in_parts(call, nullptr, [&](const call::PartViews& part) {
+    const Result<DeviceInfo> device = probe_device(target);  // an empty call asks nothing of the device
+    if (!device) throw DeviceError(format(device.errors()));
+    run_on_device(spec, variant, wrap(part), *device, pipelines);
+  });
+}
+
 }  // namespace ropegen::runtime

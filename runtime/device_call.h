@@ -20,6 +20,7 @@
 #include <functional>
 #include <stdexcept>
 
+#include "call/prepare_call.h"
 #include "lowering/rope_algorithm.h"
 #include "ropegen/spec.h"
 #include "runtime/device_probe.h"
@@ -80,5 +81,11 @@ int device_parts(const RopeSpec& spec, const lowering::KernelVariant& variant, c
 // `pipelines` compiled for a GPU target of `device`. Throws DeviceError.
 void run_on_device(const RopeSpec& spec, const lowering::KernelVariant& variant, const DevicePart& call,
                    const DeviceInfo& device, const DevicePipelines& pipelines);
+
+// A host call on GPU target `target`: each of its parts (call::run_in_parts)
+// through run_on_device, after prepare_device_runtime. `spec` is the
+// kernel's (lowering::kernel_spec). Throws DeviceError.
+void run_staged(const call::PreparedCall& call, const RopeSpec& spec, const lowering::KernelVariant& variant,
+                const Halide::Target& target, const DevicePipelines& pipelines);
 
 }  // namespace ropegen::runtime

@@ -1,20 +1,20 @@
 #include "disk_cache.h"
 
-#include <algorithm>
-#include <cctype>
-#include <cerrno>
-#include <cstdlib>
-#include <cstring>
-#include <filesystem>
-#include <thread>
-
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <pwd.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <fmt/format.h>
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <thread>
 
 #include "base/file_write.h"
 #include "runtime/cache_entry.h"
@@ -101,6 +101,10 @@ std::optional<Diagnostic> check_proc_fd(const TrustedOpen& dir, const std::strin
 
 }  // namespace
 
+void verbose_note(const std::string& message) {
+  if (std::getenv("ROPEGEN_VERBOSE")) std::fprintf(stderr, "rope-gen: kernel cache: %s\n", message.c_str());
+}
+
 std::string default_cache_dir() {
   if (const char* d = std::getenv("ROPEGEN_CACHE_DIR"); d && *d) return d;
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x == '/') return std::string(x) + "/rope-gen";
@@ -131,7 +135,7 @@ Result<DiskCache> DiskCache::open(const std::string& dir, uint64_t max_bytes, mi
                                    "nobody else, on a path only you or root can change (set ROPEGEN_CACHE_DIR)",
                                    dir, top.status == TrustedOpen::Status::Absent ? "does not exist" : top.why));
   if (auto e = claim_cache_dir(root)) return *e;
-  for (const char* sub : {"kernels", "runtime", "locks", "tmp"}) {
+  for (const char* sub : {"kernels", "runtime", "objects", "locks", "tmp"}) {
     const std::string path = root + "/" + sub;
     if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST)
       return named_error(path, fmt::format("cannot create {}: {}", path, errno_text()));
@@ -145,6 +149,7 @@ Result<DiskCache> DiskCache::open(const std::string& dir, uint64_t max_bytes, mi
 
 std::string DiskCache::entry_name(const CacheKey& key) { return "kernels/" + key.hex + ".so"; }
 std::string DiskCache::runtime_object_name(const CacheKey& key) { return "runtime/" + key.hex + ".o"; }
+std::string DiskCache::aot_objects_name(const CacheKey& key) { return "objects/" + key.hex + ".aot"; }
 
 TrustedOpen DiskCache::open_file(const std::string& name) const { return open_trusted(dir_, name, Expect::RegularFile); }
 
@@ -187,7 +192,10 @@ std::optional<Diagnostic> DiskCache::publish(const std::string& sealed_file, con
   return named_error(target, fmt::format("cannot move a new file into {}: {}", target, failure->why));
 }
 
-void DiskCache::touch(const CacheKey& key) const { ::utimensat(AT_FDCWD, path(entry_name(key)).c_str(), nullptr, AT_SYMLINK_NOFOLLOW); }
+void DiskCache::touch(const CacheKey& key) const { touch(entry_name(key)); }
+void DiskCache::touch(const std::string& name) const {
+  ::utimensat(AT_FDCWD, path(name).c_str(), nullptr, AT_SYMLINK_NOFOLLOW);
+}
 
 bool DiskCache::replaceable(const std::string& name) const {
   return !base::check_replaceable(path(name), kCacheFiles);
@@ -204,6 +212,9 @@ int DiskCache::evict_to_fit(const std::string& keep) const {
   Result<FileLock> held = lock("evict", kHousekeepingWait);
   if (!held) return 0;
   std::vector<CacheEntryInfo> all = list_files(dir_ + "/kernels", ".so", false);
+  std::vector<CacheEntryInfo> objects = list_files(dir_ + "/objects", ".aot", false);
+  all.insert(all.end(), objects.begin(), objects.end());
+  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.last_used < b.last_used; });
   uint64_t total = 0;
   for (const auto& e : all) total += e.bytes;
   int evicted = 0;
@@ -221,6 +232,8 @@ DiskCache::Cleared DiskCache::clear() const {
   Cleared cleared;
   Result<FileLock> held = lock("evict", lock_wait_);  // cleared even if not: removing is safe without it
   for (const auto& e : list_files(dir_ + "/kernels", ".so", false))
+    if (::unlink(e.path.c_str()) == 0) ++cleared.entries, cleared.bytes += e.bytes;
+  for (const auto& e : list_files(dir_ + "/objects", ".aot", false))
     if (::unlink(e.path.c_str()) == 0) ++cleared.entries, cleared.bytes += e.bytes;
   for (const auto& e : list_files(dir_ + "/runtime", ".o", false)) ::unlink(e.path.c_str());
   remove_work_dirs(dir_ + "/tmp", fs::file_time_type::max());

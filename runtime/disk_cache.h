@@ -4,6 +4,7 @@
 //   DIR/CACHEDIR.TAG       marks DIR as a rope-gen cache (cache_marker)
 //   DIR/kernels/<key>.so   entries (cache_entry format); mtime = last use, for LRU
 //   DIR/runtime/<key>.o    Halide's runtime per target, sealed the same way, linked into kernels
+//   DIR/objects/<key>.aot  an AOT build's compiled entry (its objects), sealed the same way (aot_memo)
 //   DIR/locks/<name>.lock  flock'ed: key buckets while an entry is built, evict, stats
 //   DIR/tmp/build-XXXXXX   each compile's private work directory
 //   DIR/stats              cumulative counters (cache_stats)
@@ -61,6 +62,7 @@ class DiskCache {
   // Names relative to dir(), and where they are.
   static std::string entry_name(const CacheKey& key);
   static std::string runtime_object_name(const CacheKey& key);
+  static std::string aot_objects_name(const CacheKey& key);
   std::string path(const std::string& name) const { return dir_ + "/" + name; }
 
   // A file of the cache opened for use, checked down from "/" now.
@@ -85,12 +87,13 @@ class DiskCache {
   bool replaceable(const std::string& name) const;
   // Marks an entry used now (LRU order).
   void touch(const CacheKey& key) const;
+  void touch(const std::string& name) const;
   // Removes a file of the cache (a damaged entry, a stale temporary): only
   // if it is a regular file this user owns.
   void remove(const std::string& name) const;
 
   std::vector<CacheEntryInfo> entries() const;  // with tags; oldest use first
-  // Removes least recently used entries until the total fits max_bytes,
+  // Removes least recently used entries (kernels and AOT objects) until the total fits max_bytes,
   // never `keep`; also work directories abandoned by crashed processes.
   // Returns how many entries went.
   int evict_to_fit(const std::string& keep) const;
@@ -99,7 +102,7 @@ class DiskCache {
     int entries = 0;
     uint64_t bytes = 0;
   };
-  // Removes every entry, runtime object, work directory and the stats file.
+  // Removes every entry, runtime object, AOT object, work directory and the stats file.
   Cleared clear() const;
 
  private:
@@ -109,6 +112,9 @@ class DiskCache {
   uint64_t max_bytes_;
   std::chrono::milliseconds lock_wait_;
 };
+
+// Why the cache did what it did, one line on stderr, only with ROPEGEN_VERBOSE=1.
+void verbose_note(const std::string& message);
 
 // $ROPEGEN_CACHE_DIR, else $XDG_CACHE_HOME/rope-gen, else ~/.cache/rope-gen;
 // empty if none can be named.

@@ -50,6 +50,12 @@ void JitKernel::run(const call::PreparedCall& call) {
     std::optional<CudaCallContext> cuda;
     if (target_.has_feature(Halide::Target::CUDA)) cuda.emplace(primary_context(0), nullptr);
     Halide::JITUserContext* context = cuda ? &*cuda : nullptr;
+    if (target_.has_gpu_feature()) {
+      // Staged through dense device buffers (runtime/device_call.h).
+      return run_staged(call, spec_, algorithm_->variant, target_,
+                        {[&](const PipelineArguments& a) { realize(a, context); },
+                         [&](const PipelineCopy& c) { realize(c, context); }, context});
+    }
     call::run_in_parts(call, nullptr, [&](const call::PartViews& part) { run_part(part, context); });
   } catch (const Halide::RuntimeError& e) {
     throw KernelFailure(e.what());
@@ -83,15 +89,6 @@ void JitKernel::run_on_device_memory(const call::PreparedCall& call) {
 }
 
 void JitKernel::run_part(const call::PartViews& part, Halide::JITUserContext* context) {
-  if (target_.has_gpu_feature()) {
-    // Staged through dense device buffers (runtime/device_call.h).
-    const Result<DeviceInfo> device = probe_device(target_);
-    if (!device) throw DeviceError(format(device.errors()));
-    run_on_device(spec_, algorithm_->variant, wrap(part), *device,
-                  {[&](const PipelineArguments& a) { realize(a, context); },
-                   [&](const PipelineCopy& c) { realize(c, context); }, context});
-    return;
-  }
   const call::BoundPart bound = call::bind_part(contract_, algorithm_->variant, part);
   realize(wrap(bound.rope), context);
   for (const call::PassThroughArguments& copy : bound.pass_through) realize(wrap(copy), context);

@@ -2,7 +2,10 @@
 // called through Halide's <fn>_argv variant, with the arguments that
 // <fn>_metadata lists in call order (call/argv_entry.h) — the same binding
 // the JIT kernel and AOT libraries use. run() is reentrant: each call
-// builds its own argument array.
+// builds its own argument array. A Vulkan kernel runs host calls staged
+// through device buffers of its own Halide runtime (device_call.h), and
+// device calls on a JIT kernel of its spec (their DeviceMemory is the JIT
+// runtime's), compiled at the first one.
 #pragma once
 
 #include <memory>
@@ -24,6 +27,7 @@ namespace ropegen::runtime {
 // the same mapping to any later load of the file. A diagnostic means the
 // object is not a kernel of this spec and variant.
 Result<std::shared_ptr<CompiledKernel>> load_kernel(int fd, const std::string& path, const RopeSpec& spec,
-                                            const lowering::KernelVariant& variant, const KernelSymbols& symbols);
+                                                    const lowering::KernelVariant& variant,
+                                                    const Halide::Target& target, const KernelSymbols& symbols);
 
 }  // namespace ropegen::runtime

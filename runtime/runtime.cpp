@@ -40,12 +40,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
-// Why a kernel did not come from the disk cache: only shown with ROPEGEN_VERBOSE=1
-// (the kernel is still correct, only slower to obtain).
-void note(const std::string& message) {
-  if (std::getenv("ROPEGEN_VERBOSE")) std::fprintf(stderr, "rope-gen: kernel cache: %s\n", message.c_str());
-}
-
 // A reason as one line, for the stats file and its one-line report.
 std::string one_line(std::string text) {
   while (!text.empty() && text.back() == '\n') text.pop_back();
@@ -115,11 +109,15 @@ class PreparingKernel : public Kernel {
   std::shared_ptr<CompiledKernel> compiled_;
 };
 
-// Shared objects built for another OS or architecture, or with GPU code
-// whose buffers this binding does not manage, cannot be loaded here.
+// Shared objects built for another OS or architecture cannot be loaded
+// here, nor CUDA code: its calls need the device's primary context and the
+// call's stream, which only the JIT kernels' user context gives
+// (runtime/cuda_context.h). Vulkan objects run host calls through their own
+// runtime (runtime/loaded_kernel.h).
 bool loadable_here(const Halide::Target& t) {
   static const Halide::Target host = Halide::get_host_target();
-  return t.os == host.os && t.arch == host.arch && t.bits == host.bits && !t.has_gpu_feature();
+  return t.os == host.os && t.arch == host.arch && t.bits == host.bits && !t.has_feature(Halide::Target::CUDA) &&
+         (!t.has_gpu_feature() || t.has_feature(Halide::Target::Vulkan));
 }
 
 std::optional<uint64_t> parse_bytes(const std::string& text) {
@@ -218,7 +216,7 @@ struct Runtime::State {
 
   KernelResult jit(const RopeSpec& spec, const lowering::KernelVariant& variant, const Halide::Target& target,
                    const std::string& why) {
-    note(fmt::format("JIT-compiling {} in memory only: {}", spec.name, why));
+    runtime::verbose_note(fmt::format("JIT-compiling {} in memory only: {}", spec.name, why));
     count([&](CacheCounters& c) { ++c.jit_fallbacks, c.last_fallback = one_line(why); });
     try {
       return std::shared_ptr<CompiledKernel>(
@@ -246,7 +244,7 @@ struct Runtime::State {
   // The key's entry if it is on disk, trusted and sound. With `evict_bad`
   // (under the key's lock) a damaged or foreign file is removed.
   Lookup load_entry(runtime::DiskCache& cache, const runtime::CacheKey& key, const RopeSpec& spec,
-                    const lowering::KernelVariant& variant, bool evict_bad) {
+                    const lowering::KernelVariant& variant, const Halide::Target& target, bool evict_bad) {
     const auto start = Clock::now();
     const std::string name = runtime::DiskCache::entry_name(key);
     const runtime::TrustedOpen file = cache.open_file(name);
@@ -254,8 +252,8 @@ struct Runtime::State {
     if (file.status == runtime::TrustedOpen::Status::Absent) return {};
     runtime::EntryCheck check = runtime::check_entry(file.fd.get(), key.text);
     if (check.status == runtime::EntryCheck::Status::Ok) {
-      KernelResult kernel =
-          runtime::load_kernel(file.fd.get(), cache.path(name), spec, variant, runtime::kernel_symbols(spec, key));
+      KernelResult kernel = runtime::load_kernel(file.fd.get(), cache.path(name), spec, variant, target,
+                                                 runtime::kernel_symbols(spec, key));
       if (kernel) {
         cache.touch(key);
         const double took = seconds_since(start);
@@ -269,7 +267,7 @@ struct Runtime::State {
   }
 
   void evict_damaged(runtime::DiskCache& cache, const std::string& name, const std::string& why) {
-    note(fmt::format("removing {}: {}", cache.path(name), why));
+    runtime::verbose_note(fmt::format("removing {}: {}", cache.path(name), why));
     cache.remove(name);
     count([](CacheCounters& c) { ++c.damaged_evicted; });
   }
@@ -308,9 +306,12 @@ struct Runtime::State {
     const std::string sealed = work + "/halide_runtime.sealed";
     std::error_code ec;
     std::filesystem::copy_file(object, sealed, ec);
-    if (ec) note(fmt::format("cannot keep Halide's runtime object: {}", ec.message()));
-    else if (auto e = runtime::seal_entry(sealed, key.text)) note(format(*e));
-    else if (auto e = cache.publish(sealed, name)) note(format(*e));
+    if (ec)
+      runtime::verbose_note(fmt::format("cannot keep Halide's runtime object: {}", ec.message()));
+    else if (auto e = runtime::seal_entry(sealed, key.text))
+      runtime::verbose_note(format(*e));
+    else if (auto e = cache.publish(sealed, name))
+      runtime::verbose_note(format(*e));
     return object;
   }
 
@@ -339,9 +340,10 @@ struct Runtime::State {
     const runtime::TrustedOpen built = cache.open_file(*work_name + "/kernel.so");
     if (built.status != runtime::TrustedOpen::Status::Ok)
       return named_error(*object, built.why.empty() ? *object + " vanished" : built.why);
-    KernelResult kernel = runtime::load_kernel(built.fd.get(), *object, spec, variant, symbols);
+    KernelResult kernel = runtime::load_kernel(built.fd.get(), *object, spec, variant, target, symbols);
     if (!kernel) return kernel.errors();
-    if (auto e = cache.publish(*object, runtime::DiskCache::entry_name(key))) note(format(*e));  // still a good kernel for this process
+    if (auto e = cache.publish(*object, runtime::DiskCache::entry_name(key)))
+      runtime::verbose_note(format(*e));  // still a good kernel for this process
     const double took = seconds_since(start);
     const int evicted = cache.evict_to_fit(key.hex);
     count([&](CacheCounters& c) { ++c.compiles, c.compile_seconds += took, c.lru_evicted += evicted; });
@@ -349,32 +351,35 @@ struct Runtime::State {
   }
 
   KernelResult acquire(const RopeSpec& spec, const lowering::KernelVariant& variant, const std::string& target_name) {
-    Result<Halide::Target> target = targets::parse_target(target_name);
-    if (!target) return target.errors();
-    if (auto why = runtime::host_cpu_cannot_run(*target)) return *why;  // its code would crash this process
+    Result<Halide::Target> parsed = targets::parse_target(target_name);
+    if (!parsed) return parsed.errors();
+    // Vulkan: for the device's version, as a JIT kernel is (and keyed by it).
+    const Halide::Target target = runtime::with_device_version(*parsed);
+    if (auto why = runtime::host_cpu_cannot_run(target)) return *why;  // its code would crash this process
     runtime::DiskCache* cache = disk_level();
     if (!cache) {
       if (disk_refused) refuse(disk_problem);
-      return jit(spec, variant, *target, disk_problem);
+      return jit(spec, variant, target, disk_problem);
     }
-    if (!loadable_here(*target)) return jit(spec, variant, *target, "target " + target->to_string() + " cannot be loaded here");
-    const runtime::CacheKey key = runtime::cache_key(spec, variant, *target);
-    Lookup found = load_entry(*cache, key, spec, variant, false);
+    if (!loadable_here(target))
+      return jit(spec, variant, target, "target " + target.to_string() + " cannot be loaded here");
+    const runtime::CacheKey key = runtime::cache_key(spec, variant, target);
+    Lookup found = load_entry(*cache, key, spec, variant, target, false);
     if (found.kernel) return found.kernel;
     auto refused_jit = [&](const std::string& why) {
       refuse(why);
-      return jit(spec, variant, *target, why);
+      return jit(spec, variant, target, why);
     };
     if (!found.refused.empty()) return refused_jit(found.refused);
     // Whoever holds the lock builds; the others then find its entry.
     Result<runtime::FileLock> held = cache->lock_key(key);
     if (!held) return refused_jit(held.errors().front().message);
-    found = load_entry(*cache, key, spec, variant, true);
+    found = load_entry(*cache, key, spec, variant, target, true);
     if (found.kernel) return found.kernel;
     if (!found.refused.empty()) return refused_jit(found.refused);
     count([](CacheCounters& c) { ++c.disk_misses; });
-    KernelResult built = build(*cache, key, spec, variant, *target);
-    if (!built) return jit(spec, variant, *target, format(built.errors()));
+    KernelResult built = build(*cache, key, spec, variant, target);
+    if (!built) return jit(spec, variant, target, format(built.errors()));
     return built;
   }
 };

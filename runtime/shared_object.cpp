@@ -38,10 +38,11 @@ std::vector<std::pair<targets::aot::EntryPoint, std::string>> entries_for(const 
   for (const targets::aot::EntryPoint& e : targets::aot::entry_points(spec)) {
     if (e.kind == Kind::PassThrough && !symbols.pass_through.empty()) out.emplace_back(e, symbols.pass_through);
     const bool same_positions = !e.explicit_positions || e.variant.position_type == variant.position_type;
+    // One entry: kv_cache specs list the append with and without v.
     if (e.kind == Kind::Rope && e.variant.with_k == variant.with_k && e.variant.backward == variant.backward &&
-        same_positions) {
+        e.variant.with_v == variant.with_v && same_positions) {
       targets::aot::EntryPoint rope = e;
-      rope.variant = variant;  // with it what the AOT list has no entry for (kv_cache's with_v)
+      rope.variant = variant;  // implicit positions: the entry's id width is not the kernel's
       out.emplace_back(rope, symbols.rope);
     }
   }
@@ -121,10 +122,13 @@ Result<std::string> compile_shared_object(const RopeSpec& spec, const lowering::
   objects.push_back(runtime_object);
 
   // Only the kernel is exported, and the runtime entries rope-gen calls
-  // (its error handler; its thread pool's shutdown, before a fork, and
-  // size, for the kernel's pool_threads); the rest of the runtime stays local.
+  // (its error and print handlers; its thread pool's shutdown, before a
+  // fork, and size, for the kernel's pool_threads); the rest of the runtime
+  // stays local.
   const std::string exports = work_dir + "/exports.map";
-  if (!write_new_file(exports, "{\n  global: " + symbols.prefix + "*; halide_set_error_handler; halide_shutdown_thread_pool; halide_get_num_threads;\n  local: *;\n};\n"))
+  if (!write_new_file(exports, "{\n  global: " + symbols.prefix +
+                                   "*; halide_set_error_handler; halide_set_custom_print; halide_shutdown_thread_pool; "
+                                   "halide_get_num_threads;\n  local: *;\n};\n"))
     return named_error("kernel cache", fmt::format("cannot write {}: {}", exports, std::strerror(errno)));
   const std::string output = work_dir + "/kernel.so", log = work_dir + "/link.log";
   const char* cxx = std::getenv("ROPEGEN_CXX");

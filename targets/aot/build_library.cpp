@@ -1,17 +1,20 @@
 #include "build_library.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
-#include <fmt/format.h>
-
+#include "ropegen/spec_io.h"
 #include "targets/aot/ar_archive.h"
 #include "targets/aot/embedded_files.h"
 #include "targets/aot/generated_header.h"
 #include "targets/aot/library.h"
 #include "targets/aot/manifest.h"
+#include "targets/aot/object_memo.h"
 
 namespace ropegen::targets::aot {
 namespace {
@@ -143,10 +146,109 @@ std::vector<std::string> object_files(const fs::path& objects) {
   return files;
 }
 
+// What an entry's compile depends on in the spec and the targets; the memo
+// adds rope-gen's sources and Halide's version.
+std::string entry_memo_key(const RopeSpec& spec, const EntryPoint& entry, const AotTargets& targets) {
+  std::string what = fmt::format("aot-entry {}\nspec {} {}\n", entry.name, spec_hash(spec), spec.name);
+  for (const AotTarget& t : targets.all()) what += fmt::format("target {} {}\n", t.suffix, t.target.to_string());
+  return what;
+}
+
+// What the header and manifest need of a compiled entry besides its
+// objects, kept beside them in the memo: Halide's arguments and what was
+// read from its CUDA code.
+constexpr const char* kEntryRecord = "entry.record";
+
+std::string entry_record(const CompiledEntry& e) {
+  std::string text = fmt::format("cuda_copies_per_call {}\n", e.cuda_copies_per_call ? 1 : 0);
+  for (const Halide::Argument& a : e.arguments)
+    text += fmt::format("argument {} {} {} {} {} {}\n", static_cast<int>(a.kind), static_cast<int>(a.type.code()),
+                        a.type.bits(), a.type.lanes(), a.dimensions, a.name);
+  return text;
+}
+
+std::optional<CompiledEntry> read_entry_record(const EntryPoint& entry, const std::string& text) {
+  CompiledEntry compiled{entry, {}};
+  std::istringstream lines(text);
+  std::string field;
+  int copies = -1;
+  if (!(lines >> field >> copies) || field != "cuda_copies_per_call" || (copies != 0 && copies != 1))
+    return std::nullopt;
+  compiled.cuda_copies_per_call = copies == 1;
+  int kind, code, bits, lanes, dimensions;
+  std::string name;
+  while (lines >> field >> kind >> code >> bits >> lanes >> dimensions >> name) {
+    if (field != "argument" || kind < 0 || kind > 2 || code < 0 || code > 4 || bits <= 0 || bits > 64 || lanes != 1 ||
+        dimensions < 0 || dimensions > 16)
+      return std::nullopt;
+    compiled.arguments.emplace_back(name, static_cast<Halide::Argument::Kind>(kind),
+                                    Halide::Type(static_cast<halide_type_code_t>(code), bits, lanes), dimensions,
+                                    Halide::ArgumentEstimates{});
+  }
+  if (!lines.eof() || compiled.arguments.empty()) return std::nullopt;
+  return compiled;
+}
+
+std::set<std::string> file_names(const fs::path& dir) {
+  std::set<std::string> names;
+  for (const auto& f : fs::directory_iterator(dir)) names.insert(f.path().filename().string());
+  return names;
+}
+
+// One entry's objects (into `objects`) and Halide header (into `dir`):
+// from the memo when it has them, else compiled and then kept there.
+Result<CompiledEntry> entry_objects(const RopeSpec& spec, const EntryPoint& entry, const AotTargets& targets,
+                                    const fs::path& dir, const fs::path& objects, ObjectMemo* memo,
+                                    BuiltLibrary& built) {
+  const std::string what = memo ? entry_memo_key(spec, entry, targets) : std::string();
+  const std::string header = entry_header_file(entry);
+  if (memo)
+    if (std::optional<MemoFiles> kept = memo->find(what)) {
+      std::optional<CompiledEntry> compiled;
+      for (const MemoFile& f : *kept)
+        if (f.name == kEntryRecord) compiled = read_entry_record(entry, f.bytes);
+      if (compiled) {
+        for (const MemoFile& f : *kept) {
+          if (f.name == kEntryRecord) continue;
+          if (auto e = write_text((f.name == header ? dir : objects) / f.name, f.bytes)) return *e;
+        }
+        ++built.reused;
+        return *compiled;
+      }
+    }
+  const std::set<std::string> before = file_names(objects);
+  CompiledEntry compiled = compile_entry_for_targets(spec, entry, targets, dir, objects);
+  if (auto e = fix_include_guard(dir / header, entry)) return *e;
+  ++built.compiled;
+  if (memo) {
+    MemoFiles files{{kEntryRecord, entry_record(compiled)}, {header, read_text(dir / header)}};
+    for (const std::string& name : file_names(objects))
+      if (!before.count(name)) files.push_back({name, read_text(objects / name)});
+    memo->keep(what, files);
+  }
+  return compiled;
+}
+
+// Halide's runtime for the library (with every GPU API's support), from the memo or compiled.
+std::optional<Diagnostic> runtime_object(const Halide::Target& target, const fs::path& object, ObjectMemo* memo,
+                                         BuiltLibrary& built) {
+  const std::string what = fmt::format("aot-runtime\ntarget {}\n", target.to_string());
+  constexpr const char* kName = "halide_runtime.o";
+  if (memo)
+    if (std::optional<MemoFiles> kept = memo->find(what); kept && kept->size() == 1 && kept->front().name == kName) {
+      ++built.reused;
+      return write_text(object, kept->front().bytes);
+    }
+  Halide::compile_standalone_runtime(object.string(), target);
+  ++built.compiled;
+  if (memo) memo->keep(what, {{kName, read_text(object)}});
+  return std::nullopt;
+}
+
 }  // namespace
 
-Result<std::vector<std::string>> build_aot_library(const RopeSpec& spec, const AotTargets& targets,
-                                                   const std::string& dir_name) {
+Result<BuiltLibrary> build_aot_library(const RopeSpec& spec, const AotTargets& targets, const std::string& dir_name,
+                                       ObjectMemo* memo) {
   const fs::path dir(dir_name), objects = dir / "objects";
   std::error_code ec;
   fs::create_directory(objects, ec);
@@ -160,15 +262,18 @@ Result<std::vector<std::string>> build_aot_library(const RopeSpec& spec, const A
                                  "archive, which rope-gen carries for {} only; build this library with "
                                  "CPU targets alone, or run rope-gen on a {} machine",
                                  architecture_name(Halide::get_host_target()), architecture_name(lib.runtime_target)));
-  std::vector<std::string> written;
+  BuiltLibrary built;
+  std::vector<std::string>& written = built.files;
   try {
     for (const EntryPoint& entry : entry_points(spec)) {
-      lib.entries.push_back(compile_entry_for_targets(spec, entry, targets, dir, objects));
-      if (auto e = fix_include_guard(dir / entry_header_file(entry), entry)) return *e;
+      Result<CompiledEntry> compiled = entry_objects(spec, entry, targets, dir, objects, memo, built);
+      if (!compiled) return compiled.errors();
+      lib.entries.push_back(std::move(compiled).value());
       written.push_back(entry_header_file(entry));
     }
     // Every entry was built with no_runtime: the runtime goes in once.
-    Halide::compile_standalone_runtime((objects / (spec.name + "_halide_runtime.o")).string(), lib.runtime_target);
+    if (auto e = runtime_object(lib.runtime_target, objects / (spec.name + "_halide_runtime.o"), memo, built))
+      return *e;
     if (lib.has_call_library)
       if (auto e = extract_call_library(lib, objects)) return *e;
     Halide::create_static_library(object_files(objects), lib.runtime_target, (dir / library_file(spec)).string());
@@ -199,7 +304,7 @@ Result<std::vector<std::string>> build_aot_library(const RopeSpec& spec, const A
   written.push_back(header_file(spec));
   if (auto e = write_text(dir / manifest_file(), manifest_json(lib))) return *e;
   written.push_back(manifest_file());
-  return written;
+  return built;
 }
 
 }  // namespace ropegen::targets::aot

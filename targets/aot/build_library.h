@@ -14,13 +14,20 @@
 #include "ropegen/result.h"
 #include "ropegen/spec.h"
 #include "targets/aot/aot_targets.h"
+#include "targets/aot/object_memo.h"
 
 namespace ropegen::targets::aot {
 
+struct BuiltLibrary {
+  std::vector<std::string> files;  // written into the directory; manifest.json last
+  int compiled = 0, reused = 0;    // entries (and Halide's runtime) compiled, and taken from the memo
+};
+
 // Writes into `dir`, which must exist and be private to this build (a
-// staging directory: the caller moves the files into place). Returns the
-// names of the files written there; intermediate objects are removed.
-Result<std::vector<std::string>> build_aot_library(const RopeSpec& spec, const AotTargets& targets,
-                                                   const std::string& dir);
+// staging directory: the caller moves the files into place); intermediate
+// objects are removed. With a memo, each entry's objects (and the runtime)
+// come from it when it has them, and are kept there when compiled.
+Result<BuiltLibrary> build_aot_library(const RopeSpec& spec, const AotTargets& targets, const std::string& dir,
+                                       ObjectMemo* memo = nullptr);
 
 }  // namespace ropegen::targets::aot

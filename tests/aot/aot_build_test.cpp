@@ -5,27 +5,26 @@
 // float64 reference. Invalid calls come back as ROPEGEN_ERROR_INVALID_ARGUMENT
 // with prepare_call's message. Plus cross-compilation (AArch64 objects) and
 // the errors that must exit 2 and leave nothing behind.
+#include <dlfcn.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
-#include <dlfcn.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <iostream>
 #include <fstream>
+#include <iostream>
 #include <map>
-#include <sstream>
-
-#include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "ropegen/spec_io.h"
 #include "support/reference.h"
 #include "support/run_command.h"
+#include "support/test_paths.h"
 
 namespace ropegen {
 namespace {
@@ -35,9 +34,9 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using test::run_command;
 
-const std::string kTool = ROPEGEN_BINARY;
-const std::string kDriver = ROPEGEN_SOURCE_DIR "/tests/aot/rope_driver.c";
-const std::string kKvDriver = ROPEGEN_SOURCE_DIR "/tests/aot/kv_driver.c";
+const std::string kTool = ropegen::test::rope_gen_binary();
+const std::string kDriver = ropegen::test::source_path("/tests/aot/rope_driver.c");
+const std::string kKvDriver = ropegen::test::source_path("/tests/aot/kv_driver.c");
 
 // sbhd, interleaved, partial rotary (pass-through copy), f32, explicit
 // positions (i32/i64 entries), dynamic NTK (reads seq_len).
@@ -306,7 +305,7 @@ TEST_F(AotBuild, HostLibraryFilesManifestAndNumbers) {
   EXPECT_EQ(manifest["c_entry"]["in_library"], true);
   EXPECT_EQ(manifest["link"], "-lstdc++ -lpthread -ldl -lm");
   for (const char* h : {"ropegen_c.h", "ropegen_aot.h"})
-    EXPECT_EQ(test::read_text(lib + "/" + h), test::read_text(std::string(ROPEGEN_SOURCE_DIR "/include/ropegen/") + h));
+    EXPECT_EQ(test::read_text(lib + "/" + h), test::read_text(ropegen::test::source_path("/include/ropegen/") + h));
   const std::string header = test::read_text(lib + "/aot_a.h");
   EXPECT_THAT(header, HasSubstr("static inline int aot_a_run(const ropegen_call *call, ropegen_message *message)"));
   EXPECT_THAT(header, HasSubstr("#define AOT_A_LAYOUT \"sbhd\""));
@@ -561,9 +560,10 @@ const std::string kPtxas = ROPEGEN_PTXAS;
 std::vector<std::vector<std::string>> stub_cuda_calls(const std::string& exe, const std::string& dir, DType dtype,
                                                       Scenario s) {
   fs::create_directories(dir);
-  const auto r = run_command(fmt::format("cc -std=c99 -Wall -Wextra -Wno-unused-parameter -Werror -shared -fPIC "
-                                         "-Wl,-soname,libcuda.so.1 {}/tests/aot/stub_libcuda.c -o {}/libcuda.so.1",
-                                         ROPEGEN_SOURCE_DIR, dir));
+  const auto r =
+      run_command(fmt::format("cc -std=c99 -Wall -Wextra -Wno-unused-parameter -Werror -shared -fPIC "
+                              "-Wl,-soname,libcuda.so.1 {}/tests/aot/stub_libcuda.c -o {}/libcuda.so.1",
+                              ropegen::test::source_dir(), dir));
   EXPECT_EQ(r.exit_code, 0) << r.err;
   const std::string log = dir + "/calls.log";
   s.device_type = 2, s.device_id = 1;
@@ -736,10 +736,11 @@ TEST_F(AotBuild, HostCudaVulkanLibrary) {
   }
   // The library's Vulkan memory across allocations, copies at offsets and frees.
   {
-    const auto r = run_command(fmt::format("cc -std=c99 -Wall -Wextra -pedantic -Werror -DROPE_HEADER='\"aot_a.h\"' "
-                                           "-DROPE_NAME=aot_a -I {0} {1}/tests/aot/vulkan_memory_check.c {0}/libaot_a.a "
-                                           "-lstdc++ -lpthread -ldl -lm -o {2} && {2}",
-                                           lib, ROPEGEN_SOURCE_DIR, path("vulkan_memory_check")));
+    const auto r =
+        run_command(fmt::format("cc -std=c99 -Wall -Wextra -pedantic -Werror -DROPE_HEADER='\"aot_a.h\"' "
+                                "-DROPE_NAME=aot_a -I {0} {1}/tests/aot/vulkan_memory_check.c {0}/libaot_a.a "
+                                "-lstdc++ -lpthread -ldl -lm -o {2} && {2}",
+                                lib, ropegen::test::source_dir(), path("vulkan_memory_check")));
     EXPECT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(r.out, "ok\n");
   }
@@ -780,10 +781,11 @@ TEST_F(AotBuild, HostCudaVulkanLibrary) {
   for (std::string line; std::getline(lines, line);)
     if (line.size() > 19) exported.push_back(line.substr(19));
   EXPECT_THAT(exported, ::testing::ElementsAre("aot_a_run"));
-  r = run_command(fmt::format("cc -std=c99 -Wall -Wextra -pedantic -Werror -DROPE_HEADER='\"dlopen_run.h\"' "
+  r =
+      run_command(fmt::format("cc -std=c99 -Wall -Wextra -pedantic -Werror -DROPE_HEADER='\"dlopen_run.h\"' "
                               "-DRUN_FN=dlopen_run -DSHARED_OBJECT='\"{0}\"' -DRUN_SYMBOL='\"aot_a_run\"' -I {1} "
                               "-I {2} {3} -ldl -o {4}",
-                              so, lib, ROPEGEN_SOURCE_DIR "/tests/aot", kDriver, path("so_driver")));
+                              so, lib, ropegen::test::source_path("/tests/aot"), kDriver, path("so_driver")));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(run_driver(path("so_driver"), path("so_call"), DType::F32, s), "rc=0\n");
   check_output(spec, path("so_call/result_q.bin"), s.q, false, s, "q (shared object)");
@@ -917,6 +919,48 @@ TEST_F(AotBuild, BareSpecBuildsForTheHostIntoItsName) {
   EXPECT_TRUE(fs::exists(path("cwd/bare/manifest.json")));
   // Not a file, not YAML: still a usage error.
   EXPECT_EQ(run_command(kTool + " no-such-command").exit_code, 2);
+}
+
+// The kernel cache keeps each entry's objects: the same spec and targets
+// again, into another directory, compile nothing and give the same bytes; a
+// damaged file there is compiled again, never used; another spec compiles anew.
+TEST_F(AotBuild, ASecondBuildTakesTheCompiledEntriesFromTheKernelCache) {
+  const std::string spec = write_spec("name: memo\nhead_dim: 8\n");
+  const std::string env = "ROPEGEN_CACHE_DIR=" + path("cache") + " ";
+  auto build = [&](const std::string& spec_file, const std::string& out) {
+    const auto r = run_command(env + kTool + " build " + spec_file + " --targets " + kX86Pair + ",vulkan -o " + out);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out);
+  };
+  const auto first = build(spec, path("first"));
+  const int entries = first["compiled"];
+  EXPECT_GT(entries, 1);  // the entry points and Halide's runtime
+  EXPECT_EQ(first["reused"], 0);
+  const auto second = build(spec, path("second"));
+  EXPECT_EQ(second["compiled"], 0);
+  EXPECT_EQ(second["reused"], entries);
+  for (const std::string f : first["files"])
+    EXPECT_TRUE(test::read_text(path("first/" + f)) == test::read_text(path("second/" + f))) << f;
+
+  std::vector<fs::path> kept;
+  for (const auto& f : fs::directory_iterator(path("cache/objects"))) kept.push_back(f.path());
+  ASSERT_EQ(static_cast<int>(kept.size()), entries);
+  std::string damaged = test::read_text(kept.front().string());
+  damaged[damaged.size() / 2] ^= 1;
+  test::write_text(kept.front().string(), damaged);
+  const auto third = build(spec, path("third"));
+  EXPECT_EQ(third["compiled"], 1);
+  EXPECT_EQ(third["reused"], entries - 1);
+  // The entry compiled again need not be the same bytes (Halide numbers its
+  // names per process); what the cache now holds is reused as it is.
+  const auto fourth = build(spec, path("fourth"));
+  EXPECT_EQ(fourth["compiled"], 0);
+  for (const std::string f : first["files"])
+    EXPECT_TRUE(test::read_text(path("third/" + f)) == test::read_text(path("fourth/" + f))) << f;
+
+  const auto other = build(write_spec("name: memo\nhead_dim: 8\ndtype: f16\n"), path("other"));
+  EXPECT_EQ(other["compiled"], entries - 1);  // Halide's runtime is the same
+  EXPECT_EQ(other["reused"], 1);
 }
 
 // A kv_cache spec's library (paged_hnd, fp8_e4m3 caches, partial rotary)

@@ -2,20 +2,20 @@
 // as the C test drivers are) and as C++, run against the tests' stub CUDA
 // driver (tests/aot/stub_libcuda.c) found through LD_LIBRARY_PATH.
 #include <dlfcn.h>
+#include <gtest/gtest.h>
 
 #include <filesystem>
 #include <string>
 
-#include <gtest/gtest.h>
-
 #include "support/run_command.h"
+#include "support/test_paths.h"
 
 namespace ropegen::base {
 namespace {
 
 using test::run_command;
 
-const std::string kSource = ROPEGEN_SOURCE_DIR;
+const std::string kSource = ropegen::test::source_dir();
 
 // The stub driver built into `dir` as `name` (its soname too).
 void build_stub(const std::string& dir, const std::string& name) {

@@ -102,8 +102,11 @@ TEST(CallData, EveryTensorArgumentWithElementsButNoDataIsRefusedByName) {
       EXPECT_NE(messages(spec, broken).find("elements but no data (a null pointer)"), std::string::npos) << name;
     }
   }
-  for (Arg arg : abi::kTensorArgs)
-    if (abi::info(arg).call_tensor) EXPECT_TRUE(seen[arg]) << abi::info(arg).name;
+  for (Arg arg : abi::kTensorArgs) {
+    if (abi::info(arg).call_tensor) {
+      EXPECT_TRUE(seen[arg]) << abi::info(arg).name;
+    }
+  }
 }
 
 TEST(CallData, EmptyTensorsOfACallWithWorkGetAnAddress) {

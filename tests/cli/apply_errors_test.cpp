@@ -10,6 +10,7 @@
 #include "atomic_file.h"
 #include "npy.h"
 #include "support/run_command.h"
+#include "support/test_paths.h"
 
 namespace ropegen {
 namespace {
@@ -39,7 +40,8 @@ class ApplyErrors : public ::testing::Test {
   }
   // Runs `apply ARGS --out(-q) OUT`; expects exit 2, no output; the message.
   std::string rejected(const std::string& args, const char* out_flag = "--out") {
-    const test::CommandResult r = test::run_command(std::string(ROPEGEN_BINARY) + " apply " + args + " " + out_flag + " " + path("out.npy"));
+    const test::CommandResult r =
+        test::run_command(ropegen::test::rope_gen_binary() + " apply " + args + " " + out_flag + " " + path("out.npy"));
     EXPECT_EQ(r.exit_code, 2) << r.err;
     EXPECT_FALSE(std::filesystem::exists(path("out.npy")));
     return r.err;
@@ -159,7 +161,7 @@ TEST_F(ApplyErrors, EmptyTensorsAreNoOpsNotErrors) {
   auto apply = [&](const std::string& args, const char* out_flag, const std::vector<int64_t>& shape) {
     std::filesystem::remove(path("out.npy"));
     const test::CommandResult r =
-        test::run_command(std::string(ROPEGEN_BINARY) + " apply " + args + " " + out_flag + " " + path("out.npy"));
+        test::run_command(ropegen::test::rope_gen_binary() + " apply " + args + " " + out_flag + " " + path("out.npy"));
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(cli::read_npy(path("out.npy")).shape, shape);
   };

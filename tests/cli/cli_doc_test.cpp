@@ -12,12 +12,13 @@
 #include <vector>
 
 #include "support/run_command.h"
+#include "support/test_paths.h"
 
 namespace ropegen {
 namespace {
 
-const std::string kTool = ROPEGEN_BINARY;
-const char* const kPage = ROPEGEN_SOURCE_DIR "/docs/cli.md";
+const std::string kTool = ropegen::test::rope_gen_binary();
+const std::string kPage = ropegen::test::source_path("/docs/cli.md");
 
 // Flags of tools other than rope-gen that the page names (the scripts that regenerate from-hf's tables).
 const std::set<std::string> kOtherToolsFlags = {"--venv", "--check"};

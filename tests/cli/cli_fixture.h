@@ -11,6 +11,7 @@
 #include "atomic_file.h"
 #include "npy.h"
 #include "support/run_command.h"
+#include "support/test_paths.h"
 
 namespace ropegen::test {
 
@@ -33,7 +34,7 @@ class CliFixture : public ::testing::Test {
   }
   // rope-gen with these arguments; `timeout` so a hang fails the test.
   static CommandResult rope_gen(const std::string& args) {
-    return run_command("timeout 300 " + std::string(ROPEGEN_BINARY) + " " + args);
+    return run_command("timeout 300 " + ropegen::test::rope_gen_binary() + " " + args);
   }
   static int64_t count(const std::vector<int64_t>& shape) {
     int64_t n = 1;

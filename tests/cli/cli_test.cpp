@@ -4,13 +4,13 @@
 
 #include <cstring>
 #include <filesystem>
-
 #include <nlohmann/json.hpp>
 
 #include "atomic_file.h"
 #include "npy.h"
 #include "ropegen/spec_io.h"
 #include "support/run_command.h"
+#include "support/test_paths.h"
 
 namespace ropegen {
 namespace {
@@ -18,8 +18,8 @@ namespace {
 using ::testing::HasSubstr;
 using test::run_command;
 
-const std::string kTool = ROPEGEN_BINARY;
-const std::string kExamples = ROPEGEN_SOURCE_DIR "/examples";
+const std::string kTool = ropegen::test::rope_gen_binary();
+const std::string kExamples = ropegen::test::source_path("/examples");
 
 class Cli : public ::testing::Test {
  protected:

@@ -5,14 +5,14 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
-
-#include <nlohmann/json.hpp>
 
 #include "ropegen/rope_explain.h"
 #include "ropegen/spec_io.h"
 #include "support/run_command.h"
+#include "support/test_paths.h"
 
 namespace ropegen {
 namespace {
@@ -20,8 +20,8 @@ namespace {
 using ::testing::HasSubstr;
 using test::run_command;
 
-const std::string kTool = "timeout 300 " ROPEGEN_BINARY;
-const std::string kExamples = ROPEGEN_SOURCE_DIR "/examples";
+const std::string kTool = "timeout 300 " + ropegen::test::rope_gen_binary();
+const std::string kExamples = ropegen::test::source_path("/examples");
 
 nlohmann::json explain_json(const std::string& args) {
   const test::CommandResult r = run_command(kTool + " explain --json " + args);
@@ -156,8 +156,8 @@ TEST_F(ExplainCliErrors, UserMistakesExitTwo) {
 // Without python3 (an empty PATH) --plot says how to get the plotting
 // package, before any work, and writes nothing.
 TEST_F(ExplainCliErrors, PlotWithoutPythonSaysHow) {
-  const test::CommandResult r =
-      run_command("PATH=" + dir_ + " " ROPEGEN_BINARY " explain " + kExamples + "/llama3_8b.yaml --plot " + dir_ + "/w.png");
+  const test::CommandResult r = run_command("PATH=" + dir_ + " " + ropegen::test::rope_gen_binary() + " explain " +
+                                            kExamples + "/llama3_8b.yaml --plot " + dir_ + "/w.png");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("pip install 'ropegen[plot]'"));
   EXPECT_EQ(r.out, "");
@@ -166,7 +166,7 @@ TEST_F(ExplainCliErrors, PlotWithoutPythonSaysHow) {
 
 // With the project's venv (make python, matplotlib installed): a PNG.
 TEST_F(ExplainCliErrors, PlotWritesAPng) {
-  const std::string path = "PATH=" ROPEGEN_SOURCE_DIR "/.venv/bin:$PATH ";
+  const std::string path = "PATH=" + ropegen::test::source_path("/.venv/bin:$PATH ");
   if (run_command(path + "python3 -c 'import ropegen.plot, matplotlib'").exit_code != 0)
     GTEST_SKIP() << "the venv has no ropegen package with matplotlib (make python, pip install matplotlib)";
   const std::string png = dir_ + "/w.png";

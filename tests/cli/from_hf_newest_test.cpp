@@ -8,13 +8,14 @@
 #include <string>
 
 #include "cli_fixture.h"
+#include "support/test_paths.h"
 
 namespace ropegen {
 namespace {
 
 using ::testing::HasSubstr;
 
-const std::string kReal = ROPEGEN_SOURCE_DIR "/tests/golden/hf_configs/";
+const std::string kReal = ropegen::test::source_path("/tests/golden/hf_configs/");
 
 class FromHfNewest : public test::CliFixture {
  protected:

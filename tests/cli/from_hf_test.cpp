@@ -4,7 +4,6 @@
 // never a crash, hang or silent guess).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,6 +12,7 @@
 #include <string>
 
 #include "support/run_command.h"
+#include "support/test_paths.h"
 
 namespace ropegen {
 namespace {
@@ -21,9 +21,9 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using test::run_command;
 
-const std::string kTool = ROPEGEN_BINARY;
-const std::string kExamples = ROPEGEN_SOURCE_DIR "/examples";
-const std::string kReal = ROPEGEN_SOURCE_DIR "/tests/golden/hf_configs/";
+const std::string kTool = ropegen::test::rope_gen_binary();
+const std::string kExamples = ropegen::test::source_path("/examples");
+const std::string kReal = ropegen::test::source_path("/tests/golden/hf_configs/");
 
 class FromHf : public ::testing::Test {
  protected:

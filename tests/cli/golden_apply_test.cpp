@@ -10,8 +10,9 @@
 #include "npy.h"
 #include "ropegen/spec_io.h"
 #include "support/golden.h"
-#include "support/sweep_subset.h"
 #include "support/run_command.h"
+#include "support/sweep_subset.h"
+#include "support/test_paths.h"
 
 namespace ropegen {
 namespace {
@@ -52,8 +53,8 @@ int check_every_peer_case(const std::string& target, std::string* skip_reason) {
     }
     if (c.offset) args += " --offset " + std::to_string(c.offset);
     if (c.seq_len) args += " --seq-len " + std::to_string(*c.seq_len);
-    const test::CommandResult r =
-        test::run_command(std::string(ROPEGEN_BINARY) + " apply " + dir + "/spec.yaml" + args + " --target " + target);
+    const test::CommandResult r = test::run_command(ropegen::test::rope_gen_binary() + " apply " + dir + "/spec.yaml" +
+                                                    args + " --target " + target);
     if (r.exit_code == 2 && r.err.find("cannot run on this machine") != std::string::npos) {
       *skip_reason = r.err;
       break;

@@ -14,8 +14,9 @@
 #include "npy.h"
 #include "ropegen/spec_io.h"
 #include "support/golden.h"
-#include "support/sweep_subset.h"
 #include "support/run_command.h"
+#include "support/sweep_subset.h"
+#include "support/test_paths.h"
 
 namespace ropegen {
 namespace {
@@ -37,7 +38,8 @@ void write_npy(const std::string& path, const test::GoldenTensor& t) {
 // The command line of the case: inputs written under `dir`, outputs to be
 // written there; kernels (apply) on `target`.
 std::string command_line(const test::EncodingCase& c, const std::string& dir, const std::string& target) {
-  std::string args = std::string(ROPEGEN_BINARY) + (c.command == "table" ? " table " : " apply ") + dir + "/spec.yaml";
+  std::string args =
+      ropegen::test::rope_gen_binary() + (c.command == "table" ? " table " : " apply ") + dir + "/spec.yaml";
   if (c.command != "table") args += " --target " + target;
   if (c.command == "backward") args += " --backward";
   for (const auto& [name, t] : c.inputs) {

@@ -10,14 +10,15 @@
 #include "atomic_file.h"
 #include "npy.h"
 #include "support/run_command.h"
+#include "support/test_paths.h"
 
 namespace ropegen {
 namespace {
 
 using ::testing::HasSubstr;
 
-const std::string kTool = ROPEGEN_BINARY;
-const std::string kSpec = ROPEGEN_SOURCE_DIR "/examples/llama3_8b.yaml";
+const std::string kTool = ropegen::test::rope_gen_binary();
+const std::string kSpec = ropegen::test::source_path("/examples/llama3_8b.yaml");
 
 class GpuTargetCli : public ::testing::Test {
  protected:

@@ -3,6 +3,8 @@
 // module and apply function rerun in float64 on the same tiny config
 // (tests/golden/data/hf_models/<model_type>.json, written by
 // tests/golden/hf_model_table.py). A refused model type must be refused.
+#include "hf_models.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,20 +12,19 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "atomic_file.h"
-#include "hf_models.h"
 #include "npy.h"
 #include "support/run_command.h"
+#include "support/test_paths.h"
 
 namespace ropegen {
 namespace {
 
 using json = nlohmann::json;
-const std::string kTool = ROPEGEN_BINARY;
-const std::string kGolden = ROPEGEN_SOURCE_DIR "/tests/golden/data/hf_models/";
+const std::string kTool = ropegen::test::rope_gen_binary();
+const std::string kGolden = ropegen::test::source_path("/tests/golden/data/hf_models/");
 
 json load(const std::string& path) {
   std::ifstream in(path);
@@ -164,7 +165,7 @@ class HfRealConfig : public HfModel {};
 
 TEST_P(HfRealConfig, FromHfThenApplyMatchesHfsOwnCode) {
   const json golden = load(kGolden + "real/" + GetParam() + ".json");
-  expect_matches_hf(golden, ROPEGEN_SOURCE_DIR "/" + golden.at("config_file").get<std::string>(), dir_);
+  expect_matches_hf(golden, ropegen::test::source_path("/") + golden.at("config_file").get<std::string>(), dir_);
 }
 
 INSTANTIATE_TEST_SUITE_P(Real, HfRealConfig, ::testing::ValuesIn(real_cases()), case_name);

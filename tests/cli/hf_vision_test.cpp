@@ -10,19 +10,19 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "atomic_file.h"
 #include "npy.h"
 #include "support/run_command.h"
+#include "support/test_paths.h"
 
 namespace ropegen {
 namespace {
 
 using json = nlohmann::json;
-const std::string kTool = ROPEGEN_BINARY;
-const std::string kGolden = ROPEGEN_SOURCE_DIR "/tests/golden/data/hf_vision/";
+const std::string kTool = ropegen::test::rope_gen_binary();
+const std::string kGolden = ropegen::test::source_path("/tests/golden/data/hf_vision/");
 
 json load(const std::string& path) {
   std::ifstream in(path);
@@ -31,7 +31,7 @@ json load(const std::string& path) {
 
 // The multimodal model_type of every tower from-hf --vision converts (hf/hf_vision.json).
 std::vector<std::string> tower_model_types() {
-  const json table = load(ROPEGEN_SOURCE_DIR "/hf/hf_vision.json");
+  const json table = load(ropegen::test::source_path("/hf/hf_vision.json"));
   std::vector<std::string> out;
   for (auto& [type, t] : table.at("towers").items()) out.push_back(t.at("model_type").get<std::string>());
   return out;

@@ -12,11 +12,13 @@
 #include <string>
 #include <vector>
 
+#include "support/test_paths.h"
+
 namespace ropegen {
 namespace {
 
 namespace fs = std::filesystem;
-const fs::path kRoot = ROPEGEN_SOURCE_DIR;
+const fs::path kRoot = ropegen::test::source_dir();
 
 // The project's own markdown: not build trees, virtual environments or other dot folders.
 std::vector<fs::path> markdown_files() {

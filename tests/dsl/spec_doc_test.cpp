@@ -12,11 +12,12 @@
 #include <vector>
 
 #include "dsl/schema.h"
+#include "support/test_paths.h"
 
 namespace ropegen::dsl {
 namespace {
 
-const char* const kPage = ROPEGEN_SOURCE_DIR "/docs/spec.md";
+const std::string kPage = ropegen::test::source_path("/docs/spec.md");
 const char* const kBegin = "<!-- key table: begin";
 const char* const kEnd = "<!-- key table: end";
 

@@ -1,12 +1,12 @@
 // Valid specs: defaults, every field read, the normalised form a fixed point.
-#include <gtest/gtest.h>
-
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 
 #include <filesystem>
 #include <set>
 
 #include "ropegen/spec_io.h"
+#include "support/test_paths.h"
 
 namespace ropegen {
 namespace {
@@ -356,7 +356,7 @@ TEST(SpecParser, EveryNewFieldChangesTheHash) {
 
 TEST(SpecParser, EveryExampleSpecIsValidAndAFixedPoint) {
   int n = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(ROPEGEN_SOURCE_DIR "/examples")) {
+  for (const auto& entry : std::filesystem::directory_iterator(ropegen::test::source_path("/examples"))) {
     if (entry.path().extension() != ".yaml") continue;
     ++n;
     Result<RopeSpec> r = load_spec(entry.path().string());

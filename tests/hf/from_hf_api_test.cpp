@@ -1,11 +1,12 @@
 // ropegen::from_hf (include/ropegen/from_hf.h): the library agrees with
 // `rope-gen from-hf` (tests/cli/from_hf_test.cpp covers the conversions).
-#include <string>
-
 #include <gtest/gtest.h>
+
+#include <string>
 
 #include "ropegen/from_hf.h"
 #include "ropegen/spec_io.h"
+#include "support/test_paths.h"
 
 namespace ropegen {
 namespace {
@@ -40,7 +41,7 @@ TEST(FromHf, Llama3FromText) {
 }
 
 TEST(FromHf, FileAndDirectoryGiveTheSameSpec) {
-  const Result<RopeSpec> file = from_hf_file(ROPEGEN_SOURCE_DIR "/examples/hf_configs/llama3_8b.json");
+  const Result<RopeSpec> file = from_hf_file(ropegen::test::source_path("/examples/hf_configs/llama3_8b.json"));
   ASSERT_TRUE(file.ok()) << format(file.errors());
   EXPECT_EQ(file->name, "llama");  // model_type
   EXPECT_EQ(file->dtype, DType::F32);
@@ -62,7 +63,7 @@ TEST(FromHf, ErrorsNameTheKey) {
 }
 
 TEST(FromHf, VisionTower) {
-  const Result<RopeSpec> text = from_hf_file(ROPEGEN_SOURCE_DIR "/examples/hf_configs/llama3_8b.json", [] {
+  const Result<RopeSpec> text = from_hf_file(ropegen::test::source_path("/examples/hf_configs/llama3_8b.json"), [] {
     FromHfOptions o;
     o.vision = true;
     return o;

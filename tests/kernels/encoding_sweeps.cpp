@@ -40,6 +40,15 @@ runtime::HostArray tensor(std::vector<int64_t> shape, DType dtype, uint32_t seed
   return runtime::HostArray::of_floats(std::move(shape), runtime::to_storage(data, dtype).to_float());
 }
 
+// qk_norm's per-head weight: [head_dim] values in [0.5, 1.5], rounded to `dtype`.
+runtime::HostArray norm_weight(int64_t head_dim, DType dtype, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> near_one(0.5f, 1.5f);
+  std::vector<float> data(head_dim);
+  for (float& v : data) v = near_one(gen);
+  return runtime::HostArray::of_floats({head_dim}, runtime::to_storage(data, dtype).to_float());
+}
+
 runtime::HostArray ids(std::vector<int64_t> shape, int64_t limit, bool int64, uint32_t seed) {
   std::mt19937 gen(seed);
   std::vector<int64_t> v(elements(shape));
@@ -92,6 +101,10 @@ ref::Call reference_call(const runtime::ApplyRequest& r, int64_t seq_len) {
   if (r[Arg::Freqs]) call.inv_freq.assign(r[Arg::Freqs]->floats.begin(), r[Arg::Freqs]->floats.end());
   if (r[Arg::Table]) call.table = as_ref(*r[Arg::Table]);
   if (r[Arg::CosSinCache]) call.cos_sin_cache = as_ref(*r[Arg::CosSinCache]);
+  if (r[Arg::QNormWeight])
+    call.q_norm_weight.assign(r[Arg::QNormWeight]->floats.begin(), r[Arg::QNormWeight]->floats.end());
+  if (r[Arg::KNormWeight])
+    call.k_norm_weight.assign(r[Arg::KNormWeight]->floats.begin(), r[Arg::KNormWeight]->floats.end());
   return call;
 }
 
@@ -133,6 +146,10 @@ EncodingCase as_encoding_case(const Case& c) {
     e.request[Arg::Positions] = ids(ids_shape, 70000, c.int64_positions, 13);
   }
   if (!c.cu_seqlens.empty()) e.request[Arg::CuSeqlens] = starts(c.cu_seqlens);
+  if (spec.qk_norm.has_weight()) {  // near one, as trained norms are
+    e.request[Arg::QNormWeight] = norm_weight(c.head_dim, spec.dtype, 14);
+    if (c.Hk) e.request[Arg::KNormWeight] = norm_weight(c.head_dim, spec.dtype, 15);
+  }
   e.request.offset = c.offset;
   return e;
 }
@@ -278,8 +295,9 @@ std::vector<EncodingCase> sweep_backward_and_runtime_frequencies() {
     const std::vector<int64_t> q_shape = packed ? std::vector<int64_t>{4161, 2, 8} : std::vector<int64_t>{2, 4161, 2, 8};
     std::vector<int64_t> k_shape = q_shape;
     k_shape[packed ? 1 : 2] = 1;
-    EncodingCase c = make(packed ? std::string(many_tokens) + "layout: thd\n" : many_tokens,
-                          tensor(q_shape, DType::BF16, seed++), tensor(k_shape, DType::BF16, seed++));
+    runtime::HostArray q = tensor(q_shape, DType::BF16, seed++);  // q's seed, then k's (arguments have no order)
+    EncodingCase c = make(packed ? std::string(many_tokens) + "layout: thd\n" : many_tokens, std::move(q),
+                          tensor(k_shape, DType::BF16, seed++));
     c.request.backward = true;
     if (packed) c.request[Arg::CuSeqlens] = starts({0, 100, 4161});
     c.request[Arg::Freqs] = tensor({4}, DType::F32, seed++, 0.3);

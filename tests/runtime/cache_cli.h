@@ -6,14 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "atomic_file.h"
 #include "npy.h"
 #include "support/run_command.h"
+#include "support/test_paths.h"
 
 namespace ropegen::test {
 
@@ -38,14 +38,14 @@ class CacheCli : public ::testing::Test {
   std::string cache() const { return dir_ + "/cache"; }
   // `rope-gen apply` writing o<tag>q.npy and o<tag>k.npy; the shell command only.
   std::string apply(const std::string& tag, const std::string& cache_dir) const {
-    return env(cache_dir) + ROPEGEN_BINARY + " apply " + spec_ + " --q " + dir_ + "/q.npy --k " + dir_ +
-           "/k.npy --out-q " + dir_ + "/o" + tag + "q.npy --out-k " + dir_ + "/o" + tag + "k.npy";
+    return env(cache_dir) + ropegen::test::rope_gen_binary() + " apply " + spec_ + " --q " + dir_ + "/q.npy --k " +
+           dir_ + "/k.npy --out-q " + dir_ + "/o" + tag + "q.npy --out-k " + dir_ + "/o" + tag + "k.npy";
   }
   std::string outputs(const std::string& tag) const {
     return read_text(dir_ + "/o" + tag + "q.npy") + read_text(dir_ + "/o" + tag + "k.npy");
   }
   nlohmann::json stats() const {
-    const CommandResult r = run_command(env(cache()) + ROPEGEN_BINARY + " cache stats --json");
+    const CommandResult r = run_command(env(cache()) + ropegen::test::rope_gen_binary() + " cache stats --json");
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return nlohmann::json::parse(r.out);
   }

@@ -7,11 +7,13 @@
 
 #include <chrono>
 #include <filesystem>
-
 #include <nlohmann/json.hpp>
 
+#include "ropegen/runtime.h"
+#include "ropegen/spec_io.h"
 #include "runtime/cache_cli.h"
 #include "support/run_command.h"
+#include "support/test_paths.h"
 
 namespace ropegen {
 namespace {
@@ -41,6 +43,23 @@ TEST_F(CacheProcesses, ASecondApplyLoadsTheKernelInsteadOfCompiling) {
   EXPECT_EQ(outputs("1"), outputs("2"));
   EXPECT_EQ(outputs("1"), jit_outputs());
   std::printf("[ INFO     ] apply: cold %.3f s, warm %.3f s (whole process)\n", cold, warm);
+}
+
+// The key hashes the sources, not the binary: a kernel the rope-gen program
+// compiled is loaded by this test program (another binary of the same
+// sources), as by the Python module and a sanitizer build.
+TEST_F(CacheProcesses, AnotherProgramOfTheSameSourcesLoadsTheKernel) {
+  ASSERT_EQ(test::run_command(apply("1", cache())).exit_code, 0);
+  Result<RopeSpec> spec = parse_spec(test::read_text(spec_), spec_);
+  ASSERT_TRUE(spec) << format(spec.errors());
+  RuntimeOptions options;
+  options.cache_dir = cache();
+  Runtime runtime(options);
+  KernelVariant variant;
+  variant.with_k = true;
+  ASSERT_TRUE(runtime.get(*spec, variant));
+  EXPECT_EQ(runtime.counters().disk_hits, 1u);
+  EXPECT_EQ(runtime.counters().compiles, 0u);
 }
 
 TEST_F(CacheProcesses, FourProcessesOnAnEmptyCacheLeaveOneEntryAndAgree) {
@@ -74,7 +93,7 @@ TEST_F(CacheProcesses, ADamagedEntryIsRebuiltNotLoaded) {
 }
 
 TEST_F(CacheProcesses, ListStatsAndClear) {
-  const std::string tool = env(cache()) + ROPEGEN_BINARY;
+  const std::string tool = env(cache()) + ropegen::test::rope_gen_binary();
   ASSERT_EQ(test::run_command(apply("1", cache())).exit_code, 0);
   test::CommandResult r = test::run_command(tool + " cache list --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -94,7 +113,7 @@ TEST_F(CacheProcesses, ListStatsAndClear) {
   EXPECT_EQ(stats()["entries"], 0);
   EXPECT_EQ(stats()["compile"]["count"], 0);
   // A cache that does not exist yet lists as empty and is not created.
-  r = test::run_command(env(dir_ + "/none") + ROPEGEN_BINARY + " cache list --json");
+  r = test::run_command(env(dir_ + "/none") + ropegen::test::rope_gen_binary() + " cache list --json");
   EXPECT_EQ(r.out, "[]\n");
   EXPECT_FALSE(fs::exists(dir_ + "/none"));
   r = test::run_command("ROPEGEN_CACHE_MAX_BYTES=lots " + tool + " cache stats");

@@ -6,25 +6,25 @@
 // bounded wait only, a full file system (a real one: a small tmpfs, when
 // root can mount it) is a fallback to JIT, not a crash, and every refusal
 // is one warning line and shows in `rope-gen cache stats`.
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
-#include <chrono>
-#include <csignal>
-#include <filesystem>
-
-#include <fcntl.h>
 #include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+
 #include "ropegen/runtime.h"
 #include "ropegen/spec_io.h"
 #include "runtime/cache_cli.h"
 #include "runtime/cache_key.h"
 #include "runtime/disk_cache.h"
+#include "support/test_paths.h"
 
 namespace ropegen {
 namespace {
@@ -35,7 +35,7 @@ using ::testing::Not;
 
 class CacheRobustness : public test::CacheCli {
  protected:
-  std::string tool(const std::string& cache_dir) const { return env(cache_dir) + ROPEGEN_BINARY; }
+  std::string tool(const std::string& cache_dir) const { return env(cache_dir) + ropegen::test::rope_gen_binary(); }
   // The only file in `sub` of a cache.
   static std::string only_file(const std::string& sub) {
     std::vector<std::string> files;
@@ -125,11 +125,16 @@ TEST_F(CacheRobustness, AFifoInTheCacheBlocksNothing) {
          return c + "/locks/none";
        }},
   };
+  // One cache with a compiled entry, copied for each place (the copy keeps
+  // rope-gen's marker, so it is adopted as the original is): one compile,
+  // not one per place.
+  const std::string seed = dir_ + "/seed";
+  ASSERT_EQ(test::run_command(apply("0", seed)).exit_code, 0);
   int n = 0;
   for (const auto& [what, place] : places) {
     SCOPED_TRACE(what);
     const std::string cache_dir = dir_ + "/cache" + std::to_string(n++);
-    ASSERT_EQ(test::run_command(apply("0", cache_dir)).exit_code, 0);
+    fs::copy(seed, cache_dir, fs::copy_options::recursive);
     const std::string path = place(cache_dir);
     fs::remove(path);
     ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0) << path;

@@ -2,6 +2,8 @@
 // loaded from disk against the JIT kernel (bit for bit), threads asking for
 // one kernel, damaged entries, the size cap, and the fallback when the
 // cache cannot be used. Every test has its own cache directory.
+#include <fcntl.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -10,19 +12,16 @@
 #include <random>
 #include <thread>
 
-#include <fcntl.h>
-
-#include <fmt/format.h>
-
+#include "call/prepare_call.h"
 #include "ropegen/runtime.h"
 #include "ropegen/spec_io.h"
 #include "runtime/cache_entry.h"
 #include "runtime/cache_key.h"
 #include "runtime/cache_stats.h"
+#include "runtime/device_probe.h"
 #include "runtime/disk_cache.h"
 #include "runtime/host_tensor.h"
 #include "runtime/jit_kernel.h"
-#include "call/prepare_call.h"
 #include "support/run_command.h"
 
 namespace ropegen {
@@ -201,6 +200,27 @@ TEST_F(RuntimeCache, ANewRuntimeLoadsFromDiskWithoutCompiling) {
   EXPECT_EQ(total.memory_misses, 2u);
 }
 
+// A kv_cache spec's kernels (the append without and with v) are disk
+// entries like any other, not JIT fallbacks.
+TEST_F(RuntimeCache, KvCacheKernelsAreCachedOnDisk) {
+  const RopeSpec spec = spec_from(
+      "name: kv\nhead_dim: 16\ndtype: bf16\nlayout: thd\npositions: explicit\nkv_cache:\n  layout: paged_nhd\n  "
+      "page_size: 4\n");
+  for (bool with_v : {false, true}) {
+    lowering::KernelVariant v = variant(false);
+    v.with_v = with_v;
+    {
+      Runtime r(options());
+      ASSERT_TRUE(r.get(spec, v)) << with_v;
+      EXPECT_EQ(r.counters().compiles, 1u) << with_v;
+      EXPECT_EQ(r.counters().jit_fallbacks, 0u) << r.counters().last_fallback;
+    }
+    Runtime fresh(options());
+    ASSERT_TRUE(fresh.get(spec, v)) << with_v;
+    EXPECT_EQ(fresh.counters().disk_hits, 1u) << with_v;
+  }
+}
+
 TEST_F(RuntimeCache, LoadedKernelsMatchTheJitKernelBitForBit) {
   Runtime r(options());
   struct Case {
@@ -224,6 +244,39 @@ TEST_F(RuntimeCache, LoadedKernelsMatchTheJitKernelBitForBit) {
   std::unique_ptr<CallData> call = make_call(partial, variant(false, 64));
   EXPECT_TRUE(get(r, partial, variant(false, 64))->run(call->call).ok());
   EXPECT_EQ(std::memcmp(call->out_q->data(), call->q->data(), 8 * 2), 0);  // dims 0..7 of the first token
+}
+
+// Vulkan kernels are disk entries too (their own Halide runtime runs host
+// calls, staged): compiled once, loaded by a fresh Runtime, the host's bits.
+// Device calls on loaded kernels: the VulkanDeviceMemory tests (their
+// kernels come from the tests' cache).
+TEST_F(RuntimeCache, VulkanKernelsAreCachedOnDiskWithTheHostsBits) {
+  const Result<Halide::Target> vulkan = runtime::runnable_target("vulkan");
+  if (!vulkan) GTEST_SKIP() << "no vulkan device: " << format(vulkan.errors());
+  struct Case {
+    const char* spec;
+    lowering::KernelVariant v;
+    bool in_place;
+  };
+  for (const Case& c : {Case{kPartial, variant(true, 64), false}, Case{kPackedYarn, variant(true), true}}) {
+    const RopeSpec spec = spec_from(c.spec);
+    SCOPED_TRACE(fmt::format("{} {} in_place={}", spec.name, runtime::variant_tag(spec, c.v), c.in_place));
+    const std::string want = run_jit(spec, c.v, c.in_place);
+    {
+      Runtime r(options());
+      Result<std::shared_ptr<Kernel>> k = r.get(spec, c.v, vulkan->to_string());
+      ASSERT_TRUE(k.ok()) << format(k.errors());
+      EXPECT_EQ(run_kernel(**k, spec, c.v, c.in_place), want);
+      EXPECT_EQ(r.counters().compiles, 1u);
+      EXPECT_EQ(r.counters().jit_fallbacks, 0u) << r.counters().last_fallback;
+    }
+    Runtime fresh(options());
+    Result<std::shared_ptr<Kernel>> k = fresh.get(spec, c.v, vulkan->to_string());
+    ASSERT_TRUE(k.ok()) << format(k.errors());
+    EXPECT_EQ(run_kernel(**k, spec, c.v, c.in_place), want);
+    EXPECT_EQ(fresh.counters().disk_hits, 1u);
+    EXPECT_EQ(fresh.counters().compiles, 0u);
+  }
 }
 
 TEST_F(RuntimeCache, ThreadsAndRuntimesAskingAtOnceCompileOnce) {

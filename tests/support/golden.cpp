@@ -3,8 +3,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
+
+#include "support/test_paths.h"
 
 namespace ropegen::test {
 namespace {
@@ -40,7 +41,7 @@ std::vector<std::filesystem::path> json_files(const std::string& dir) {
 
 }  // namespace
 
-std::string golden_dir() { return ROPEGEN_SOURCE_DIR "/tests/golden/data"; }
+std::string golden_dir() { return ropegen::test::source_path("/tests/golden/data"); }
 
 int64_t GoldenCase::max_position() const {
   if (positions) return static_cast<int64_t>(*std::max_element(positions->data.begin(), positions->data.end()));

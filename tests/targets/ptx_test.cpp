@@ -41,6 +41,12 @@ std::vector<PtxCase> cases() {
   const std::string sinusoidal = "name: s\nencoding: sinusoidal\ndim: 512\ntable_form: roformer\nlayout: td\n";
   const std::string learned = "name: w\nencoding: learned\ndim: 768\ndtype: f16\n";
   const std::string alibi = "name: a\nencoding: alibi\nnum_heads: 12\nform: causal\ndtype: bf16\n";
+  // QK-RMSNorm + RoPE: Qwen3's whole-range bf16, Gemma's 1 + w on a partial interleaved f16 head.
+  const std::string qk_norm =
+      "name: q\nhead_dim: 128\ndtype: bf16\nqk_norm: {type: rms, eps: 1.0e-6, weight: per_head}\n";
+  const std::string qk_norm_partial =
+      "name: g\nhead_dim: 256\nrotary_dim: 64\npairing: interleaved\ndtype: f16\n"
+      "positions: explicit\nqk_norm: {type: rms_one_plus, eps: 1.0e-6, weight: per_head}\n";
   std::vector<PtxCase> out;
   for (const char* target : {"host-cuda", "host-cuda-cuda_capability_80"}) {
     out.push_back({llama, target, true});
@@ -57,6 +63,8 @@ std::vector<PtxCase> cases() {
     out.push_back({cache, target, true, true});
     out.push_back({cache, target, true, false, false, true});
     out.push_back({cache_huge, target, true});
+    out.push_back({qk_norm, target, true});
+    out.push_back({qk_norm_partial, target, true, true});
     for (const std::string& other : {sinusoidal, learned, alibi}) out.push_back({other, target});
   }
   return out;

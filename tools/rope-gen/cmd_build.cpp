@@ -3,13 +3,15 @@
 // HalideRuntime.h and manifest.json; a JSON summary on stdout.
 // The files are built in a staging directory inside DIR and renamed into
 // place, so a failed build leaves DIR as it was. DIR must be new, empty or
-// an earlier build's (build_output_dir.h).
+// an earlier build's (build_output_dir.h). Compiled entries are kept in the
+// kernel cache (runtime/aot_memo.h): a build of the same spec and targets by
+// the same rope-gen takes them from there instead of compiling them again.
+#include <fmt/format.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
-
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "base/file_write.h"
@@ -17,6 +19,7 @@
 #include "cli_error.h"
 #include "commands.h"
 #include "ropegen/spec_io.h"
+#include "runtime/aot_memo.h"
 #include "targets/aot/build_library.h"
 
 namespace ropegen::cli {
@@ -66,7 +69,10 @@ void run_build(const BuildOptions& o) {
 
   const BuildOutputDir out_dir(out);
   Staging staging(out);
-  const std::vector<std::string> files = unwrap(targets::aot::build_aot_library(spec, targets, staging.dir()));
+  const std::unique_ptr<runtime::AotMemo> memo = runtime::open_aot_memo();
+  const targets::aot::BuiltLibrary built =
+      unwrap(targets::aot::build_aot_library(spec, targets, staging.dir(), memo.get()));
+  const std::vector<std::string>& files = built.files;
   out_dir.check_replaceable(files);
   // manifest.json comes last in `files`: it appears once everything it lists is in place.
   for (const std::string& f : files) {
@@ -81,6 +87,9 @@ void run_build(const BuildOptions& o) {
   j["out"] = out.string();
   j["files"] = files;
   for (const auto& t : targets.all()) j["targets"].push_back(t.target.without_feature(Halide::Target::NoRuntime).to_string());
+  // Entries (and Halide's runtime) compiled now, and taken from the kernel cache.
+  j["compiled"] = built.compiled;
+  j["reused"] = built.reused;
   j["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cout << j.dump() << "\n";
 }
