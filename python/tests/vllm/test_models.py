@@ -5,7 +5,7 @@ kernels (VLLM_PLUGINS unset: the plugin is installed, loaded, and must swap
 nothing) and once with VLLM_PLUGINS=ropegen. Each pass is one process running
 the models one after another in-process (vLLM's two processes per model would
 cost ~45 s each here); one more run serves Llama 3 as vLLM deploys it, engine
-and model worker in processes of their own."""
+and model worker in processes of their own. The three runs go side by side."""
 import json
 import os
 import subprocess
@@ -34,17 +34,19 @@ def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("vllm")
     models = root / "models"
     subprocess.run([sys.executable, os.path.join(HERE, "models.py"), str(models)], check=True)
-    results, reports = [], []
-    for plugins, names, how in ((None, MODELS, ["--in-process"]), ("ropegen", MODELS, ["--in-process"]),
-                                ("ropegen", ["llama3"], [])):
-        out, report_dir = root / f"out-{len(results)}.json", root / f"report-{len(results)}"
+    runs, outs, reports = [], [], []
+    for i, (plugins, names, how) in enumerate(((None, MODELS, ["--in-process"]),
+                                               ("ropegen", MODELS, ["--in-process"]), ("ropegen", ["llama3"], []))):
+        out, report_dir = root / f"out-{i}.json", root / f"report-{i}"
         report_dir.mkdir()
-        subprocess.run([sys.executable, os.path.join(HERE, "generate.py"), str(models), str(out), *names,
-                        "--tokens", str(TOKENS), "--report-dir", str(report_dir), *how], check=True,
-                       env=_env(plugins))
-        results.append(json.loads(out.read_text()))
+        runs.append(subprocess.Popen([sys.executable, os.path.join(HERE, "generate.py"), str(models), str(out),
+                                      *names, "--tokens", str(TOKENS), "--report-dir", str(report_dir), *how],
+                                     env=_env(plugins)))
+        outs.append(out)
         reports.append(report_dir)
-    return results, reports
+    codes = [run.wait() for run in runs]
+    assert codes == [0, 0, 0], f"generate.py exit codes {codes}"
+    return [json.loads(out.read_text()) for out in outs], reports
 
 
 def _lines(path):
