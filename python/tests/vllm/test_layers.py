@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-pytest.importorskip("vllm", reason="vLLM is not installed here: `make test-vllm` runs these in .venv-vllm")
+pytest.importorskip("vllm.model_executor", reason="vLLM is not installed here: `make test-vllm` runs these in .venv-vllm")
 import torch  # noqa: E402
 import vllm.model_executor.layers.rotary_embedding as rotary  # noqa: E402
 from vllm.config import VllmConfig, set_current_vllm_config  # noqa: E402
