@@ -39,7 +39,7 @@ LAUNCHERS := -DCMAKE_C_COMPILER_LAUNCHER="$(CCACHE_LAUNCHER)" -DCMAKE_CXX_COMPIL
 DEBUG_PATHS := -fdebug-prefix-map=$(CURDIR)=.
 TEST_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/rope-gen-tests
 
-.PHONY: all setup deps venv torch configure build python wheel run bench bench-torch gpu-kit figures test test-python test-vllm test-sanitize fuzz clean distclean
+.PHONY: all setup deps venv torch configure build python wheel run bench bench-torch gpu-kit figures test test-python vllm-venv test-vllm test-sanitize fuzz clean distclean
 all: build
 
 setup: deps venv
@@ -166,6 +166,7 @@ $(VLLM_VENV)/.installed: $(STAMP)/apt python/tests/vllm/constraints.txt
 	  halide==21.0.0 pytest
 	@touch $@
 
+vllm-venv: $(VLLM_VENV)/.installed
 test-vllm: wheel $(VLLM_VENV)/.installed
 	$(VLLM_PY) -m pip install $(PIP_Q) --no-deps --force-reinstall $(BUILD)/wheels/ropegen-*.whl
 	ROPEGEN_CACHE_DIR=$(TEST_CACHE) $(VLLM_PY) -m pytest -q -rs python/tests/vllm
