@@ -77,7 +77,8 @@ enum class Feature : uint8_t {
   LearnedTable,        // table
   RuntimeFrequencies,  // freqs
   TableFrequencies,    // cos_sin_cache
-  FrequencyGradient,   // saved_q, saved_k, d_freqs (backward of runtime frequencies)
+  FrequencyGradient,   // d_freqs (backward of runtime frequencies)
+  SavedInputs,         // saved_q, saved_k (backward of runtime frequencies or qk_norm)
   KvCache,             // v, k_cache, v_cache
   PagedKvCache,        // kv_indices, kv_indptr, batch_indices, cache_positions
   ContiguousKvCache,   // slot_mapping
@@ -149,11 +150,11 @@ inline constexpr std::array<ArgumentInfo, kArgCount> kArguments = {{
    ShapeRule::Vector, Feature::ContiguousKvCache, Arg::SlotMapping, "T", "--slot-mapping", &Call::slot_mapping, &ropegen_call::slot_mapping,
    "contiguous kv_cache: int32 [T], each token's slot (< 0: not appended)"},
   {Arg::SavedQ, "saved_q", nullptr, nullptr, ArgKind::Rows, Direction::In, DtypeRule::Spec, ShapeRule::Layout,
-   Feature::FrequencyGradient, Arg::SavedQ, nullptr, "--saved-q", &Call::saved_q, &ropegen_call::saved_q,
-   "backward with run-time frequencies: the forward's q"},
+   Feature::SavedInputs, Arg::SavedQ, nullptr, "--saved-q", &Call::saved_q, &ropegen_call::saved_q,
+   "backward with run-time frequencies or qk_norm: the forward's q"},
   {Arg::SavedK, "saved_k", nullptr, nullptr, ArgKind::Rows, Direction::In, DtypeRule::Spec, ShapeRule::Layout,
-   Feature::FrequencyGradient, Arg::SavedK, nullptr, "--saved-k", &Call::saved_k, &ropegen_call::saved_k,
-   "backward with run-time frequencies: the forward's k"},
+   Feature::SavedInputs, Arg::SavedK, nullptr, "--saved-k", &Call::saved_k, &ropegen_call::saved_k,
+   "backward with run-time frequencies or qk_norm: the forward's k"},
   {Arg::QNormWeight, "q_norm_weight", nullptr, nullptr, ArgKind::Whole, Direction::In, DtypeRule::Spec,
    ShapeRule::Vector, Feature::QkNormWeight, Arg::QNormWeight, "head_dim", "--q-norm-weight", &Call::q_norm_weight,
    &ropegen_call::q_norm_weight, "qk_norm weight per_head: q's norm weight [head_dim] in the spec's dtype"},

@@ -34,8 +34,14 @@ void check_weight(CheckContext& x, Arg a, bool needed) {
 void check_norm_weights(CheckContext& x) {
   check_weight(x, Arg::QNormWeight, true);
   check_weight(x, Arg::KNormWeight, x.k.has_value());
-  if (has_qk_norm(x.c) && x.call.backward)
-    x.fail("backward", "backward calls of qk_norm specs are not supported yet (the norm's gradient is not generated)");
+  // The frequency gradient would need the normed rows (recomputed from the
+  // saved inputs) where it reads the saved inputs: not generated.
+  if (has_qk_norm(x.c) && x.call.backward && x.c.runtime_frequencies)
+    x.fail("backward",
+           "the backward of a qk_norm spec with `frequency: "
+           "{scheme: runtime}` is not generated (dL/d(inv_freq) of "
+           "normed rows); train the frequencies without qk_norm or "
+           "keep them fixed");
 }
 
 }  // namespace ropegen::call

@@ -1,7 +1,10 @@
 #include "lowering/qk_norm.h"
 
+#include <functional>
+
 #include "abi/kernel_abi.h"
 #include "lowering/constant_table.h"
+#include "lowering/fma.h"
 #include "lowering/rope_algorithm.h"
 #include "lowering/storage.h"
 
@@ -33,50 +36,43 @@ Expr inverse_sqrt(const Expr& m) {
   return best;
 }
 
-}  // namespace
-
-void define_qk_norm(const RopeSpec& spec, RopeAlgorithm& a, RotatedTensor& t, abi::Arg weight) {
-  const int head_dim = spec.head_dim;
-  const Var& d = a.d;
-  auto x = [&](const Expr& dim) { return load_as_float(t.input(dim, a.h, a.s, a.b), spec.dtype); };
-
-  // Dim 8i + j goes to sum j; a dim past the head adds an exact zero.
+// Float64 sums (j, h, s, b) of term(dim) over a head's dims in the fixed
+// order: dim 8i + j into sum j (a dim past the head adds an exact zero).
+// term's float32 operands make its products exact in float64.
+Func partial_sums(const std::string &name, int head_dim, const RopeAlgorithm &a,
+                  const std::function<Expr(const Expr &)> &term) {
   const int rounds = (head_dim + kNormPartialSums - 1) / kNormPartialSums;
-  RDom i(0, rounds, std::string(t.input.name()) + "_norm_rounds");
-  const Expr dim = i * kNormPartialSums + d;
-  const Expr value = cast<double>(x(min(dim, head_dim - 1)));
-  t.square_sums = Func(std::string(t.input.name()) + "_square_sums");
-  t.square_sums(d, a.h, a.s, a.b) = cast<double>(0);
-  t.square_sums(d, a.h, a.s, a.b) += strict_float(select(dim < head_dim, value * value, cast<double>(0)));
-
-  Expr sum = t.square_sums(0, a.h, a.s, a.b);
-  for (int j = 1; j < kNormPartialSums; ++j) sum = sum + t.square_sums(j, a.h, a.s, a.b);
-  // 1 / head_dim and eps from tables: Halide 21's Vulkan backend rounds
-  // float64 immediates. Only float64 multiplies and adds, which every
-  // target rounds alike (Vulkan's float64 division and sqrt are neither
-  // exact nor there).
-  const std::string name = t.input.name();
-  const Expr m = sum * f64_constant(1.0 / head_dim, name + "_norm_inv_dim") +
-                 f64_constant(spec.qk_norm.eps, name + "_norm_eps");
-  t.inv_rms = Func(name + "_inv_rms");
-  t.inv_rms(a.h, a.s, a.b) = strict_float(inverse_sqrt(m));
-
-  Expr normed = x(d) * t.inv_rms(a.h, a.s, a.b);
-  if (spec.qk_norm.has_weight()) {
-    ImageParam& w = a.make_input(weight, storage_type(spec.dtype), 1);
-    a.use(weight);
-    const Expr wd = load_as_float(w(d), spec.dtype);
-    normed = normed * (spec.qk_norm.type == QkNormType::RmsOnePlus ? 1.0f + wd : wd);
-  }
-  t.normed = Func(std::string(t.input.name()) + "_normed");
-  t.normed(d, a.h, a.s, a.b) = strict_float(normed);
+  RDom i(0, rounds, name + "_rounds");
+  const Expr dim = i * kNormPartialSums + a.d;
+  Func sums(name);
+  sums(a.d, a.h, a.s, a.b) = cast<double>(0);
+  sums(a.d, a.h, a.s, a.b) += strict_float(select(dim < head_dim, term(min(dim, head_dim - 1)), cast<double>(0)));
+  return sums;
 }
 
-void define_whole_row_output(const RopeSpec& spec, const RopeAlgorithm& a, RotatedTensor& t) {
+Expr total(const Func &sums, const RopeAlgorithm &a) {
+  Expr sum = sums(0, a.h, a.s, a.b);
+  for (int j = 1; j < kNormPartialSums; ++j) sum = sum + sums(j, a.h, a.s, a.b);
+  return sum;
+}
+
+// w' at a dim: w, 1 + w (rms_one_plus), or 1 without a weight.
+std::function<Expr(const Expr &)> weight_factor(const RopeSpec &spec, RopeAlgorithm &a, abi::Arg weight) {
+  if (!spec.qk_norm.has_weight()) return [](const Expr &) { return Expr(1.0f); };
+  ImageParam w = a.make_input(weight, storage_type(spec.dtype), 1);
+  a.use(weight);
+  const bool one_plus = spec.qk_norm.type == QkNormType::RmsOnePlus;
+  return [w, dtype = spec.dtype, one_plus](const Expr &dim) {
+    const Expr wd = load_as_float(w(dim), dtype);
+    return one_plus ? 1.0f + wd : wd;
+  };
+}
+
+Expr whole_row(const RopeSpec &spec, const RopeAlgorithm &a, const RotatedTensor &t, const Expr &outside) {
   const Var& d = a.d;
   const int off = spec.rotary_offset, half = spec.num_pairs();
   // Pair and member of dim d in the output pairing, clamped into the rotary
-  // range (a dim outside it selects normed, but Halide still bounds the
+  // range (a dim outside it selects `outside`, but Halide still bounds the
   // loads); likely(): the loop over the row is partitioned so that inside
   // the range there is no clamp. r and m are written so that rotated's
   // storage (half: (r, m); interleaved: (m, r), a schedule's choice)
@@ -85,10 +81,73 @@ void define_whole_row_output(const RopeSpec& spec, const RopeAlgorithm& a, Rotat
   Expr r, m;
   if (spec.output_pairing == Pairing::Interleaved) r = j / 2, m = j % 2;
   else r = j % half, m = j / half;
-  const Expr rotated = t.rotated(r, m, a.h, a.s, a.b);
   const Expr in_range = d >= off && d < off + spec.rotary_dim;
-  t.output(d, a.h, a.s, a.b) = store_from_float(select(in_range, rotated, t.normed(d, a.h, a.s, a.b)), spec.dtype,
-                                                Bf16Rounding::InstructionWhereAvailable);
+  return select(in_range, t.rotated(r, m, a.h, a.s, a.b), outside);
+}
+
+// t.square_sums and t.inv_rms of the rows x reads.
+void define_inverse_rms(const RopeSpec &spec, const RopeAlgorithm &a, RotatedTensor &t,
+                        const std::function<Expr(const Expr &)> &x) {
+  const std::string name = t.input.name();
+  t.square_sums = partial_sums(name + "_square_sums", spec.head_dim, a, [&](const Expr &dim) {
+    const Expr value = cast<double>(x(dim));
+    return value * value;
+  });
+  // 1 / head_dim and eps from tables: Halide 21's Vulkan backend rounds
+  // float64 immediates. Only float64 multiplies and adds, which every
+  // target rounds alike (Vulkan's float64 division and sqrt are neither
+  // exact nor there).
+  const Expr m = total(t.square_sums, a) * f64_constant(1.0 / spec.head_dim, name + "_norm_inv_dim") +
+                 f64_constant(spec.qk_norm.eps, name + "_norm_eps");
+  t.inv_rms = Func(name + "_inv_rms");
+  t.inv_rms(a.h, a.s, a.b) = strict_float(inverse_sqrt(m));
+}
+
+}  // namespace
+
+void define_qk_norm(const RopeSpec &spec, RopeAlgorithm &a, RotatedTensor &t, abi::Arg weight) {
+  auto x = [&](const Expr &dim) { return load_as_float(t.input(dim, a.h, a.s, a.b), spec.dtype); };
+  define_inverse_rms(spec, a, t, x);
+  Expr normed = x(a.d) * t.inv_rms(a.h, a.s, a.b);
+  if (spec.qk_norm.has_weight()) normed = normed * weight_factor(spec, a, weight)(a.d);
+  t.normed = Func(std::string(t.input.name()) + "_normed");
+  t.normed(a.d, a.h, a.s, a.b) = strict_float(normed);
+}
+
+void define_qk_norm_backward(const RopeSpec &spec, RopeAlgorithm &a, RotatedTensor &t, abi::Arg weight,
+                             abi::Arg saved) {
+  const std::string name = t.input.name();
+  t.saved = a.make_input(saved, storage_type(spec.dtype), 4);
+  a.use(saved);
+  auto x = [&](const Expr &dim) { return load_as_float(t.saved(dim, a.h, a.s, a.b), spec.dtype); };
+  define_inverse_rms(spec, a, t, x);
+  // dL/d(normed): the rotary dims rotated back (t.rotated), the others as they
+  // came.
+  t.normed_gradient = Func(name + "_normed_gradient");
+  t.normed_gradient(a.d, a.h, a.s, a.b) = whole_row(spec, a, t, load_as_float(t.input(a.d, a.h, a.s, a.b), spec.dtype));
+  // g = dL/d(normed) w': the gradient of x / rms.
+  const auto w = weight_factor(spec, a, weight);
+  auto g = [&](const Expr &dim) {
+    const Expr dn = t.normed_gradient(dim, a.h, a.s, a.b);
+    return spec.qk_norm.has_weight() ? strict_float(dn * w(dim)) : dn;
+  };
+  t.dot_sums = partial_sums(name + "_dot_sums", spec.head_dim, a,
+                            [&](const Expr &dim) { return cast<double>(g(dim)) * cast<double>(x(dim)); });
+  // dL/dx = (g - x c) / rms with c = (g . x) / (head_dim rms^2); -c, float32,
+  // from float64 multiplies (the negative 1 / head_dim makes it exact).
+  const Expr inv_rms = cast<double>(t.inv_rms(a.h, a.s, a.b));
+  t.norm_coefficient = Func(name + "_norm_coefficient");
+  t.norm_coefficient(a.h, a.s, a.b) = strict_float(cast<float>(
+      inv_rms * inv_rms * total(t.dot_sums, a) * f64_constant(-1.0 / spec.head_dim, name + "_minus_inv_dim")));
+  const Expr dx = fused_multiply_add(x(a.d), t.norm_coefficient(a.h, a.s, a.b), g(a.d)) * t.inv_rms(a.h, a.s, a.b);
+  t.output(a.d, a.h, a.s, a.b) =
+      store_from_float(strict_float(dx), spec.dtype, Bf16Rounding::InstructionWhereAvailable);
+  t.output.output_buffer().dim(0).set_bounds(0, spec.head_dim);
+}
+
+void define_whole_row_output(const RopeSpec &spec, const RopeAlgorithm &a, RotatedTensor &t) {
+  t.output(a.d, a.h, a.s, a.b) = store_from_float(whole_row(spec, a, t, t.normed(a.d, a.h, a.s, a.b)), spec.dtype,
+                                                  Bf16Rounding::InstructionWhereAvailable);
   // The head dim is known whole: the call passes whole rows.
   t.output.output_buffer().dim(0).set_bounds(0, spec.head_dim);
 }

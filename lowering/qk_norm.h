@@ -25,6 +25,17 @@ inline constexpr int kNormPartialSums = 8;
 // k_norm_weight) when the spec has one.
 void define_qk_norm(const RopeSpec& spec, RopeAlgorithm& a, RotatedTensor& t, abi::Arg weight);
 
+// The backward (variant.backward): t.input is dL/d(out), t.rotated its
+// rotary dims rotated back (define_rotation, before this); reads the
+// forward input `saved` (saved_q or saved_k) and the weight; defines
+// t.square_sums, t.inv_rms (of the forward input), t.normed_gradient,
+// t.dot_sums, t.norm_coefficient and t.output = dL/dx, whole rows:
+// dL/dx = (g - x (g . x) / (head_dim rms^2)) / rms, g = dL/d(normed) w'.
+// g . x is float64 in the squares' order; -(g . x) / (head_dim rms^2) is
+// the float32 nearest its float64 product; then one fused multiply-add
+// and one multiply, each rounded as on every target.
+void define_qk_norm_backward(const RopeSpec& spec, RopeAlgorithm& a, RotatedTensor& t, abi::Arg weight, abi::Arg saved);
+
 // qk_norm's output: whole rows (d, h, s, b), the rotary dims from
 // t.rotated (in the output pairing), the others from t.normed.
 void define_whole_row_output(const RopeSpec& spec, const RopeAlgorithm& a, RotatedTensor& t);

@@ -65,18 +65,22 @@ RopeAlgorithm build_rope(const RopeSpec& forward_spec, const KernelVariant& vari
   const RopeFrequencies freqs = compute_frequencies(spec);
   define_frequencies_and_cos_sin(spec, a, freqs);
 
+  // qk_norm: the norm, then the rotation of the normed rows; its backward
+  // rotates the upstream gradient back, then the norm's gradient.
   const bool norm = spec.qk_norm.enabled;
-  if (norm) define_qk_norm(spec, a, a.q, Arg::QNormWeight);
-  define_rotation(spec, a, a.q, false, !norm);
-  if (norm) define_whole_row_output(spec, a, a.q);
+  auto rotate = [&](RotatedTensor& t, bool is_key, Arg weight, Arg saved, bool with_output) {
+    if (norm && !variant.backward) define_qk_norm(spec, a, t, weight);
+    define_rotation(spec, a, t, is_key, with_output && !norm);
+    if (norm && variant.backward) define_qk_norm_backward(spec, a, t, weight, saved);
+    else if (norm && with_output) define_whole_row_output(spec, a, t);
+  };
+  rotate(a.q, false, Arg::QNormWeight, Arg::SavedQ, true);
   if (variant.with_k || spec.kv_cache.enabled) {
     a.k.input = a.make_input(Arg::K, type, 4);
     a.use(Arg::K);
     a.k.rotated = Func("rotated_k");
     if (variant.with_k) a.k.output = Func("out_k");
-    if (norm) define_qk_norm(spec, a, a.k, Arg::KNormWeight);
-    define_rotation(spec, a, a.k, true, variant.with_k && !norm);
-    if (norm && variant.with_k) define_whole_row_output(spec, a, a.k);
+    rotate(a.k, true, Arg::KNormWeight, Arg::SavedK, variant.with_k);
   }
   if (spec.kv_cache.enabled) define_kv_append(spec, a, own_cache_stages);
   if (variant.backward && a.uses(Arg::Freqs)) define_frequency_gradient(spec, a, freqs);

@@ -60,12 +60,16 @@ struct RotatedTensor {
   Halide::ImageParam input;  // (d, h, s, b), the whole head: the algorithm's input q or k
   Halide::Func rotated;      // (r, m, h, s, b): member m of pair r, float32
   Halide::Func output;       // rotary view, spec dtype
-  Halide::ImageParam saved;  // backward with run-time frequencies: the forward input (saved_q, saved_k)
+  Halide::ImageParam saved;  // backward with run-time frequencies or qk_norm:
+                             // the forward input (saved_q, saved_k)
   // qk_norm (qk_norm.h): the rotation reads `normed` and the output is the
   // whole row (d, h, s, b); undefined otherwise.
   Halide::Func square_sums;  // (j, h, s, b) float64 partial sums of squares
   Halide::Func inv_rms;      // (h, s, b) float32 1 / rms
   Halide::Func normed;       // (d, h, s, b) float32
+  // Its backward: dL/d(normed) (d, h, s, b) float32, the float64 partial
+  // sums of g . x (j, h, s, b), and -(g . x) / (head_dim rms^2) (h, s, b).
+  Halide::Func normed_gradient, dot_sums, norm_coefficient;
 };
 
 struct RopeAlgorithm {

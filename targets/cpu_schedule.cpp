@@ -169,6 +169,15 @@ Var schedule_whole_row_tensor(const lowering::RopeAlgorithm& a, lowering::Rotate
   t.rotated.compute_at(t.output, row).vectorize(a.r, lanes, TailStrategy::GuardWithIf).unroll(a.m);
   // Stored in the output's order, so the whole-row stores read it densely.
   if (spec.output_pairing == Pairing::Interleaved) t.rotated.reorder_storage(a.m, a.r);
+  // The backward: dL/d(normed) as a row stage too (read by the dot
+  // product's sums and the stores), and the sums of g . x as the squares'.
+  // The row is read whole before any of it is stored: in place is safe.
+  // Untimed.
+  if (t.normed_gradient.defined()) {
+    t.normed_gradient.compute_at(t.output, row).vectorize(a.d, lanes, TailStrategy::GuardWithIf);
+    t.dot_sums.compute_at(t.output, row).vectorize(a.d).update(0).vectorize(a.d);
+    t.norm_coefficient.compute_at(t.output, row);
+  }
   return tile;
 }
 

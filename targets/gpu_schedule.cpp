@@ -211,6 +211,13 @@ void schedule_whole_row(const lowering::RopeAlgorithm& a, lowering::RotatedTenso
   t.rotated.compute_at(out, hi).unroll(a.m);
   cos_sin.compute_at(t.rotated, a.r);
   if (xpos.defined()) xpos.compute_at(t.rotated, a.r);
+  // The backward: the row's dL/d(normed) (per thread), then its sums of
+  // g . x, then the stores.
+  if (t.normed_gradient.defined()) {
+    t.normed_gradient.compute_at(out, hi);
+    t.dot_sums.compute_at(out, hi).unroll(a.d).update(0).unroll(a.d);
+    t.norm_coefficient.compute_at(out, hi);
+  }
 }
 
 }  // namespace

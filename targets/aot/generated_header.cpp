@@ -80,6 +80,8 @@ bool takes(const RopeSpec& spec, abi::Feature feature) {
     case abi::Feature::LearnedTable: return spec.encoding == Encoding::Learned;
     case abi::Feature::RuntimeFrequencies:
     case abi::Feature::FrequencyGradient: return rope && spec.frequency.scheme == FrequencyScheme::Runtime;
+    case abi::Feature::SavedInputs:
+      return rope && (spec.frequency.scheme == FrequencyScheme::Runtime || spec.qk_norm.enabled);
     case abi::Feature::TableFrequencies: return rope && spec.frequency.scheme == FrequencyScheme::Table;
     case abi::Feature::KvCache: return rope && kv.enabled;
     case abi::Feature::PagedKvCache: return rope && kv.enabled && kv.layout != KvLayout::Contiguous;

@@ -34,6 +34,7 @@ TEST(CpuKernel, OddSizes) { run_all(test::sweep_odd_sizes()); }
 TEST(CpuKernel, OutputPairingDiffersFromInputPairing) { run_all(test::sweep_output_pairing()); }
 TEST(CpuKernel, XposLongRopeAndSchemes) { run_all(test::sweep_xpos_longrope_schemes()); }
 TEST(CpuKernel, QkNormThenRope) { run_all(test::sweep_qk_norm()); }
+TEST(CpuKernel, QkNormThenRopeBackward) { run_all(test::backward_of(test::sweep_qk_norm())); }
 
 TEST(CpuKernelAccuracy, TrigErrorAtLongPositions) {
   using test::TrigPositions;

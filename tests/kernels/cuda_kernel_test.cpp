@@ -37,6 +37,11 @@ TEST(CudaKernel, OutputPairingXposSchemesAndShapes) {
   test::expect_parity("xpos, longrope, schemes", test::sweep_xpos_longrope_schemes(), *c.target);
   test::expect_parity("GPU schedule shapes", test::sweep_gpu_shapes(), *c.target);
 }
+TEST(CudaKernel, QkNormThenRopeAndItsBackward) {
+  ROPEGEN_REQUIRE_GPU(c, "cuda");
+  test::expect_parity("qk_norm", test::sweep_qk_norm(), *c.target);
+  test::expect_parity("qk_norm backward", test::backward_of(test::sweep_qk_norm()), *c.target);
+}
 
 TEST(CudaKernelAccuracy, TrigAtLongPositionsSameBitsAsHost) {
   ROPEGEN_REQUIRE_GPU(c, "cuda");

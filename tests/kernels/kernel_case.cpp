@@ -160,6 +160,16 @@ CaseOutputs run_case_or_throw(const Case& c, const Halide::Target& target, Memor
       rc.k_norm_weight = tensor(k_weight->storage, k_weight->shape);
     }
   }
+  // The backward of qk_norm reads the forward's inputs.
+  std::optional<Tensor> saved_q, saved_k;
+  if (c.backward && spec.qk_norm.enabled) {
+    saved_q = make_tensor(spec, q.shape, rng);
+    rc.saved_q = tensor(saved_q->storage, saved_q->shape);
+    if (k) {
+      saved_k = make_tensor(spec, k->shape, rng);
+      rc.saved_k = tensor(saved_k->storage, saved_k->shape);
+    }
+  }
   std::vector<int32_t> cu(c.cu_seqlens.begin(), c.cu_seqlens.end());
   const bool device = memory == Memory::Device;
   if (device && cu.empty() && c.layout == "thd") cu = {0, c.S};  // device calls pass the starts the kernels read
@@ -178,7 +188,7 @@ CaseOutputs run_case_or_throw(const Case& c, const Halide::Target& target, Memor
     if (c.explicit_positions && c.int64_positions) mirror.add(pos64.data(), pos64.size() * 8);
     if (c.explicit_positions && !c.int64_positions) mirror.add(pos32.data(), pos32.size() * 4);
     if (!cu.empty()) mirror.add(cu.data(), cu.size() * 4);
-    for (const std::optional<Tensor>* w : {&q_weight, &k_weight})
+    for (const std::optional<Tensor>* w : {&q_weight, &k_weight, &saved_q, &saved_k})
       if (*w) mirror.add((*w)->storage.data(), (*w)->storage.size_in_bytes());
     run_kernel(spec, variant, target, mirror.on_device(rc));
     mirror.copy_back();
@@ -186,10 +196,16 @@ CaseOutputs run_case_or_throw(const Case& c, const Halide::Target& target, Memor
     run_kernel(spec, variant, target, rc);
   }
 
-  auto check = [&](const Tensor& in, const Halide::Buffer<>& out, bool is_key, const char* what) {
-    const ref::Tensor x{in.shape, std::vector<double>(in.values.begin(), in.values.end())};
-    const ref::Tensor want = c.backward ? ref::reference_backward(spec, x, nullptr, is_key, call).dx
-                                        : ref::reference_apply(spec, x, is_key, call);
+  auto as_ref = [](const Tensor& t) {
+    return ref::Tensor{t.shape, std::vector<double>(t.values.begin(), t.values.end())};
+  };
+  auto check = [&](const Tensor& in, const std::optional<Tensor>& saved, const Halide::Buffer<>& out, bool is_key,
+                   const char* what) {
+    const ref::Tensor x = as_ref(in);
+    const std::optional<ref::Tensor> forward_input = saved ? std::optional(as_ref(*saved)) : std::nullopt;
+    const ref::Tensor want =
+        c.backward ? ref::reference_backward(spec, x, forward_input ? &*forward_input : nullptr, is_key, call).dx
+                   : ref::reference_apply(spec, x, is_key, call);
     int bad = 0;
     for (size_t i = 0; i < want.data.size() && bad < 5; ++i) {
       const double got = element(out, spec.dtype, static_cast<int64_t>(i));
@@ -199,8 +215,8 @@ CaseOutputs run_case_or_throw(const Case& c, const Halide::Target& target, Memor
       }
     }
   };
-  check(q, out_q_storage, false, "q");
-  if (k) check(*k, out_k_storage, true, "k");
+  check(q, saved_q, out_q_storage, false, "q");
+  if (k) check(*k, saved_k, out_k_storage, true, "k");
   outputs.dtype = spec.dtype;
   outputs.q = out_q_storage;
   outputs.k = out_k_storage;

@@ -51,6 +51,10 @@ TEST(VulkanKernel, QkNormThenRope) {
   ROPEGEN_REQUIRE_GPU(v, "vulkan");
   test::expect_parity("qk_norm", test::sweep_qk_norm(), *v.target);
 }
+TEST(VulkanKernel, QkNormThenRopeBackward) {
+  ROPEGEN_REQUIRE_GPU(v, "vulkan");
+  test::expect_parity("qk_norm backward", test::backward_of(test::sweep_qk_norm()), *v.target);
+}
 TEST(VulkanEncodings, SinusoidalAndLearned) {
   ROPEGEN_REQUIRE_GPU(v, "vulkan");
   test::run_encoding_sweep(test::sweep_sinusoidal_and_learned(), "vulkan", true);

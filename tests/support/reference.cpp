@@ -360,17 +360,25 @@ Tensor reference_apply(const RopeSpec& spec, const Tensor& input, bool is_key, c
 Gradients reference_backward(const RopeSpec& spec, const Tensor& grad, const Tensor* saved, bool is_key,
                              const Call& call) {
   if (saved) require(saved->shape == grad.shape, "saved input and gradient differ in shape");
-  Gradients out{grad, {}};
+  Gradients out{grad, {}, {}};
   std::vector<LD> d_freq(spec.rotary_dim / 2);
   for_each_pair(spec, grad, is_key, call, [&](const PairSite& p) {
     const LD g0 = grad.data[p.oa], g1 = grad.data[p.ob];
     out.dx.data[p.ia] = static_cast<double>((g0 * p.c + g1 * p.s) * p.k);  // R(angle)^T g
     out.dx.data[p.ib] = static_cast<double>((g1 * p.c - g0 * p.s) * p.k);
-    if (!saved) return;
+    if (!saved || spec.qk_norm.enabled) return;
     const LD a = saved->data[p.ia], b = saved->data[p.ib];
     const LD y0 = a * p.c - b * p.s, y1 = b * p.c + a * p.s;  // d(y0, y1)/d(angle) = (-y1, y0)
     d_freq[p.pair] += p.pos * p.k * (g1 * y0 - g0 * y1);
   });
+  if (spec.qk_norm.enabled) {
+    require(saved != nullptr, "the backward of qk_norm needs the forward input");
+    NormGradients norm =
+        reference_qk_norm_backward(spec, *saved, out.dx, is_key ? call.k_norm_weight : call.q_norm_weight);
+    out.dx = std::move(norm.dx);
+    out.d_norm_weight = std::move(norm.d_weight);
+    return out;
+  }
   if (saved) out.d_inv_freq.assign(d_freq.begin(), d_freq.end());
   return out;
 }

@@ -62,6 +62,16 @@ struct Call {
 // Gemma3RMSNorm's formula without their float32 and dtype roundings.
 Tensor reference_qk_norm(const RopeSpec& spec, const Tensor& x, const std::vector<double>& weight);
 
+// Its backward from dL/d(normed) `d_normed` and the forward input x: dL/dx
+// = (g - x (g . x) / (head_dim rms^2)) / rms with g = d_normed w', and
+// dL/dw = the sum over every row of d_normed x / rms (empty without a weight).
+struct NormGradients {
+  Tensor dx;
+  std::vector<double> d_weight;
+};
+NormGradients reference_qk_norm_backward(const RopeSpec& spec, const Tensor& x, const Tensor& d_normed,
+                                         const std::vector<double>& weight);
+
 // Rotates x (q if !is_key, k if is_key; with qk_norm, x normalised first
 // with call.q_norm_weight or k_norm_weight) laid out per spec.layout:
 // bshd [B,S,H,D], bhsd [B,H,S,D], sbhd [S,B,H,D], thd [T,H,D]; D = head_dim.
@@ -71,13 +81,17 @@ Tensor reference_apply(const RopeSpec& spec, const Tensor& x, bool is_key, const
 struct Gradients {
   Tensor dx;                        // dL/dx, shaped as the upstream gradient
   std::vector<double> d_inv_freq;   // dL/d(inv_freq) [rotary_dim/2] summed over tokens and heads; empty without `saved`
+  std::vector<double> d_norm_weight;  // qk_norm per_head: dL/d(its weight)
+                                      // [head_dim], summed likewise
 };
 
 // Backward of reference_apply for the upstream gradient `grad` (shaped as x):
 // the transposed rotation times the same attention factor and xPos scale,
 // read at output_pairing's dims and written at pairing's; pass-through dims
 // unchanged. With `saved` (the forward input) also the frequency gradient
-// sum(pos * factor * (g1*y0 - g0*y1)), y the unscaled rotation of the saved pair.
+// sum(pos * factor * (g1*y0 - g0*y1)), y the unscaled rotation of the saved
+// pair. qk_norm: `saved` is required, and the rotation's backward is followed
+// by the norm's (reference_qk_norm_backward) instead.
 Gradients reference_backward(const RopeSpec& spec, const Tensor& grad, const Tensor* saved, bool is_key,
                              const Call& call);
 

@@ -186,6 +186,48 @@ TEST(ReferenceGolden, EncodingsToleranceCatchesWrongSemantics) {
 }
 
 // fp8 codes: literal values of both formats (OCP e4m3fn and e5m2).
+// ---- qk_norm's backward against central differences of its forward ----
+
+// L = sum(upstream * forward(x, w)) for a partial, offset, interleaved-in /
+// half-out spec with Gemma's 1 + w: dL/dx and dL/dw from reference_backward
+// against (L(v + h) - L(v - h)) / 2h, one input value at a time.
+TEST(ReferenceQkNorm, BackwardMatchesCentralDifferences) {
+  const RopeSpec spec = *parse_spec(
+      "name: t\nhead_dim: 10\nrotary_dim: 6\nrotary_offset: "
+      "3\npairing: interleaved\noutput_pairing: half\n"
+      "layout: bshd\npositions: implicit\nqk_norm: {type: "
+      "rms_one_plus, eps: 1.0e-3, weight: per_head}\n",
+      "t");
+  const std::vector<int64_t> shape = {1, 2, 2, 10};
+  ref::Tensor x{shape, {}}, upstream{shape, {}};
+  for (int i = 0; i < 40; ++i) {
+    x.data.push_back(std::sin(1.7 * i + 0.3) * (1 + i % 3));
+    upstream.data.push_back(std::cos(0.9 * i - 0.2));
+  }
+  ref::Call call;
+  call.offset = 5;
+  for (int i = 0; i < 10; ++i) call.q_norm_weight.push_back(0.1 * i - 0.4);
+  auto loss = [&](const ref::Tensor& input, const ref::Call& c) {
+    const ref::Tensor y = ref::reference_apply(spec, input, false, c);
+    double sum = 0;
+    for (size_t i = 0; i < y.data.size(); ++i) sum += upstream.data[i] * y.data[i];
+    return sum;
+  };
+  const ref::Gradients g = ref::reference_backward(spec, upstream, &x, false, call);
+  const double h = 1e-6;
+  for (size_t i = 0; i < x.data.size(); ++i) {
+    ref::Tensor plus = x, minus = x;
+    plus.data[i] += h, minus.data[i] -= h;
+    EXPECT_NEAR(g.dx.data[i], (loss(plus, call) - loss(minus, call)) / (2 * h), 1e-7) << "dL/dx at " << i;
+  }
+  ASSERT_EQ(g.d_norm_weight.size(), 10u);
+  for (size_t i = 0; i < 10; ++i) {
+    ref::Call plus = call, minus = call;
+    plus.q_norm_weight[i] += h, minus.q_norm_weight[i] -= h;
+    EXPECT_NEAR(g.d_norm_weight[i], (loss(x, plus) - loss(x, minus)) / (2 * h), 1e-7) << "dL/dw at " << i;
+  }
+}
+
 TEST(ReferenceFp8, LiteralCodes) {
   const KvDType e4 = KvDType::Fp8E4m3, e5 = KvDType::Fp8E5m2;
   EXPECT_EQ(ref::fp8_value(e4, 0x7e), 448.0);
