@@ -342,6 +342,30 @@ def spec_backward(np, spec, g, saved, pos, inv, att, xpos_sign, seq_len):
     return dx, dfreq
 
 
+def qk_norm_factor(spec, weight):
+    """w' of the spec's qk_norm: w, 1 + w (rms_one_plus), 1 (weight none)."""
+    norm = spec["qk_norm"]
+    if norm.get("weight", "per_head") == "none":
+        return 1.0
+    return 1.0 + weight if norm.get("type", "rms") == "rms_one_plus" else weight
+
+
+def qk_inv_rms(np, spec, x):
+    return 1.0 / np.sqrt((x * x).mean(axis=-1, keepdims=True) + float(spec["qk_norm"]["eps"]))
+
+
+def qk_normed(np, spec, x, weight):
+    """Each row (head_dim) as x / rms * w'."""
+    return x * qk_inv_rms(np, spec, x) * qk_norm_factor(spec, weight)
+
+
+def qk_norm_backward(np, spec, x, d_normed, weight):
+    """dL/dx of qk_normed from dL/d(normed): (g - x (g . x) / (head_dim rms^2)) / rms, g = d_normed w'."""
+    inv = qk_inv_rms(np, spec, x)
+    g = d_normed * qk_norm_factor(spec, weight)
+    return inv * (g - x * inv * inv * (g * x).mean(axis=-1, keepdims=True))
+
+
 TOKEN_DIMS = {  # layout -> (batch dim, sequence dim) in x; batch None: packed tokens
     "bshd": (0, 1), "bhsd": (0, 2), "sbhd": (1, 0), "thd": (None, 0), "bsd": (0, 1), "sbd": (1, 0), "td": (None, 0)}
 
@@ -1392,10 +1416,17 @@ def enc_evaluate(np, rec, spec):
             continue
         x = arr(which)
         pos = position_grid(np, spec["layout"], x.shape, ins, opts, n_axes)
+        weight = arr(f"{which}_norm_weight") if f"{which}_norm_weight" in ins else None
         if command == "apply":
+            if "qk_norm" in spec:
+                x = qk_normed(np, spec, x, weight)
             out[f"out_{which}"] = spec_apply(np, spec, x, pos, inv, att, sign, opts.get("seq_len"))
             continue
         saved = arr(f"saved_{which}") if f"saved_{which}" in ins else None
+        if "qk_norm" in spec:
+            d_normed, _ = spec_backward(np, spec, x, None, pos, inv, att, sign, opts.get("seq_len"))
+            out[f"out_{which}"] = qk_norm_backward(np, spec, saved, d_normed, weight)
+            continue
         out[f"out_{which}"], df = spec_backward(np, spec, x, saved, pos, inv, att, sign, opts.get("seq_len"))
         dfreq = dfreq + (df if df is not None else 0.0)
     if command == "backward" and spec["frequency"]["scheme"] == "runtime":
@@ -1658,6 +1689,64 @@ def hf_llama_yarn_backward(ctx):
     return backward_record(ctx, name, hf_peer(ctx, LLAMA_PEER + f" with yarn (attention factor "
                                                    f"{r['att']!r}); torch autograd"),
                            spec, lambda q, k: ml.apply_rotary_pos_emb(q, k, cos, sin), q, k)
+
+
+def qk_norm_cases(ctx, name, model, *, backward):
+    """HF's per-head q_norm / k_norm (Qwen3RMSNorm: w x; Gemma3RMSNorm: (1 + w) x, both over head_dim in float32)
+    then apply_rotary_pos_emb, as Qwen3Attention and Gemma3Attention do: the forward, or torch autograd's dL/dq,
+    dL/dk through both (the forward's q and k as saved_q, saved_k)."""
+    torch = ctx.torch
+    from transformers.models.llama import modeling_llama as ml
+    if model == "qwen3":
+        from transformers.models.qwen3.modeling_qwen3 import Qwen3RMSNorm as Norm
+        peer, kind, scale = "Qwen3RMSNorm (models.qwen3.modeling_qwen3)", "rms", 0.5
+    else:
+        from transformers.models.gemma3.modeling_gemma3 import Gemma3RMSNorm as Norm
+        peer, kind, scale = "Gemma3RMSNorm (models.gemma3.modeling_gemma3)", "rms_one_plus", 0.3
+    head_dim, eps = 16, 1e-6
+    r = hf_llama_run(ctx, name, head_dim=head_dim, n_heads=4, n_kv=2, S=7, q_needed=False)
+    cos, sin = r["rot"](torch.zeros(*r["pid"].shape, head_dim), r["pid"])
+    norms = []
+    for i in (1, 2):
+        norm = Norm(head_dim, eps=eps)
+        with torch.no_grad():
+            norm.weight.copy_(randn(torch, (head_dim,), name, 10 + i) * scale + (1.0 if kind == "rms" else 0.0))
+        norms.append(norm)
+    q = randn(torch, (1, 4, 7, head_dim), name, 1)
+    k = randn(torch, (1, 2, 7, head_dim), name, 2)
+    weights = {"q_norm_weight": norms[0].weight.detach(), "k_norm_weight": norms[1].weight.detach()}
+    spec = make_spec(name, head_dim, extra={"qk_norm": {"type": kind, "eps": eps, "weight": "per_head"}})
+
+    def rotate(q, k):
+        return ml.apply_rotary_pos_emb(norms[0](q), norms[1](k), cos, sin)
+
+    what = hf_peer(ctx, f"{peer} for q_norm and k_norm, then {LLAMA_PEER}")
+    if backward:
+        return backward_record(ctx, name, what + "; torch autograd", spec, rotate, q, k,
+                               dict(weights, saved_q=q, saved_k=k))
+    with torch.no_grad():
+        oq, ok = rotate(q, k)
+    return enc_record(name, what, spec, "apply", dict(weights, q=q, k=k), {"out_q": oq, "out_k": ok})
+
+
+@enc_case
+def hf_qwen3_qk_norm(ctx):
+    return qk_norm_cases(ctx, "hf_qwen3_qk_norm", "qwen3", backward=False)
+
+
+@enc_case
+def hf_qwen3_qk_norm_backward(ctx):
+    return qk_norm_cases(ctx, "hf_qwen3_qk_norm_backward", "qwen3", backward=True)
+
+
+@enc_case
+def hf_gemma3_qk_norm(ctx):
+    return qk_norm_cases(ctx, "hf_gemma3_qk_norm", "gemma3", backward=False)
+
+
+@enc_case
+def hf_gemma3_qk_norm_backward(ctx):
+    return qk_norm_cases(ctx, "hf_gemma3_qk_norm_backward", "gemma3", backward=True)
 
 
 @enc_case

@@ -107,6 +107,8 @@ ref::Call EncodingCase::call() const {
   if (const GoldenTensor* cu = input("cu_seqlens")) c.cu_seqlens.assign(cu->data.begin(), cu->data.end());
   if (const GoldenTensor* f = input("freqs")) c.inv_freq = f->data;
   if (const GoldenTensor* t = input("table")) c.table = ref::Tensor{t->shape, t->data};
+  if (const GoldenTensor* w = input("q_norm_weight")) c.q_norm_weight = w->data;
+  if (const GoldenTensor* w = input("k_norm_weight")) c.k_norm_weight = w->data;
   return c;
 }
 
