@@ -16,7 +16,8 @@ import json
 
 import torch
 
-from .torch import _float32_cache, _impl, _lib, _run
+from . import _vllm_op
+from .torch import _impl, _lib, _run
 
 _lib.define("fused_qk_norm_rope(Tensor(a!) qkv, int num_heads_q, int num_heads_k, int num_heads_v, int head_dim, "
             "float eps, Tensor q_weight, Tensor k_weight, Tensor cos_sin_cache, bool is_neox, "
@@ -44,7 +45,7 @@ def _fused_qk_norm_rope(qkv, num_heads_q, num_heads_k, num_heads_v, head_dim, ep
     k = qkv[:, q_end:k_end].unflatten(1, (num_heads_k, head_dim))
     spec = _spec(head_dim, cos_sin_cache.shape[-1], bool(is_neox), float(eps))
     _run(spec, q, k, position_ids.reshape(-1), "thd", 0, None, None, q, k,
-         cos_sin_cache=_float32_cache(cos_sin_cache), q_norm_weight=q_weight, k_norm_weight=k_weight)
+         cos_sin_cache=_vllm_op._float32_cache(cos_sin_cache), q_norm_weight=q_weight, k_norm_weight=k_weight)
 
 
 @torch.library.register_fake("ropegen::fused_qk_norm_rope", lib=_lib)

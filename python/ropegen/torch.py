@@ -9,10 +9,12 @@
     torch.ops.ropegen.rotary_embedding(positions, query, key, head_size, cos_sin_cache, is_neox)  # vLLM's op
 
 The ops (namespace `ropegen`, registered on import):
-    rope(spec, q, k, positions, layout, offset, cu_seqlens, freqs) -> (out_q, out_k)
-    rope_(spec, q!, k!, positions, layout, offset, cu_seqlens, freqs) -> ()             in place
+    rope(spec, q, k, positions, layout, offset, cu_seqlens, freqs,
+         q_norm_weight=None, k_norm_weight=None) -> (out_q, out_k)
+    rope_(spec, q!, k!, positions, layout, offset, cu_seqlens, freqs,
+          q_norm_weight=None, k_norm_weight=None) -> ()                              in place
     rope_backward(spec, grad_q, grad_k, positions, layout, offset, cu_seqlens, freqs,
-                  saved_q, saved_k) -> (grad_q, grad_k, grad_freqs)
+                  saved_q, saved_k, q_norm_weight=None, k_norm_weight=None) -> (grad_q, grad_k, grad_freqs)
     rotary_embedding(positions, query!, key!, head_size, cos_sin_cache, is_neox,
                      rope_dim_offset=0, inverse=False) -> ()                          vLLM's
     fused_qk_norm_rope(qkv!, num_heads_q, num_heads_k, num_heads_v, head_dim, eps, q_weight, k_weight,
@@ -28,7 +30,8 @@ passed), with one compiled kernel per combination. `k` absent: out_k is an empty
 tensor. Outputs of the out-of-place op are new contiguous tensors, whatever the
 inputs' strides: never refused. Every op has a fake (meta) kernel, so torch.compile(fullgraph=True)
 traces through them; `rope` has autograd (`rope_backward`: dL/dq, dL/dk and, for
-`scheme: runtime`, dL/d(freqs)).
+`scheme: runtime`, dL/d(freqs); with `qk_norm` through the norm too, its weights
+held fixed: their gradient is not generated).
 
 Why Python `torch.library.custom_op` rather than a C++ TORCH_LIBRARY: the
 kernels already take torch tensors through DLPack without a copy, so a C++
@@ -38,9 +41,7 @@ torch's C++ ABI; `python -m ropegen.torch` would then break with every
 torch release.
 """
 import functools
-import json
 import threading
-import weakref
 
 import torch
 from torch.utils.dlpack import to_dlpack as _to_dlpack
@@ -176,14 +177,14 @@ def _no_k(q):
 # Schemas first (the contract), then the kernels behind them: real ones for the
 # devices, fake ones for tracing, autograd for the out-of-place rope.
 _lib = torch.library.Library("ropegen", "DEF")
+_NORM_WEIGHTS = "Tensor? q_norm_weight=None, Tensor? k_norm_weight=None"
 _lib.define("rope(str spec, Tensor q, Tensor? k, Tensor? positions, str layout, int offset, Tensor? cu_seqlens, "
-            "Tensor? freqs) -> (Tensor, Tensor)")
+            f"Tensor? freqs, {_NORM_WEIGHTS}) -> (Tensor, Tensor)")
 _lib.define("rope_(str spec, Tensor(a!) q, Tensor(b!)? k, Tensor? positions, str layout, int offset, "
-            "Tensor? cu_seqlens, Tensor? freqs) -> ()")
+            f"Tensor? cu_seqlens, Tensor? freqs, {_NORM_WEIGHTS}) -> ()")
 _lib.define("rope_backward(str spec, Tensor grad_q, Tensor? grad_k, Tensor? positions, str layout, int offset, "
-            "Tensor? cu_seqlens, Tensor? freqs, Tensor? saved_q, Tensor? saved_k) -> (Tensor, Tensor, Tensor)")
-_lib.define("rotary_embedding(Tensor positions, Tensor(a!) query, Tensor(b!)? key, int head_size, "
-            "Tensor cos_sin_cache, bool is_neox, int rope_dim_offset=0, bool inverse=False) -> ()")
+            f"Tensor? cu_seqlens, Tensor? freqs, Tensor? saved_q, Tensor? saved_k, {_NORM_WEIGHTS}) "
+            "-> (Tensor, Tensor, Tensor)")
 _lib.define("rope_append_kv_cache(str spec, Tensor(a!) q, Tensor k, Tensor? v, Tensor? batch_indices, "
             "Tensor positions, Tensor(b!) k_cache, Tensor(c!)? v_cache, Tensor? kv_indices, Tensor? kv_indptr, "
             "Tensor? slot_mapping, float? k_scale=None, float? v_scale=None, Tensor? cache_positions=None) -> ()")
@@ -200,56 +201,70 @@ def _impl(name):
 
 
 @_impl("rope")
-def _rope(spec, q, k, positions, layout, offset, cu_seqlens, freqs):
+def _rope(spec, q, k, positions, layout, offset, cu_seqlens, freqs, q_norm_weight=None, k_norm_weight=None):
     out_q = _new(q)
     out_k = _new(k) if k is not None else None
-    _run(spec, q, k, positions, layout, offset, cu_seqlens, freqs, out_q, out_k)
+    _run(spec, q, k, positions, layout, offset, cu_seqlens, freqs, out_q, out_k, q_norm_weight=q_norm_weight,
+         k_norm_weight=k_norm_weight)
     return out_q, (out_k if out_k is not None else _no_k(q))
 
 
 @torch.library.register_fake("ropegen::rope", lib=_lib)
-def _(spec, q, k, positions, layout, offset, cu_seqlens, freqs):
-    _one_device(q, k=k, positions=positions, cu_seqlens=cu_seqlens, freqs=freqs)
+def _(spec, q, k, positions, layout, offset, cu_seqlens, freqs, q_norm_weight=None, k_norm_weight=None):
+    _one_device(q, k=k, positions=positions, cu_seqlens=cu_seqlens, freqs=freqs, q_norm_weight=q_norm_weight,
+                k_norm_weight=k_norm_weight)
     return _new(q), (_new(k) if k is not None else _no_k(q))
 
 
 @_impl("rope_")
-def _rope_(spec, q, k, positions, layout, offset, cu_seqlens, freqs):
+def _rope_(spec, q, k, positions, layout, offset, cu_seqlens, freqs, q_norm_weight=None, k_norm_weight=None):
     _mutating(q=q, k=k)
-    _run(spec, q, k, positions, layout, offset, cu_seqlens, freqs, q, k)
+    _run(spec, q, k, positions, layout, offset, cu_seqlens, freqs, q, k, q_norm_weight=q_norm_weight,
+         k_norm_weight=k_norm_weight)
     _mutated(q, k)
 
 
 @torch.library.register_fake("ropegen::rope_", lib=_lib)
-def _(spec, q, k, positions, layout, offset, cu_seqlens, freqs):
-    _one_device(q, k=k, positions=positions, cu_seqlens=cu_seqlens, freqs=freqs)
+def _(spec, q, k, positions, layout, offset, cu_seqlens, freqs, q_norm_weight=None, k_norm_weight=None):
+    _one_device(q, k=k, positions=positions, cu_seqlens=cu_seqlens, freqs=freqs, q_norm_weight=q_norm_weight,
+                k_norm_weight=k_norm_weight)
     return None
 
 
 @_impl("rope_backward")
-def _rope_backward(spec, grad_q, grad_k, positions, layout, offset, cu_seqlens, freqs, saved_q, saved_k):
+def _rope_backward(spec, grad_q, grad_k, positions, layout, offset, cu_seqlens, freqs, saved_q, saved_k,
+                   q_norm_weight=None, k_norm_weight=None):
     dq = _new(grad_q)
     dk = _new(grad_k) if grad_k is not None else None
-    d_freqs = torch.zeros_like(freqs) if saved_q is not None else None
-    _run(spec, grad_q, grad_k, positions, layout, offset, cu_seqlens, freqs, dq, dk, True, saved_q, saved_k, d_freqs)
+    d_freqs = torch.zeros_like(freqs) if freqs is not None and saved_q is not None else None
+    _run(spec, grad_q, grad_k, positions, layout, offset, cu_seqlens, freqs, dq, dk, True, saved_q, saved_k, d_freqs,
+         q_norm_weight=q_norm_weight, k_norm_weight=k_norm_weight)
     return dq, (dk if dk is not None else _no_k(grad_q)), (d_freqs if d_freqs is not None else _no_k(grad_q))
 
 
 @torch.library.register_fake("ropegen::rope_backward", lib=_lib)
-def _(spec, grad_q, grad_k, positions, layout, offset, cu_seqlens, freqs, saved_q, saved_k):
+def _(spec, grad_q, grad_k, positions, layout, offset, cu_seqlens, freqs, saved_q, saved_k, q_norm_weight=None,
+      k_norm_weight=None):
     _one_device(grad_q, grad_k=grad_k, positions=positions, cu_seqlens=cu_seqlens, freqs=freqs, saved_q=saved_q,
-                saved_k=saved_k)
-    d_freqs = torch.empty_like(freqs) if saved_q is not None else _no_k(grad_q)
+                saved_k=saved_k, q_norm_weight=q_norm_weight, k_norm_weight=k_norm_weight)
+    d_freqs = torch.empty_like(freqs) if freqs is not None and saved_q is not None else _no_k(grad_q)
     return _new(grad_q), (_new(grad_k) if grad_k is not None else _no_k(grad_q)), d_freqs
 
 
+@functools.lru_cache(maxsize=None)
+def _has_qk_norm(spec):
+    compiled = _ropegen.compile(spec, "<spec>", "host", None, None, True)
+    return any(line.startswith("qk_norm:") for line in compiled.spec.splitlines())
+
+
 def _setup_context(ctx, inputs, output):
-    spec, q, k, positions, layout, offset, cu_seqlens, freqs = inputs
+    spec, q, k, positions, layout, offset, cu_seqlens, freqs, q_norm_weight, k_norm_weight = inputs
     ctx.spec, ctx.layout, ctx.offset, ctx.with_k = spec, layout, offset, k is not None
-    # dL/d(freqs) needs the forward's inputs; dL/dq and dL/dk only the rotation.
+    # dL/d(freqs) and the norm's gradient need the forward's inputs; dL/dq
+    # and dL/dk of a plain rope only the rotation.
     ctx.freqs_grad = freqs is not None and freqs.requires_grad
-    saved = (q, k) if ctx.freqs_grad else (None, None)
-    ctx.save_for_backward(positions, cu_seqlens, freqs, *saved)
+    saved = (q, k) if ctx.freqs_grad or _has_qk_norm(spec) else (None, None)
+    ctx.save_for_backward(positions, cu_seqlens, freqs, *saved, q_norm_weight, k_norm_weight)
 
 
 def _dense_last(t):
@@ -259,95 +274,18 @@ def _dense_last(t):
 
 
 def _backward(ctx, grad_q, grad_k):
-    positions, cu_seqlens, freqs, saved_q, saved_k = ctx.saved_tensors
+    positions, cu_seqlens, freqs, saved_q, saved_k, q_norm_weight, k_norm_weight = ctx.saved_tensors
+    if any(ctx.needs_input_grad[8:]):  # (the weights are counted only when the call passed them)
+        raise RuntimeError("the gradient of qk_norm's weights is not generated: hold q_norm_weight and "
+                           "k_norm_weight fixed (requires_grad=False); dL/dq and dL/dk are")
     dq, dk, d_freqs = torch.ops.ropegen.rope_backward(
-        ctx.spec, _dense_last(grad_q), _dense_last(grad_k) if ctx.with_k else None, positions, ctx.layout, ctx.offset, cu_seqlens, freqs,
-        saved_q, saved_k)
-    return (None, dq, dk if ctx.with_k else None, None, None, None, None, d_freqs if ctx.freqs_grad else None)
+        ctx.spec, _dense_last(grad_q), _dense_last(grad_k) if ctx.with_k else None, positions, ctx.layout, ctx.offset,
+        cu_seqlens, freqs, saved_q, saved_k, q_norm_weight, k_norm_weight)
+    grads = (None, dq, dk if ctx.with_k else None, None, None, None, None, d_freqs if ctx.freqs_grad else None)
+    return grads + (None,) * (len(ctx.needs_input_grad) - len(grads))
 
 
 torch.library.register_autograd("ropegen::rope", _backward, setup_context=_setup_context, lib=_lib)
-
-
-# vLLM's rotary_embedding: query [T, Hq * head_size] or [T, Hq, head_size], key
-# likewise (or None), rotated in place by the cos/sin rows of positions [T] (or
-# [B, S], flattened as the tokens are) in cos_sin_cache [max_pos, rot_dim]
-# = [cos | sin]; is_neox: half pairing, else interleaved. Dims [rope_dim_offset,
-# rope_dim_offset + rot_dim) of each head rotate (MLA's rope tail), the rest
-# pass; inverse rotates by -angle (the rotation's transpose: the kernels'
-# backward, which DeepSeek-V4 applies to the attention output).
-@functools.lru_cache(maxsize=None)
-def _vllm_spec(head_size, rot_dim, is_neox, rope_dim_offset=0):
-    return json.dumps({"name": "vllm", "encoding": "rope", "head_dim": head_size, "rotary_dim": rot_dim,
-                       "rotary_offset": rope_dim_offset, "pairing": "half" if is_neox else "interleaved",
-                       "frequency": {"scheme": "table"}})
-
-
-def _heads(t, tokens, head_size, name):
-    """t as [tokens, heads, head_size] (a view, strides kept)."""
-    if t.dim() == 3 and t.shape[0] == tokens and t.shape[2] == head_size:
-        return t
-    if t.dim() != 2 or t.shape[0] != tokens or t.shape[1] % head_size != 0:
-        raise ValueError(f"{name} is {list(t.shape)}: it must be [tokens ({tokens}), heads * head_size ({head_size})]"
-                         " or [tokens, heads, head_size]")
-    if t.stride(1) != 1:
-        raise ValueError(f"{name} must have a dense last dim (stride 1, not {t.stride(1)})")
-    return t.view(tokens, t.shape[1] // head_size, head_size)  # splits the dense dim: always a view
-
-
-# id(cache) -> (weak reference to the cache, its version, its float32 copy).
-# Keyed by id, not by the tensor: a tensor's == is elementwise, not identity.
-_float_caches = {}
-
-
-def _forget(key, ref):
-    if _float_caches.get(key, (None,))[0] is ref:  # not a newer tensor that took the id
-        del _float_caches[key]
-
-
-def _float32_cache(cache):
-    """cos_sin_cache as float32 (the kernels read float32; widening is exact).
-    Engines keep theirs in the model dtype and pass the same tensor every call,
-    so its conversion is kept until the tensor changes (its version counter,
-    bumped by every in-place write to it or to a view of its memory)."""
-    if cache.dtype == torch.float32:
-        return cache
-    key = id(cache)
-    kept = _float_caches.get(key)
-    if kept is None or kept[0]() is not cache or kept[1] != cache._version:
-        kept = (weakref.ref(cache, functools.partial(_forget, key)), cache._version, cache.float())
-        _float_caches[key] = kept
-    return kept[2]
-
-
-def _vllm_arguments(positions, query, key, head_size, cos_sin_cache):
-    """What the kernels cannot name themselves: head_size and the cache's dtype
-    (converted to float32 here, so only float dtypes)."""
-    if isinstance(head_size, bool) or head_size <= 0:
-        raise ValueError(f"head_size ({head_size}) must be a positive integer")
-    if cos_sin_cache.dtype not in _DTYPES:
-        raise TypeError(f"cos_sin_cache has dtype {cos_sin_cache.dtype}: it must be float32, float16 or bfloat16 "
-                        f"([max_position, rotary_dim], cos then sin)")
-    _one_device(query, positions=positions, key=key, cos_sin_cache=cos_sin_cache)
-
-
-@_impl("rotary_embedding")
-def _rotary_embedding(positions, query, key, head_size, cos_sin_cache, is_neox, rope_dim_offset=0, inverse=False):
-    _vllm_arguments(positions, query, key, head_size, cos_sin_cache)
-    _mutating(query=query, key=key)
-    tokens = positions.reshape(-1)
-    q = _heads(query, tokens.shape[0], head_size, "query")
-    k = _heads(key, tokens.shape[0], head_size, "key") if key is not None else None
-    spec = _vllm_spec(head_size, cos_sin_cache.shape[-1], is_neox, rope_dim_offset)
-    _run(spec, q, k, tokens, "thd", 0, None, None, q, k, backward=inverse,
-         cos_sin_cache=_float32_cache(cos_sin_cache))
-    _mutated(query, key)
-
-
-@torch.library.register_fake("ropegen::rotary_embedding", lib=_lib)
-def _(positions, query, key, head_size, cos_sin_cache, is_neox, rope_dim_offset=0, inverse=False):
-    _vllm_arguments(positions, query, key, head_size, cos_sin_cache)
-    return None
 
 
 # The fused RoPE + KV-cache append of a spec with a `kv_cache` section, in
@@ -422,9 +360,13 @@ class Rope(torch.nn.Module):
     ([B, S], [S, B] for sbhd, [T] for thd) or [S], with a trailing [n_axes] for
     multi-axis specs; absent: positions offset, offset + 1, ... A spec that leaves
     out dtype or layout takes the tensors'; one that fixes them refuses others.
+
+    qk_norm specs with `weight: per_head`: q_norm_weight and k_norm_weight
+    ([head_dim], the tensors' dtype), given at construction (held as parameters,
+    fixed: their gradient is not generated) or with each call (overriding them).
     """
 
-    def __init__(self, spec, freqs=None):
+    def __init__(self, spec, freqs=None, *, q_norm_weight=None, k_norm_weight=None):
         super().__init__()
         self.spec = _spec_of(spec)
         # Checked as a call with ids would see it (multi-axis specs need explicit ids).
@@ -437,25 +379,38 @@ class Rope(torch.nn.Module):
         self._in_place = fields.get("pairing") == fields.get("output_pairing")
         # scheme: runtime: the inverse frequencies, trainable.
         self.freqs = torch.nn.Parameter(torch.as_tensor(freqs, dtype=torch.float32)) if freqs is not None else None
+        fixed = lambda w: torch.nn.Parameter(torch.as_tensor(w), requires_grad=False) if w is not None else None
+        self.q_norm_weight, self.k_norm_weight = fixed(q_norm_weight), fixed(k_norm_weight)
 
-    def forward(self, q, k=None, position_ids=None, *, layout="bhsd", offset=0, cu_seqlens=None):
-        out_q, out_k = torch.ops.ropegen.rope(self.spec, q, k, position_ids, layout, offset, cu_seqlens, self.freqs)
+    def _weights(self, q_norm_weight, k_norm_weight):
+        return (q_norm_weight if q_norm_weight is not None else self.q_norm_weight,
+                k_norm_weight if k_norm_weight is not None else self.k_norm_weight)
+
+    def forward(self, q, k=None, position_ids=None, *, layout="bhsd", offset=0, cu_seqlens=None, q_norm_weight=None,
+                k_norm_weight=None):
+        wq, wk = self._weights(q_norm_weight, k_norm_weight)
+        out_q, out_k = torch.ops.ropegen.rope(self.spec, q, k, position_ids, layout, offset, cu_seqlens, self.freqs,
+                                              wq, wk if k is not None else None)
         return out_q, (out_k if k is not None else None)
 
-    def forward_(self, q, k=None, position_ids=None, *, layout="bhsd", offset=0, cu_seqlens=None):
+    def forward_(self, q, k=None, position_ids=None, *, layout="bhsd", offset=0, cu_seqlens=None, q_norm_weight=None,
+                 k_norm_weight=None):
         """In place: q (and k) rotated where they are; returns them. Under autograd
         (an input or freqs that needs a gradient), and for specs whose output
         pairing differs from the input's, the rotation is computed out of place
         and copied back, so the graph stays correct."""
         tracked = torch.is_grad_enabled() and (q.requires_grad or (k is not None and k.requires_grad) or
                                               (self.freqs is not None and self.freqs.requires_grad))
+        wq, wk = self._weights(q_norm_weight, k_norm_weight)
         if tracked or not self._in_place:
-            out_q, out_k = self.forward(q, k, position_ids, layout=layout, offset=offset, cu_seqlens=cu_seqlens)
+            out_q, out_k = self.forward(q, k, position_ids, layout=layout, offset=offset, cu_seqlens=cu_seqlens,
+                                        q_norm_weight=wq, k_norm_weight=wk)
             q.copy_(out_q)
             if k is not None:
                 k.copy_(out_k)
         else:
-            torch.ops.ropegen.rope_(self.spec, q, k, position_ids, layout, offset, cu_seqlens, self.freqs)
+            torch.ops.ropegen.rope_(self.spec, q, k, position_ids, layout, offset, cu_seqlens, self.freqs, wq,
+                                    wk if k is not None else None)
         return q, k
 
     def backward(self, q, k=None, position_ids=None, *, layout="bhsd", offset=0, cu_seqlens=None):
@@ -469,4 +424,4 @@ class Rope(torch.nn.Module):
         return self.spec.splitlines()[0] if self.spec else ""
 
 
-from . import _qk_norm_op  # noqa: E402,F401  (registers fused_qk_norm_rope on _lib)
+from . import _vllm_op, _qk_norm_op  # noqa: E402,F401  (register rotary_embedding, fused_qk_norm_rope on _lib)

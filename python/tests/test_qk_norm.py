@@ -2,7 +2,8 @@
 formula of vLLM's reference semantics (RMSNorm per head, then RoPE from
 cos_sin_cache), written here independently of rope-gen's lowering: Qwen3's
 shape (GQA, head_dim 128) and partial rotary, NeoX and GPT-J pairings, bf16,
-f16 and f32, V untouched, and the op's schema (opcheck)."""
+f16 and f32, V untouched, and the op's schema (opcheck); the spec-driven
+Rope module with q_norm_weight/k_norm_weight, forward and autograd."""
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -77,3 +78,80 @@ def test_wrong_width_is_refused():
     with pytest.raises(ValueError, match="qkv: error: qkv is"):
         torch.ops.ropegen.fused_qk_norm_rope(qkv, 1, 1, 1, 64, 1e-6, w, w, cos_sin_cache(4, 64, torch.float32), True,
                                              torch.tensor([0, 1]))
+
+
+# --- the spec-driven Rope module with qk_norm: forward and autograd ----------
+
+QWEN3 = {"name": "qwen3_like", "head_dim": 64, "rotary_dim": 48, "rotary_offset": 8, "frequency": {"theta": 1e6},
+         "qk_norm": {"type": "rms", "eps": 1e-6, "weight": "per_head"}}
+GEMMA = dict(QWEN3, name="gemma_like", qk_norm={"type": "rms_one_plus", "eps": 1e-6, "weight": "per_head"})
+
+
+def normed_then_rotated(spec, x, w, positions):
+    """Float64, bhsd, half pairing: each head normalised (w x, or (1 + w) x),
+    then dims [offset, offset + rotary_dim) rotated at positions [B, S]."""
+    x = x.double()
+    factor = 1 + w.double() if spec["qk_norm"]["type"] == "rms_one_plus" else w.double()
+    h = x / torch.sqrt((x * x).mean(-1, keepdim=True) + spec["qk_norm"]["eps"]) * factor
+    off, r = spec["rotary_offset"], spec["rotary_dim"]
+    inv_freq = 1.0 / spec["frequency"]["theta"] ** (torch.arange(0, r, 2, dtype=torch.float64) / r)
+    angle = positions.double()[:, None, :, None] * inv_freq
+    a, b = h[..., off:off + r // 2], h[..., off + r // 2:off + r]
+    rotated = torch.cat([a * angle.cos() - b * angle.sin(), b * angle.cos() + a * angle.sin()], dim=-1)
+    return torch.cat([h[..., :off], rotated, h[..., off + r:]], dim=-1)
+
+
+def qk_and_weights(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    q, k = torch.randn(2, 4, 5, 64, generator=g), torch.randn(2, 2, 5, 64, generator=g)
+    wq, wk = torch.rand(64, generator=g) + 0.5, torch.rand(64, generator=g) + 0.5
+    return q, k, wq, wk, (torch.arange(5) + 7).repeat(2, 1)
+
+
+@pytest.mark.parametrize("spec", [QWEN3, GEMMA], ids=["rms", "rms_one_plus"])
+def test_rope_module_with_qk_norm_forward_and_gradients_match_float64(spec):
+    q, k, wq, wk, pos = qk_and_weights()
+    rope = ropegen.torch.Rope(spec, q_norm_weight=wq, k_norm_weight=wk)
+    assert not rope.q_norm_weight.requires_grad
+    q, k = q.requires_grad_(), k.requires_grad_()
+    out_q, out_k = rope(q, k, pos)
+    want_q, want_k = normed_then_rotated(spec, q.detach(), wq, pos), normed_then_rotated(spec, k.detach(), wk, pos)
+    torch.testing.assert_close(out_q.double(), want_q, rtol=1e-6, atol=3e-6)
+    torch.testing.assert_close(out_k.double(), want_k, rtol=1e-6, atol=3e-6)
+    gq, gk = torch.randn_like(out_q), torch.randn_like(out_k)
+    torch.autograd.backward([out_q, out_k], [gq, gk])
+    # torch autograd through the float64 formula.
+    q64, k64 = q.detach().double().requires_grad_(), k.detach().double().requires_grad_()
+    torch.autograd.backward([normed_then_rotated(spec, q64, wq, pos), normed_then_rotated(spec, k64, wk, pos)],
+                            [gq.double(), gk.double()])
+    torch.testing.assert_close(q.grad.double(), q64.grad, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(k.grad.double(), k64.grad, rtol=1e-5, atol=1e-5)
+
+
+def test_weights_given_with_the_call_override_the_modules():
+    q, k, wq, wk, pos = qk_and_weights(1)
+    rope = ropegen.torch.Rope(QWEN3, q_norm_weight=torch.ones(64), k_norm_weight=torch.ones(64))
+    out_q, out_k = rope(q, k, pos, q_norm_weight=wq, k_norm_weight=wk)
+    torch.testing.assert_close(out_q.double(), normed_then_rotated(QWEN3, q, wq, pos), rtol=1e-6, atol=3e-6)
+    torch.testing.assert_close(out_k.double(), normed_then_rotated(QWEN3, k, wk, pos), rtol=1e-6, atol=3e-6)
+
+
+def test_a_weight_that_needs_a_gradient_is_refused_at_backward():
+    q, k, wq, wk, pos = qk_and_weights(2)
+    out_q, _ = ropegen.torch.Rope(QWEN3)(q.requires_grad_(), k, pos, q_norm_weight=wq.requires_grad_(),
+                                         k_norm_weight=wk)
+    with pytest.raises(RuntimeError, match="gradient of qk_norm's weights is not generated"):
+        out_q.sum().backward()
+
+
+def test_opcheck_rope_ops_with_norm_weights():
+    q, k, wq, wk, pos = qk_and_weights(3)
+    spec = ropegen.torch.Rope(QWEN3).spec
+    for op, args in [
+        (torch.ops.ropegen.rope.default, (spec, q.requires_grad_(), k.requires_grad_(), pos, "bhsd", 0, None, None,
+                                          wq, wk)),
+        (torch.ops.ropegen.rope_.default, (spec, q.detach().clone(), k.detach().clone(), pos, "bhsd", 0, None, None,
+                                           wq, wk)),
+        (torch.ops.ropegen.rope_backward.default, (spec, q.detach(), k.detach(), pos, "bhsd", 0, None, None,
+                                                   q.detach(), k.detach(), wq, wk))]:
+        opcheck(op, args)

@@ -1,6 +1,7 @@
 // call/norm_checks.cpp: qk_norm's weights, q_norm_weight and k_norm_weight,
 // each checked by name ([head_dim] in the spec's dtype, k_norm_weight
-// with k), and refused by specs that take none.
+// with k), and refused by specs that take none; its backward's saved
+// inputs (gradient_checks.cpp).
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -79,11 +80,42 @@ TEST_F(NormWeights, RefusedBySpecsWithoutThem) {
                                 "this spec has no qk_norm\n");
 }
 
-TEST_F(NormWeights, BackwardIsRefused) {
+// The backward reads the forward's inputs (saved_q, saved_k) as well as the weights.
+TEST_F(NormWeights, BackwardNeedsTheForwardInputs) {
   Call c = call();
   c.backward = true;
-  EXPECT_EQ(messages(kNorm, c), "backward: error: backward calls of qk_norm specs are not supported yet (the norm's "
-                                "gradient is not generated)\n");
+  EXPECT_EQ(messages(kNorm, c),
+            "saved_q: error: this backward needs the forward input saved_q (shaped (1, 3, 2, 8)) for the norm's "
+            "gradient (qk_norm)\n"
+            "saved_k: error: this backward needs the forward input saved_k (shaped (1, 3, 1, 8)) for the norm's "
+            "gradient (qk_norm)\n");
+  std::vector<float> saved_q(48), saved_k(24);  // apart from q and k, which the call rotates in place
+  c.saved_q = Tensor::dense(saved_q.data(), ElementType::BFloat16, {1, 3, 2, 8});
+  c.saved_k = Tensor::dense(saved_k.data(), ElementType::BFloat16, {1, 3, 1, 8});
+  EXPECT_EQ(messages(kNorm, c), "");
+  c.saved_k = Tensor::dense(saved_k.data(), ElementType::BFloat16, {1, 3, 8});
+  EXPECT_EQ(messages(kNorm, c),
+            "saved_k: error: saved_k has shape (1, 3, 8) but its gradient k has (1, 3, 1, 8): they must match\n");
+  c.backward = false;
+  c.saved_k.reset();
+  EXPECT_EQ(messages(kNorm, c),
+            "saved_q: error: saved forward inputs are only read by the backward of a spec with `frequency: {scheme: "
+            "runtime}` (for dL/d(inv_freq)) or with qk_norm (for the norm's gradient)\n");
+}
+
+TEST_F(NormWeights, BackwardWithRunTimeFrequenciesIsRefused) {
+  const RopeSpec runtime = spec_from(
+      "name: t\nhead_dim: 8\nrotary_dim: 4\ndtype: bf16\nfrequency: {scheme: runtime}\nqk_norm: {eps: 1.0e-6}\n");
+  Call c = call();
+  std::vector<float> freqs(2, 1.0f);
+  c.freqs = Tensor::dense(freqs.data(), ElementType::Float32, {2});
+  c.backward = true;
+  std::vector<float> saved_q(48), saved_k(24);
+  c.saved_q = Tensor::dense(saved_q.data(), ElementType::BFloat16, {1, 3, 2, 8});
+  c.saved_k = Tensor::dense(saved_k.data(), ElementType::BFloat16, {1, 3, 1, 8});
+  EXPECT_EQ(messages(runtime, c),
+            "backward: error: the backward of a qk_norm spec with `frequency: {scheme: runtime}` is not generated "
+            "(dL/d(inv_freq) of normed rows); train the frequencies without qk_norm or keep them fixed\n");
 }
 
 }  // namespace

@@ -18,6 +18,7 @@ import torch
 
 from .. import _ropegen
 from .. import torch as _ops  # registers torch.ops.ropegen.*
+from .. import _vllm_op
 from . import report
 from .specs import ROWS, mrope_axes
 
@@ -121,8 +122,8 @@ class _Served:
         if self.row.tail:
             spec = _tail_spec(spec, head, offset)
         tokens = positions.shape[0]
-        q = _ops._heads(query, tokens, head, "query")
-        k = _ops._heads(key, tokens, head, "key") if key is not None else None
+        q = _vllm_op._heads(query, tokens, head, "query")
+        k = _vllm_op._heads(key, tokens, head, "key") if key is not None else None
         if not inverse:
             torch.ops.ropegen.rope_(spec, q, k, positions, "thd", 0, None, None)
             return
