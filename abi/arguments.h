@@ -25,13 +25,13 @@ enum class Arg : uint8_t {
   Q, K, V, Positions, CuSeqlens, Table, Freqs, CosSinCache, KvIndices, KvIndptr, BatchIndices, CachePositions,
   SlotMapping, SavedQ, SavedK, QNormWeight, KNormWeight,
   // Tensor outputs (the caches are updated in place).
-  OutQ, OutK, KCache, VCache, DFreqs,
+  OutQ, OutK, KCache, VCache, DFreqs, DQNormWeight, DKNormWeight,
   // Scalars.
   Offset, SeqLen, KScale, VScale, PoolThreads,
 };
 // clang-format on
-inline constexpr int kArgCount = 27;
-inline constexpr int kTensorArgCount = 22;  // Q .. DFreqs
+inline constexpr int kArgCount = 29;
+inline constexpr int kTensorArgCount = 24;  // Q .. DKNormWeight
 inline constexpr int kFirstOutput = 17;     // OutQ
 
 constexpr int index(Arg a) { return static_cast<int>(a); }
@@ -85,6 +85,7 @@ enum class Feature : uint8_t {
   Fp8KvCache,          // k_scale, v_scale
   SequenceLength,      // seq_len (dynamic NTK, LongRoPE per call, xPos)
   QkNormWeight,        // q_norm_weight (k_norm_weight with k): qk_norm weight per_head
+  QkNormGradient,      // d_q_norm_weight (d_k_norm_weight with k): backward of qk_norm weight per_head
   CpuSchedule,         // pool_threads (from the runtime, never the call)
 };
 
@@ -176,6 +177,14 @@ inline constexpr std::array<ArgumentInfo, kArgCount> kArguments = {{
   {Arg::DFreqs, "d_freqs", nullptr, nullptr, ArgKind::Whole, Direction::Out, DtypeRule::Float32, ShapeRule::Vector,
    Feature::FrequencyGradient, Arg::Freqs, "pairs", "--out-freqs", &Call::d_freqs, &ropegen_call::d_freqs,
    "backward with run-time frequencies: receives dL/d(inv_freq), float32 [rotary_dim / 2]"},
+  {Arg::DQNormWeight, "d_q_norm_weight", nullptr, nullptr, ArgKind::Whole, Direction::Out, DtypeRule::Float32,
+   ShapeRule::Vector, Feature::QkNormGradient, Arg::QNormWeight, "head_dim", "--out-q-norm-weight",
+   &Call::d_q_norm_weight, &ropegen_call::d_q_norm_weight,
+   "backward of qk_norm weight per_head: receives dL/d(q_norm_weight), float32 [head_dim]"},
+  {Arg::DKNormWeight, "d_k_norm_weight", nullptr, nullptr, ArgKind::Whole, Direction::Out, DtypeRule::Float32,
+   ShapeRule::Vector, Feature::QkNormGradient, Arg::KNormWeight, "head_dim", "--out-k-norm-weight",
+   &Call::d_k_norm_weight, &ropegen_call::d_k_norm_weight,
+   "backward of qk_norm weight per_head: receives dL/d(k_norm_weight), float32 [head_dim] (with k)"},
   {Arg::Offset, "offset", nullptr, nullptr, ArgKind::Int64, Direction::In, DtypeRule::Scalar, ShapeRule::Scalar,
    Feature::Always, Arg::Offset, nullptr, "--offset", nullptr, nullptr, "implicit positions: the first token's position"},
   {Arg::SeqLen, "seq_len", nullptr, nullptr, ArgKind::Int64, Direction::In, DtypeRule::Scalar, ShapeRule::Scalar,
@@ -192,6 +201,12 @@ inline constexpr std::array<ArgumentInfo, kArgCount> kArguments = {{
 // clang-format on
 
 constexpr const ArgumentInfo& info(Arg a) { return kArguments[index(a)]; }
+
+// The gradients summed over every row of a call (d_freqs, d_q_norm_weight,
+// d_k_norm_weight): written whole by every part, which the caller adds up.
+constexpr bool is_summed_gradient(Arg a) {
+  return info(a).kind == ArgKind::Whole && info(a).direction == Direction::Out;
+}
 
 // The table's rows are in the enum's order (checked at compile time).
 constexpr bool rows_in_order() {

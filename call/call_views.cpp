@@ -206,18 +206,27 @@ void check_memory_of_views(CheckContext& x, const PreparedCall& p) {
         x.fail(a.name, fmt::format("{} spans more than the 2^31-1 elements one kernel call can address; a KV-cache "
                                    "append runs as one call: pass fewer tokens",
                                    a.name));
-  // Parts' dL/d(inv_freq) are summed on the host (call/parts.h), which a
+  // Parts' summed gradients are summed on the host (call/parts.h), which a
   // device call cannot do without reading device memory.
-  if (x.ok() && x.on_device && p[Arg::DFreqs].defined() && plan_parts(p).size() > 1)
-    x.fail("d_freqs",
-           "this device call is cut into several kernel calls (a tensor spans more than the 2^31-1 "
-           "elements one kernel argument addresses), whose dL/d(inv_freq) would be summed on the host: pass "
-           "fewer tokens per call");
-  // Writing a pair elsewhere than it was read would overwrite other pairs' inputs.
+  for (Arg a : abi::kTensorArgs)
+    if (x.ok() && x.on_device && abi::is_summed_gradient(a) && p[a].defined() && plan_parts(p).size() > 1)
+      x.fail(abi::info(a).name,
+             fmt::format("this device call is cut into several kernel calls (a tensor spans more than the 2^31-1 "
+                         "elements one kernel argument addresses), whose {} would be summed on the host: pass "
+                         "fewer tokens per call",
+                         a == Arg::DFreqs ? "dL/d(inv_freq)" : abi::info(a).name));
+  // Writing a pair elsewhere than it was read would overwrite other pairs'
+  // inputs; the norm weights' gradients read the upstream gradients again,
+  // in loops of their own.
   const ropegen_contract kc = kernel_contract(x.c, p.variant);
   const View &q = p[Arg::Q], &k = p[Arg::K];
-  if (x.ok() && is_rope(x.c) && kc.output_pairing != kc.pairing && !q.empty() &&
-      (q.data == p[Arg::OutQ].data || (k.defined() && !k.empty() && k.data == p[Arg::OutK].data)))
+  const bool in_place =
+      !q.empty() && (q.data == p[Arg::OutQ].data || (k.defined() && !k.empty() && k.data == p[Arg::OutK].data));
+  if (x.ok() && p.variant.backward && x.c.qk_norm_weight && in_place)
+    x.fail("out_q",
+           "the backward of a spec with `qk_norm: {weight: per_head}` reads q (and k) again for the weights' "
+           "gradients: it cannot run in place; pass out_q (and out_k)");
+  if (x.ok() && is_rope(x.c) && kc.output_pairing != kc.pairing && in_place)
     x.fail("out_q",
            "this spec reads pairs with one pairing and writes them with another (output_pairing): it cannot "
            "run in place; pass out_q (and out_k)");

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -103,7 +104,7 @@ DimRanges pass_through_ranges(const ropegen_contract& contract);
 
 // One part as a pipeline's arguments: its views, but out_q and out_k as
 // the kernel writes them (rope: rotary views; out_k only with k). The
-// outputs are out_q, out_k, d_freqs and, updated in place, k_cache and
+// outputs are out_q, out_k, the summed gradients and, updated in place, k_cache and
 // v_cache ((d, h, entry, page)).
 struct RopeArguments : PartViews {};
 struct PassThroughArguments {
@@ -128,8 +129,9 @@ std::optional<ArgumentSource> rope_argument(std::string_view name);
 std::optional<ArgumentSource> pass_through_argument(std::string_view name);
 
 // Runs every part of `call` (none when it is empty), summing each part's
-// dL/d(inv_freq) into call.d_freqs (zeroed first; a device call has one
-// part, whose kernel writes all of it: prepare_call). `device_interface`
+// summed gradients (dL/d(inv_freq), the qk_norm weights') into the call's
+// (zeroed first; a device call has one part, whose kernel writes all of
+// it: prepare_call). `device_interface`
 // as part_views takes it: the runner's for the call's device API (a device
 // call's runner checks that it has one), null for host calls. A template,
 // not a std::function: the argv path's captures would be a heap allocation
@@ -144,17 +146,23 @@ std::optional<ArgumentSource> pass_through_argument(std::string_view name);
 template <typename RunPart>
 void run_in_parts(const PreparedCall& call, const halide_device_interface_t* device_interface, RunPart&& run_part) {
   const halide_device_interface_t* device = call.on_device() ? device_interface : nullptr;
-  const View& d_freqs_view = call[abi::Arg::DFreqs];
-  float* d_freqs = call.on_device() ? nullptr : static_cast<float*>(d_freqs_view.data);
-  const int64_t pairs = d_freqs && d_freqs_view.defined() ? d_freqs_view.extent[0] : 0;
-  std::fill(d_freqs, d_freqs + pairs, 0.0f);
+  // The summed gradients a host call writes: zeroed, then each part's added.
+  FixedVector<abi::Arg, 3> summed;
+  for (abi::Arg a : abi::kTensorArgs)
+    if (abi::is_summed_gradient(a) && !call.on_device() && call[a].defined()) summed.push_back(a);
+  auto values = [&](abi::Arg a) { return static_cast<float*>(call[a].data); };
+  for (abi::Arg a : summed) std::fill(values(a), values(a) + call[a].extent[0], 0.0f);
   if (const std::optional<CallPart> whole = single_part(call)) return run_part(part_views(call, *whole, device));
   for (const CallPart& p : plan_parts(call)) {
     PartViews part = part_views(call, p, device);
-    std::vector<float> sum(static_cast<size_t>(pairs));
-    if (pairs > 0) part[abi::Arg::DFreqs].buf.host = reinterpret_cast<uint8_t*>(sum.data());
+    std::array<std::vector<float>, 3> sums;
+    for (size_t n = 0; n < summed.size(); ++n) {
+      sums[n].resize(static_cast<size_t>(call[summed[n]].extent[0]));
+      part[summed[n]].buf.host = reinterpret_cast<uint8_t*>(sums[n].data());
+    }
     run_part(part);
-    for (int64_t r = 0; r < pairs; ++r) d_freqs[r] += sum[r];
+    for (size_t n = 0; n < summed.size(); ++n)
+      for (size_t i = 0; i < sums[n].size(); ++i) values(summed[n])[i] += sums[n][i];
   }
 }
 

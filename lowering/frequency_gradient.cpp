@@ -4,6 +4,7 @@
 #include "lowering/rope_algorithm.h"
 #include "lowering/rotation.h"
 #include "lowering/storage.h"
+#include "lowering/token_sum.h"
 
 namespace ropegen::lowering {
 
@@ -31,18 +32,13 @@ Expr frequency_gradient(const RopeSpec& spec, const RopeAlgorithm& a, const Rota
 
 }  // namespace
 
-// One order of float64 additions, whatever the target or its threads.
+// One order of float64 additions, whatever the target or its threads (token_sum.h).
 void define_frequency_gradient(const RopeSpec& spec, RopeAlgorithm& a, const RopeFrequencies& freqs) {
   const Type type = storage_type(spec.dtype);
   FrequencyGradient& g = a.gradient;
   std::tie(g.reduced, g.cos_sin) = cos_sin_stages(a, static_cast<float>(freqs.attention_factor), "d_freqs_");
   if (spec.xpos.enabled) g.xpos_scale = xpos_stage(spec, a, freqs, "d_freqs_");
-  auto zero = [&](Func& f, const std::string& name, std::vector<Var> args) {
-    f = Func(name);
-    f(args) = cast<double>(0);
-  };
-  Func token;
-  zero(token, "d_freqs_level0", {a.r, a.s, a.b});
+  Func token = float64_zeros("d_freqs_level0", {a.r, a.s, a.b});
   for (RotatedTensor* t : {&a.q, &a.k}) {
     if (!t->input.defined()) continue;
     const Arg saved = t == &a.q ? Arg::SavedQ : Arg::SavedK;
@@ -51,25 +47,9 @@ void define_frequency_gradient(const RopeSpec& spec, RopeAlgorithm& a, const Rop
     RDom heads(t->input.dim(1).min(), t->input.dim(1).extent(), t == &a.q ? "q_heads" : "k_heads");
     token(a.r, a.s, a.b) += frequency_gradient(spec, a, *t, t == &a.k, heads, a.s, a.b);
   }
-  g.levels = {token};
-  // k has q's tokens (call/prepare_call checks).
-  const ImageParam& q = a.q.input;
-  Expr first = q.dim(2).min(), entries = q.dim(2).extent();  // along s, per batch, of the level below
-  for (int level = 1; level <= FrequencyGradient::kLevels; ++level) {
-    Func sums;
-    zero(sums, "d_freqs_level" + std::to_string(level), {a.r, a.s, a.b});
-    RDom u(0, FrequencyGradient::kGroup, sums.name() + "_entries");
-    // The last group stops at the level below's last entry.
-    const Expr i = a.s * FrequencyGradient::kGroup + u;
-    u.where(i < entries);
-    sums(a.r, a.s, a.b) += g.levels.back()(a.r, first + i, a.b);
-    g.levels.push_back(sums);
-    first = 0;
-    entries = (entries + FrequencyGradient::kGroup - 1) / FrequencyGradient::kGroup;
-  }
-  zero(g.sum, "d_freqs_sum", {a.r});
-  RDom rest(0, entries, q.dim(3).min(), q.dim(3).extent(), "d_freqs_groups");
-  g.sum(a.r) += g.levels.back()(a.r, rest.x, rest.y);
+  const TokenSum sums = sum_over_tokens(token, a.r, a, "d_freqs");
+  g.levels = sums.levels;
+  g.sum = sums.sum;
   g.d_freqs = Func("d_freqs");
   g.d_freqs(a.r) = cast<float>(g.sum(a.r));
 }

@@ -1,12 +1,7 @@
 // dL/d(inv_freq), backward with run-time frequencies: a sum over every row
-// of q and k in one fixed order of float64 additions, the same on every
-// target (so the same bits everywhere, run after run) and made of stages a
-// schedule can compute in parallel (a GPU's on the device): level 0 (r, s,
-// b): token (s, b)'s terms (position x dL/dangle of pair r), q's heads then
-// k's; level l (r, g, b): entries [g x kGroup, + kGroup) of level l - 1
-// along s (tokens from q's min s, then groups from 0); sum (r): every entry
-// of the last level, s inner, b outer. Each is a pure 0 and one update per
-// summed RDom.
+// of q and k in one fixed order of float64 additions (token_sum.h): level 0
+// (r, s, b): token (s, b)'s terms (position x dL/dangle of pair r), q's
+// heads then k's; then the levels and the sum over tokens and sequences.
 #pragma once
 
 #include <Halide.h>
@@ -21,8 +16,7 @@ namespace ropegen::lowering {
 struct RopeAlgorithm;
 
 struct FrequencyGradient {
-  static constexpr int kGroup = 64, kLevels = 2;
-  std::vector<Halide::Func> levels;  // 1 + kLevels Funcs
+  std::vector<Halide::Func> levels;  // 1 + TokenSum::kLevels Funcs
   Halide::Func sum;                  // (r) float64
   Halide::Func d_freqs;              // (r) float32, the output
   // The gradient's own copies of the per-(pair, token) stages, for the

@@ -36,6 +36,15 @@ void define_qk_norm(const RopeSpec& spec, RopeAlgorithm& a, RotatedTensor& t, ab
 // and one multiply, each rounded as on every target.
 void define_qk_norm_backward(const RopeSpec& spec, RopeAlgorithm& a, RotatedTensor& t, abi::Arg weight, abi::Arg saved);
 
+// dL/d(weight) of t (the backward of weight per_head, after
+// define_qk_norm_backward): over t's rows, dL/d(normed) x / rms summed in
+// token_sum's order (level 0: the token's heads in turn) into `output`
+// (d_q_norm_weight or d_k_norm_weight), from the gradient's own rotation
+// back (with a.norm_gradient's cos/sin), sums of squares and 1 / rms: t's
+// are placed in its output's loops.
+void define_norm_weight_gradient(const RopeSpec& spec, const RopeAlgorithm& a, RotatedTensor& t, bool is_key,
+                                 abi::Arg output);
+
 // qk_norm's output: whole rows (d, h, s, b), the rotary dims from
 // t.rotated (in the output pairing), the others from t.normed.
 void define_whole_row_output(const RopeSpec& spec, const RopeAlgorithm& a, RotatedTensor& t);

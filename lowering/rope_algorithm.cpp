@@ -67,20 +67,31 @@ RopeAlgorithm build_rope(const RopeSpec& forward_spec, const KernelVariant& vari
 
   // qk_norm: the norm, then the rotation of the normed rows; its backward
   // rotates the upstream gradient back, then the norm's gradient.
+  // With a weight, also the weight's gradient (its own cos/sin stages).
   const bool norm = spec.qk_norm.enabled;
-  auto rotate = [&](RotatedTensor& t, bool is_key, Arg weight, Arg saved, bool with_output) {
+  const bool weight_gradient = norm && variant.backward && spec.qk_norm.has_weight();
+  if (weight_gradient) {
+    if (spec.frequency.scheme == FrequencyScheme::Table)
+      a.norm_gradient.cos_sin = cos_sin_from_cache(spec, a, "d_norm_cos_sin");
+    else
+      std::tie(a.norm_gradient.reduced, a.norm_gradient.cos_sin) =
+          cos_sin_stages(a, static_cast<float>(freqs.attention_factor), "d_norm_");
+    if (spec.xpos.enabled) a.norm_gradient.xpos_scale = xpos_stage(spec, a, freqs, "d_norm_");
+  }
+  auto rotate = [&](RotatedTensor& t, bool is_key, Arg weight, Arg saved, Arg d_weight, bool with_output) {
     if (norm && !variant.backward) define_qk_norm(spec, a, t, weight);
     define_rotation(spec, a, t, is_key, with_output && !norm);
     if (norm && variant.backward) define_qk_norm_backward(spec, a, t, weight, saved);
     else if (norm && with_output) define_whole_row_output(spec, a, t);
+    if (weight_gradient) define_norm_weight_gradient(spec, a, t, is_key, d_weight);
   };
-  rotate(a.q, false, Arg::QNormWeight, Arg::SavedQ, true);
+  rotate(a.q, false, Arg::QNormWeight, Arg::SavedQ, Arg::DQNormWeight, true);
   if (variant.with_k || spec.kv_cache.enabled) {
     a.k.input = a.make_input(Arg::K, type, 4);
     a.use(Arg::K);
     a.k.rotated = Func("rotated_k");
     if (variant.with_k) a.k.output = Func("out_k");
-    rotate(a.k, true, Arg::KNormWeight, Arg::SavedK, variant.with_k);
+    rotate(a.k, true, Arg::KNormWeight, Arg::SavedK, Arg::DKNormWeight, variant.with_k);
   }
   if (spec.kv_cache.enabled) define_kv_append(spec, a, own_cache_stages);
   if (variant.backward && a.uses(Arg::Freqs)) define_frequency_gradient(spec, a, freqs);
@@ -115,11 +126,13 @@ std::vector<Argument> RopeAlgorithm::arguments() const {
   return args;
 }
 
-// out_q (, out_k) (, k_cache (, v_cache)) (, d_freqs): the table's order of outputs.
+// out_q (, out_k) (, k_cache (, v_cache)) (, d_freqs) (, d_q_norm_weight (,
+// d_k_norm_weight)): the table's order of outputs.
 std::vector<Func> RopeAlgorithm::outputs() const {
   std::vector<Func> out = {q.output};
   if (variant.with_k) out.push_back(k.output);
-  for (const Func& f : {kv.k_cache, kv.v_cache, gradient.d_freqs})
+  for (const Func& f :
+       {kv.k_cache, kv.v_cache, gradient.d_freqs, q.weight_gradient.d_weight, k.weight_gradient.d_weight})
     if (f.defined()) out.push_back(f);
   return out;
 }

@@ -24,6 +24,7 @@
 #include "lowering/frequency_gradient.h"
 #include "lowering/kv_append.h"
 #include "lowering/storage.h"
+#include "lowering/token_sum.h"
 #include "ropegen/call.h"
 #include "ropegen/spec.h"
 
@@ -50,6 +51,16 @@ RopeSpec kernel_spec(const RopeSpec& spec, const KernelVariant& variant);
 // [B, H, Sq, Sk] are bhsd (keys dense, query rows as tokens).
 Layout kernel_layout(const RopeSpec& spec);
 
+// dL/d(qk_norm's weight) of one tensor: its own copies of the rotation back,
+// the sums of squares and 1 / rms; level 0's RDom over heads; the sum over
+// tokens (token_sum.h); the output (d) float32.
+struct WeightGradient {
+  Halide::Func rotated, square_sums, inv_rms;
+  Halide::RDom heads;
+  TokenSum sums;
+  Halide::Func d_weight;
+};
+
 // One rotated tensor (q or k): its input and the stages the schedule places.
 // Without qk_norm the output is the rotary part only, as a strided view the runtime builds
 // (abi::rotary_view): half (output) pairing (r, m, h, s, b) with m's stride
@@ -70,6 +81,7 @@ struct RotatedTensor {
   // Its backward: dL/d(normed) (d, h, s, b) float32, the float64 partial
   // sums of g . x (j, h, s, b), and -(g . x) / (head_dim rms^2) (h, s, b).
   Halide::Func normed_gradient, dot_sums, norm_coefficient;
+  WeightGradient weight_gradient;  // its weight's (define_norm_weight_gradient); undefined otherwise
 };
 
 struct RopeAlgorithm {
@@ -133,6 +145,11 @@ struct RopeAlgorithm {
   // ---- The fused KV-cache append (kv_append.h) and dL/d(inv_freq) (frequency_gradient.h) ----
   KvAppend kv;
   FrequencyGradient gradient;
+  // The qk_norm weights' gradients' own cos/sin (and xPos) stages, shared
+  // by q's and k's (reduced: undefined with scheme table).
+  struct {
+    Halide::Func reduced, cos_sin, xpos_scale;
+  } norm_gradient;
 
   std::vector<Halide::Argument> arguments() const;
   std::vector<Halide::Func> outputs() const;

@@ -142,8 +142,10 @@ class PartRun {
     const bool rotary = call::writes_rotary_view(call::call_contract(spec_));
     a[Arg::OutQ] = rotary ? rotary_stage(call_[Arg::Q]) : row_stage(call_[Arg::Q]);
     if (variant_.with_k) a[Arg::OutK] = rotary ? rotary_stage(call_[Arg::K]) : row_stage(call_[Arg::K]);
-    // dL/d(inv_freq) of this part's rows (computed on the device), summed below.
-    if (call_[Arg::DFreqs].defined()) a[Arg::DFreqs] = Halide::Buffer<float>(call_[Arg::DFreqs].dim(0).extent());
+    // The summed gradients of this part's rows (computed on the device), summed below.
+    for (Arg arg : abi::kTensorArgs)
+      if (abi::is_summed_gradient(arg) && call_[arg].defined())
+        a[arg] = Halide::Buffer<float>(call_[arg].dim(0).extent());
     pipelines.rope(a);
 
     std::vector<Copy> copies;
@@ -166,11 +168,12 @@ class PartRun {
       c.staged.device_free(pipelines.context);
       c.view.copy_from(c.shift ? c.staged.translated(0, c.shift) : c.staged);
     }
-    if (a[Arg::DFreqs].defined()) {
-      check(a[Arg::DFreqs].copy_to_host(), "dL/d(inv_freq)");
-      a[Arg::DFreqs].device_free();
-      Halide::Buffer<float> part(a[Arg::DFreqs]), total(call_[Arg::DFreqs]);
-      total.for_each_element([&](int r) { total(r) += part(r); });
+    for (Arg arg : abi::kTensorArgs) {
+      if (!abi::is_summed_gradient(arg) || !a[arg].defined()) continue;
+      check(a[arg].copy_to_host(), abi::info(arg).name);
+      a[arg].device_free();
+      Halide::Buffer<float> part(a[arg]), total(call_[arg]);
+      total.for_each_element([&](int i) { total(i) += part(i); });
     }
   }
 
@@ -345,7 +348,7 @@ void run_on_device(const RopeSpec& spec, const lowering::KernelVariant& variant,
   // went; every part updates them, they are copied back once.
   PipelineArguments whole;
   for (Arg arg : abi::kTensorArgs) {
-    if (abi::info(arg).kind != abi::ArgKind::Whole || arg == Arg::DFreqs) continue;
+    if (abi::info(arg).kind != abi::ArgKind::Whole || abi::is_summed_gradient(arg)) continue;
     const int64_t multiple = device.buffer_size_multiple;
     if (arg == Arg::CuSeqlens)
       whole[arg] = staged_cu_seqlens(call[arg], multiple);
@@ -354,7 +357,8 @@ void run_on_device(const RopeSpec& spec, const lowering::KernelVariant& variant,
     else
       whole[arg] = staged_whole(call[arg], multiple);
   }
-  if (call[Arg::DFreqs].defined()) Halide::Buffer<float>(call[Arg::DFreqs]).fill(0.0f);  // the parts add to it
+  for (Arg arg : abi::kTensorArgs)  // the parts add to the summed gradients
+    if (abi::is_summed_gradient(arg) && call[arg].defined()) Halide::Buffer<float>(call[arg]).fill(0.0f);
   const Halide::Buffer<>& q = call[Arg::Q];
   try {
     for (const Part& p : plan_parts(sizes, q.dim(2).extent(), q.dim(3).extent())) {

@@ -15,11 +15,13 @@ Tensor dense(void* data, ElementType type, const std::vector<int64_t>& shape) {
 }
 
 // Whether an output is made for this request: out_k when k is rotated into
-// it, d_freqs for the backward of run-time frequencies.
+// it, the summed gradients (d_freqs, the qk_norm weights') for backward
+// calls that give what they are the gradient of (freqs, the weights).
 bool made(Arg output, const ApplyRequest& r) {
   if (!r[abi::info(output).like]) return false;
   if (output == Arg::OutK) return r.out_k;
-  if (output == Arg::DFreqs) return r.backward;
+  if (output == Arg::DKNormWeight && !r[Arg::K]) return false;
+  if (abi::is_summed_gradient(output)) return r.backward;
   return true;
 }
 

@@ -238,11 +238,42 @@ void schedule_kv_append(lowering::RopeAlgorithm& a, const Target& target) {
   }
 }
 
-// dL/d(inv_freq) (lowering's d_freqs_levels): parallel over level 1's
-// groups of tokens (x batch), each group's tokens' terms (level 0)
-// computed one token at a time in its loop, vectorised over pairs, with
-// the token's cos/sin (and xPos scales) computed once for every head of q
-// and k. The levels above are tiny (one entry per group): serial.
+// A sum over tokens (lowering/token_sum.h) along index var i: parallel
+// over level 1's groups of tokens (x sequence), each group's tokens' terms
+// (level 0) computed one token at a time in its loop; i innermost and
+// vectorised in every stage (the entries are independent sums, so moving i
+// inside the RDoms keeps every sum's order). The levels above are tiny (one
+// entry per group): serial. Returns level 1's entry loop (a token), where
+// the callers place level 0's per-token stages.
+RVar schedule_token_sum(const std::vector<Func>& levels, Func sum, const Var& i, int lanes) {
+  auto vectorized = [&](Func f) {
+    f.vectorize(i, lanes, TailStrategy::GuardWithIf);
+    for (int u = 0; u < f.num_update_definitions(); ++u) {
+      std::vector<VarOrRVar> order = {i};
+      for (const auto& rv : f.update(u).get_schedule().rvars()) order.push_back(RVar(rv.var));
+      f.update(u).reorder(order).vectorize(i, lanes, TailStrategy::GuardWithIf);
+    }
+  };
+  Func token = levels[0], groups = levels[1];
+  const RVar entry(groups.update(0).get_schedule().rvars()[0].var);
+  vectorized(groups);
+  Var group("group");
+  groups.compute_root().update(0).fuse(groups.args()[1], groups.args()[2], group).parallel(group);
+  token.compute_at(groups, entry);
+  vectorized(token);
+  for (size_t level = 2; level < levels.size(); ++level) {
+    Func above = levels[level];
+    above.compute_root();
+    vectorized(above);
+  }
+  sum.compute_root();
+  vectorized(sum);
+  return entry;
+}
+
+// dL/d(inv_freq) (lowering's d_freqs_levels): a token sum along pairs,
+// with the token's cos/sin (and xPos scales) computed once for every head
+// of q and k in its loop.
 // 2-core Zen 5 (busy), q 32 + k 8 heads of 128, backward call with
 // dL/d(inv_freq), one thread, median us, before (one serial sum over every
 // row, cos/sin per row) -> after: bf16 [1, 2048] 6800 -> 2200, f32 [1,
@@ -252,32 +283,40 @@ void schedule_kv_append(lowering::RopeAlgorithm& a, const Target& target) {
 void schedule_frequency_gradient(lowering::RopeAlgorithm& a, const Target& target) {
   if (!a.gradient.d_freqs.defined()) return;
   const int lanes = vector_lanes(target);
-  // Pairs innermost and vectorised in every stage of f (they are
-  // independent sums, so moving them inside the RDoms keeps every sum's order).
-  auto vectorized_pairs = [&](Func f) {
-    f.vectorize(a.r, lanes, TailStrategy::GuardWithIf);
-    for (int i = 0; i < f.num_update_definitions(); ++i) {
-      std::vector<VarOrRVar> order = {a.r};
-      for (const auto& rv : f.update(i).get_schedule().rvars()) order.push_back(RVar(rv.var));
-      f.update(i).reorder(order).vectorize(a.r, lanes, TailStrategy::GuardWithIf);
-    }
-  };
-  Func token = a.gradient.levels[0], groups = a.gradient.levels[1];
-  const RVar entry(groups.update(0).get_schedule().rvars()[0].var);
-  vectorized_pairs(groups);
-  Var group("group");
-  groups.compute_root().update(0).fuse(a.s, a.b, group).parallel(group);
-  token.compute_at(groups, entry);
-  vectorized_pairs(token);
+  const RVar entry = schedule_token_sum(a.gradient.levels, a.gradient.sum, a.r, lanes);
+  Func groups = a.gradient.levels[1];
   for (Func f : {a.gradient.cos_sin, a.gradient.xpos_scale})
     if (f.defined()) f.compute_at(groups, entry).vectorize(a.r, lanes, TailStrategy::GuardWithIf);
   a.gradient.reduced.compute_at(a.gradient.cos_sin, a.r).vectorize(a.r);
-  for (size_t level = 2; level < a.gradient.levels.size(); ++level) {
-    a.gradient.levels[level].compute_root();
-    vectorized_pairs(a.gradient.levels[level]);
+}
+
+// dL/d(qk_norm weights): a token sum along the head dim per tensor; level
+// 0's token takes its heads in turn, each head's own sums of squares, 1 /
+// rms and rotation back computed before its terms (vectorised). The own
+// cos/sin (shared by q's and k's sums, whose loops differ) once per call,
+// parallel over tiles of tokens. Untimed.
+void schedule_norm_weight_gradients(lowering::RopeAlgorithm& a, const Target& target) {
+  if (!a.q.weight_gradient.d_weight.defined()) return;
+  const int lanes = vector_lanes(target);
+  Var so("so"), si("si");
+  for (Func f : {a.norm_gradient.cos_sin, a.norm_gradient.xpos_scale})
+    if (f.defined())
+      f.compute_root()
+          .split(a.s, so, si, 16, TailStrategy::GuardWithIf)
+          .parallel(so)
+          .vectorize(a.r, lanes, TailStrategy::GuardWithIf);
+  if (a.norm_gradient.reduced.defined())
+    a.norm_gradient.reduced.compute_at(a.norm_gradient.cos_sin, a.r).vectorize(a.r);
+  for (lowering::RotatedTensor* t : {&a.q, &a.k}) {
+    lowering::WeightGradient& g = t->weight_gradient;
+    if (!g.d_weight.defined()) continue;
+    schedule_token_sum(g.sums.levels, g.sums.sum, a.d, lanes);
+    Func token = g.sums.levels[0];
+    const RVar head = g.heads.x;
+    g.square_sums.compute_at(token, head).vectorize(a.d).update(0).vectorize(a.d);
+    g.inv_rms.compute_at(token, head);
+    g.rotated.compute_at(token, head).vectorize(a.r, lanes, TailStrategy::GuardWithIf).unroll(a.m);
   }
-  a.gradient.sum.compute_root();
-  vectorized_pairs(a.gradient.sum);
 }
 
 // The frequencies and their fixed-point split, once per call, vectorised:
@@ -346,6 +385,7 @@ void schedule_rope_cpu(lowering::RopeAlgorithm& a, const RopeSpec& spec, const T
     a.xpos_scale.compute_at(a.q.output, tile).store_in(MemoryType::Stack).vectorize(a.r, lanes, TailStrategy::GuardWithIf);
   if (a.kv.k_cache.defined()) schedule_kv_append(a, target);
   schedule_frequency_gradient(a, target);
+  schedule_norm_weight_gradients(a, target);
 }
 
 // Sinusoidal, learned, ALiBi: out(d, h, s, b) = x + PE, vectorised along

@@ -222,39 +222,80 @@ void schedule_whole_row(const lowering::RopeAlgorithm& a, lowering::RotatedTenso
 
 }  // namespace
 
-// dL/d(inv_freq) on the device (lowering's d_freqs_levels: one fixed order
+// A sum over tokens (lowering/token_sum.h) on the device: one fixed order
 // of float64 additions, so the host's bits, run after run; no atomics,
-// which Halide 21's Vulkan backend does not have). One launch per level:
-// one thread per entry (pair, token or group), threads along pairs,
-// blocks over (entry, pair chunk, batch) as the rotation's (tokens on the
-// grid dim the runtime splits calls along); each thread adds its entry in
+// which Halide 21's Vulkan backend does not have. One launch per level:
+// one thread per entry (index i, token or group), threads along i, blocks
+// over (entry, i chunk, batch) as the rotation's (tokens on the grid dim
+// the runtime splits calls along); each thread adds its entry in
 // registers, one RDom loop after another, never nested (see the top).
-// Level 0's thread computes its token's cos/sin (and xPos scales) once for
-// every head of q and k.
-void schedule_frequency_gradient(lowering::RopeAlgorithm& a, const RopeSpec& spec, const Target& target) {
-  if (!a.gradient.d_freqs.defined()) return;
-  const int threads = std::min(largest_pow2_at_most(spec.num_pairs()), thread_budget(target));
-  Var ro("ro"), ri("ri");
-  for (size_t i = 0; i < a.gradient.levels.size(); ++i) {
-    Func level = a.gradient.levels[i];
+// Returns level 0's launch, whose thread's loop is `ri`.
+Func schedule_token_sum(const std::vector<Func>& levels, const Var& i, const Var& ri, int threads) {
+  Var io("io");
+  Func first;
+  for (size_t n = 0; n < levels.size(); ++n) {
+    Func level = levels[n];
     Func launch = level.in();
+    const std::vector<Var> args = level.args();  // (i, s, b)
     // Stored in rows of 32 entries (256 bytes): sized otherwise, these
     // buffers gave zeros for dL/d(inv_freq) of a later pipeline (lavapipe:
     // an xPos spec run after one without, each right alone), Halide 21's
     // Vulkan allocator again (runtime/device_call.h).
     launch.compute_root()
-        .align_storage(a.r, 32)
-        .split(a.r, ro, ri, threads, TailStrategy::GuardWithIf)
-        .reorder(ri, a.s, ro, a.b)
+        .align_storage(i, 32)
+        .split(i, io, ri, threads, TailStrategy::GuardWithIf)
+        .reorder(ri, args[1], io, args[2])
         .gpu_threads(ri)
-        .gpu_blocks(a.s, ro, a.b);
+        .gpu_blocks(args[1], io, args[2]);
     level.compute_at(launch, ri);
-    if (i == 0)
-      for (Func f : {a.gradient.cos_sin, a.gradient.reduced, a.gradient.xpos_scale})
-        if (f.defined()) f.compute_at(launch, ri);
+    if (n == 0) first = launch;
   }
+  return first;
+}
+
+// dL/d(inv_freq): a token sum along pairs; level 0's thread computes its
+// token's cos/sin (and xPos scales) once for every head of q and k.
+void schedule_frequency_gradient(lowering::RopeAlgorithm& a, const RopeSpec& spec, const Target& target) {
+  if (!a.gradient.d_freqs.defined()) return;
+  const int threads = std::min(largest_pow2_at_most(spec.num_pairs()), thread_budget(target));
+  Var ro("ro"), ri("ri");
+  const Func first = schedule_token_sum(a.gradient.levels, a.r, ri, threads);
+  for (Func f : {a.gradient.cos_sin, a.gradient.reduced, a.gradient.xpos_scale})
+    if (f.defined()) f.compute_at(first, ri);
   a.gradient.d_freqs.split(a.r, ro, ri, threads, TailStrategy::GuardWithIf).gpu_threads(ri).gpu_blocks(ro);
   a.gradient.sum.compute_at(a.gradient.d_freqs, ri);
+}
+
+// dL/d(qk_norm weights) on the device, as dL/d(inv_freq): one launch per
+// level, one thread per (dim, token or group); level 0's thread takes the
+// token's heads in turn, each head's sums of squares, 1 / rms and rotated
+// pair computed in its registers (again per dim: untuned, no GPU here),
+// its cos/sin once. k's sum reads its own clones of the cos/sin stages
+// (one Func cannot be placed in two launches).
+void schedule_norm_weight_gradients(lowering::RopeAlgorithm& a, const RopeSpec& spec, const Target& target) {
+  if (!a.q.weight_gradient.d_weight.defined()) return;
+  const int threads = std::min(largest_pow2_at_most(spec.head_dim), thread_budget(target));
+  for (lowering::RotatedTensor* t : {&a.q, &a.k}) {
+    lowering::WeightGradient& g = t->weight_gradient;
+    if (!g.d_weight.defined()) continue;
+    Func cos_sin = a.norm_gradient.cos_sin, reduced = a.norm_gradient.reduced, xpos = a.norm_gradient.xpos_scale;
+    if (t == &a.k) {
+      cos_sin = cos_sin.clone_in(g.rotated);
+      if (reduced.defined()) reduced = reduced.clone_in(cos_sin);
+      if (xpos.defined()) xpos = xpos.clone_in(g.rotated);
+    }
+    Var io("io"), ri("ri");
+    const Func first = schedule_token_sum(g.sums.levels, a.d, ri, threads);
+    for (Func f : {cos_sin, reduced, xpos})
+      if (f.defined()) f.compute_at(first, ri);
+    Func token = g.sums.levels[0];
+    const RVar head = g.heads.x;
+    g.square_sums.compute_at(token, head).unroll(a.d).update(0).unroll(a.d);
+    g.inv_rms.compute_at(token, head);
+    g.rotated.compute_at(token, head).unroll(a.m);
+    g.d_weight.split(a.d, io, ri, threads, TailStrategy::GuardWithIf).gpu_threads(ri).gpu_blocks(io);
+    g.sums.sum.compute_at(g.d_weight, ri);
+  }
 }
 
 // Frequencies computed on the host, once per call: those of the dynamic
@@ -284,6 +325,7 @@ void schedule_rope_gpu(lowering::RopeAlgorithm& a, const RopeSpec& spec, const T
     }
   }
   schedule_frequency_gradient(a, spec, target);
+  schedule_norm_weight_gradients(a, spec, target);
   // k is its own launch with its own cos/sin: fusing it into q's launch
   // (compute_with) to share them fails in Halide 21's lowering ("every
   // name is unique"). Cloned before any wrapper exists.

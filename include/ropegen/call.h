@@ -51,12 +51,16 @@ struct Call {
   // finite value, rounded to nearest even, as vLLM's fp8 KV cache), v_cache
   // of x / v_scale. Refused for caches that are not fp8 (and v_scale without v).
   std::optional<float> k_scale, v_scale;
-  // Backward with run-time frequencies: the forward inputs, and where
-  // dL/d(inv_freq) (float32 [rotary_dim / 2]) goes.
+  // Backward with run-time frequencies (or qk_norm: saved_q, saved_k): the
+  // forward inputs, and where dL/d(inv_freq) (float32 [rotary_dim / 2]) goes.
   std::optional<Tensor> saved_q, saved_k, d_freqs;
   // qk_norm weight per_head: the norms' weights [head_dim] in the spec's
   // dtype (k_norm_weight with k).
   std::optional<Tensor> q_norm_weight, k_norm_weight;
+  // Backward of qk_norm weight per_head: where dL/d(q_norm_weight) and
+  // dL/d(k_norm_weight) go (float32 [head_dim], summed over tokens and heads;
+  // d_k_norm_weight with k).
+  std::optional<Tensor> d_q_norm_weight, d_k_norm_weight;
   int64_t offset = 0;                // implicit positions: the first token's position
   std::optional<int64_t> seq_len;    // absent: max position + 1 (as HF)
   bool backward = false;

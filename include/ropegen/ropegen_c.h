@@ -99,7 +99,7 @@ typedef struct ropegen_tensor {
  *               checked before anything runs; cache entries no token addresses
  *               are never written. out_k, when given, also receives rotated k
  *               (without it k is not written; it may not be k itself).
- *   saved_q, saved_k  backward with run-time frequencies: the forward's inputs.
+ *   saved_q, saved_k  backward with run-time frequencies or qk_norm: the forward's inputs.
  *   d_freqs     backward with run-time frequencies: float32 [rotary_dim / 2],
  *               receives dL/d(inv_freq).
  *   offset      implicit positions: the first token's position (KV cache length);
@@ -118,7 +118,10 @@ typedef struct ropegen_tensor {
  *               pages each token goes to (FlashInfer's fused op: `positions`
  *               place, `pos_ids` rotate); NULL: positions place them too.
  *   q_norm_weight, k_norm_weight  qk_norm weight per_head: the per-head norms'
- *               weights [head_dim] in the spec's dtype (k_norm_weight with k). */
+ *               weights [head_dim] in the spec's dtype (k_norm_weight with k).
+ *   d_q_norm_weight, d_k_norm_weight  backward of qk_norm weight per_head:
+ *               float32 [head_dim], receive dL/d(q_norm_weight) and
+ *               dL/d(k_norm_weight), summed over tokens and heads (with k). */
 typedef struct ropegen_call {
   const ropegen_tensor *q, *k;
   const ropegen_tensor *out_q, *out_k;
@@ -133,6 +136,7 @@ typedef struct ropegen_call {
   float k_scale, v_scale;
   const ropegen_tensor *cache_positions;
   const ropegen_tensor *q_norm_weight, *k_norm_weight;
+  const ropegen_tensor *d_q_norm_weight, *d_k_norm_weight;
 } ropegen_call;
 
 typedef enum ropegen_status {

@@ -50,10 +50,12 @@ def _empty_like(t):
 
 
 def _zeros_like_vector(t):
+    """float32 zeros shaped as t: where a gradient summed over rows goes."""
     if hasattr(t, "new_zeros"):  # torch
-        return t.new_zeros(t.shape)
+        import torch
+        return t.new_zeros(t.shape, dtype=torch.float32)
     import numpy
-    return numpy.zeros_like(t)
+    return numpy.zeros(t.shape, numpy.float32)
 
 
 class Kernel:
@@ -102,13 +104,17 @@ class Kernel:
                          k_scale=k_scale, v_scale=v_scale)
 
     def backward(self, grad_q, grad_k=None, positions=None, offset=0, seq_len=None, out_q=None, out_k=None,
-                 cu_seqlens=None, freqs=None, saved_q=None, saved_k=None, cos_sin_cache=None):
+                 cu_seqlens=None, freqs=None, saved_q=None, saved_k=None, cos_sin_cache=None, q_norm_weight=None,
+                 k_norm_weight=None):
         """Rope: the gradients dL/dq (and dL/dk) of upstream gradients dL/d(out_q)
         (and dL/d(out_k)), with the forward call's positions / offset / seq_len
         (and cos_sin_cache with `scheme: table`). With `scheme: runtime` pass the
-        forward's freqs and inputs (saved_q, saved_k): dL/d(freqs) is returned last."""
+        forward's freqs and inputs (saved_q, saved_k): dL/d(freqs) is returned last.
+        With `qk_norm` pass the forward's inputs and weights: the gradients go
+        through the norm, and with weights dL/d(q_norm_weight) (, dL/d(k_norm_weight))
+        are returned last (float32, summed over tokens and heads)."""
         tensors = dict(positions=positions, cu_seqlens=cu_seqlens, freqs=freqs, saved_q=saved_q, saved_k=saved_k,
-                       cos_sin_cache=cos_sin_cache)
+                       cos_sin_cache=cos_sin_cache, q_norm_weight=q_norm_weight, k_norm_weight=k_norm_weight)
         return self._run(grad_q, grad_k, out_q, out_k, offset, seq_len, True, tensors)
 
     def _run(self, q, k, out_q, out_k, offset, seq_len, backward, tensors, k_scale=None, v_scale=None):
@@ -116,12 +122,14 @@ class Kernel:
         out_q = _empty_like(q) if out_q is None else out_q
         if k is not None and out_k is None and not appending:
             out_k = _empty_like(k)
-        freqs = tensors.get("freqs")
-        d_freqs = _zeros_like_vector(freqs) if backward and freqs is not None else None
-        tensors.update(q=q, k=k, out_q=out_q, out_k=out_k, d_freqs=d_freqs)
+        # The gradients summed over the rows, for what they are the gradient of.
+        summed = {"d_freqs": tensors.get("freqs"), "d_q_norm_weight": tensors.get("q_norm_weight"),
+                  "d_k_norm_weight": tensors.get("k_norm_weight") if k is not None else None}
+        summed = {name: _zeros_like_vector(of) for name, of in summed.items() if backward and of is not None}
+        tensors.update(q=q, k=k, out_q=out_q, out_k=out_k, **summed)
         self._kernel({name: t for name, t in tensors.items() if t is not None}, offset, seq_len, backward,
                      k_scale=k_scale, v_scale=v_scale)
-        results = (out_q,) + ((out_k,) if out_k is not None else ()) + ((d_freqs,) if d_freqs is not None else ())
+        results = (out_q,) + ((out_k,) if out_k is not None else ()) + tuple(summed.values())
         return results[0] if len(results) == 1 else results
 
 

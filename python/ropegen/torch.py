@@ -14,7 +14,8 @@ The ops (namespace `ropegen`, registered on import):
     rope_(spec, q!, k!, positions, layout, offset, cu_seqlens, freqs,
           q_norm_weight=None, k_norm_weight=None) -> ()                              in place
     rope_backward(spec, grad_q, grad_k, positions, layout, offset, cu_seqlens, freqs,
-                  saved_q, saved_k, q_norm_weight=None, k_norm_weight=None) -> (grad_q, grad_k, grad_freqs)
+                  saved_q, saved_k, q_norm_weight=None, k_norm_weight=None)
+                  -> (grad_q, grad_k, grad_freqs, grad_q_norm_weight, grad_k_norm_weight)
     rotary_embedding(positions, query!, key!, head_size, cos_sin_cache, is_neox,
                      rope_dim_offset=0, inverse=False) -> ()                          vLLM's
     fused_qk_norm_rope(qkv!, num_heads_q, num_heads_k, num_heads_v, head_dim, eps, q_weight, k_weight,
@@ -30,8 +31,7 @@ passed), with one compiled kernel per combination. `k` absent: out_k is an empty
 tensor. Outputs of the out-of-place op are new contiguous tensors, whatever the
 inputs' strides: never refused. Every op has a fake (meta) kernel, so torch.compile(fullgraph=True)
 traces through them; `rope` has autograd (`rope_backward`: dL/dq, dL/dk and, for
-`scheme: runtime`, dL/d(freqs); with `qk_norm` through the norm too, its weights
-held fixed: their gradient is not generated).
+`scheme: runtime`, dL/d(freqs); with `qk_norm` through the norm, and dL/d(weights)).
 
 Why Python `torch.library.custom_op` rather than a C++ TORCH_LIBRARY: the
 kernels already take torch tensors through DLPack without a copy, so a C++
@@ -184,7 +184,7 @@ _lib.define("rope_(str spec, Tensor(a!) q, Tensor(b!)? k, Tensor? positions, str
             f"Tensor? cu_seqlens, Tensor? freqs, {_NORM_WEIGHTS}) -> ()")
 _lib.define("rope_backward(str spec, Tensor grad_q, Tensor? grad_k, Tensor? positions, str layout, int offset, "
             f"Tensor? cu_seqlens, Tensor? freqs, Tensor? saved_q, Tensor? saved_k, {_NORM_WEIGHTS}) "
-            "-> (Tensor, Tensor, Tensor)")
+            "-> (Tensor, Tensor, Tensor, Tensor, Tensor)")
 _lib.define("rope_append_kv_cache(str spec, Tensor(a!) q, Tensor k, Tensor? v, Tensor? batch_indices, "
             "Tensor positions, Tensor(b!) k_cache, Tensor(c!)? v_cache, Tensor? kv_indices, Tensor? kv_indptr, "
             "Tensor? slot_mapping, float? k_scale=None, float? v_scale=None, Tensor? cache_positions=None) -> ()")
@@ -231,15 +231,27 @@ def _(spec, q, k, positions, layout, offset, cu_seqlens, freqs, q_norm_weight=No
     return None
 
 
+def _summed_gradients(grad_q, grad_k, freqs, saved_q, q_norm_weight, k_norm_weight, make):
+    """d_freqs (run-time frequencies, with the saved inputs) and the norm
+    weights' gradients (k's with k), float32, made by make(like); the absent
+    ones empty."""
+    d_freqs = make(freqs) if freqs is not None and saved_q is not None else None
+    d_wq = make(q_norm_weight) if q_norm_weight is not None else None
+    d_wk = make(k_norm_weight) if k_norm_weight is not None and grad_k is not None else None
+    return d_freqs, d_wq, d_wk
+
+
 @_impl("rope_backward")
 def _rope_backward(spec, grad_q, grad_k, positions, layout, offset, cu_seqlens, freqs, saved_q, saved_k,
                    q_norm_weight=None, k_norm_weight=None):
     dq = _new(grad_q)
     dk = _new(grad_k) if grad_k is not None else None
-    d_freqs = torch.zeros_like(freqs) if freqs is not None and saved_q is not None else None
-    _run(spec, grad_q, grad_k, positions, layout, offset, cu_seqlens, freqs, dq, dk, True, saved_q, saved_k, d_freqs,
-         q_norm_weight=q_norm_weight, k_norm_weight=k_norm_weight)
-    return dq, (dk if dk is not None else _no_k(grad_q)), (d_freqs if d_freqs is not None else _no_k(grad_q))
+    summed = _summed_gradients(grad_q, grad_k, freqs, saved_q, q_norm_weight, k_norm_weight,
+                               lambda t: t.new_zeros(t.shape, dtype=torch.float32))
+    _run(spec, grad_q, grad_k, positions, layout, offset, cu_seqlens, freqs, dq, dk, True, saved_q, saved_k, summed[0],
+         q_norm_weight=q_norm_weight, k_norm_weight=k_norm_weight, d_q_norm_weight=summed[1],
+         d_k_norm_weight=summed[2])
+    return (dq, dk if dk is not None else _no_k(grad_q)) + tuple(g if g is not None else _no_k(grad_q) for g in summed)
 
 
 @torch.library.register_fake("ropegen::rope_backward", lib=_lib)
@@ -247,8 +259,10 @@ def _(spec, grad_q, grad_k, positions, layout, offset, cu_seqlens, freqs, saved_
       k_norm_weight=None):
     _one_device(grad_q, grad_k=grad_k, positions=positions, cu_seqlens=cu_seqlens, freqs=freqs, saved_q=saved_q,
                 saved_k=saved_k, q_norm_weight=q_norm_weight, k_norm_weight=k_norm_weight)
-    d_freqs = torch.empty_like(freqs) if freqs is not None and saved_q is not None else _no_k(grad_q)
-    return _new(grad_q), (_new(grad_k) if grad_k is not None else _no_k(grad_q)), d_freqs
+    summed = _summed_gradients(grad_q, grad_k, freqs, saved_q, q_norm_weight, k_norm_weight,
+                               lambda t: t.new_empty(t.shape, dtype=torch.float32))
+    return ((_new(grad_q), _new(grad_k) if grad_k is not None else _no_k(grad_q)) +
+            tuple(g if g is not None else _no_k(grad_q) for g in summed))
 
 
 @functools.lru_cache(maxsize=None)
@@ -275,14 +289,14 @@ def _dense_last(t):
 
 def _backward(ctx, grad_q, grad_k):
     positions, cu_seqlens, freqs, saved_q, saved_k, q_norm_weight, k_norm_weight = ctx.saved_tensors
-    if any(ctx.needs_input_grad[8:]):  # (the weights are counted only when the call passed them)
-        raise RuntimeError("the gradient of qk_norm's weights is not generated: hold q_norm_weight and "
-                           "k_norm_weight fixed (requires_grad=False); dL/dq and dL/dk are")
-    dq, dk, d_freqs = torch.ops.ropegen.rope_backward(
+    dq, dk, d_freqs, d_wq, d_wk = torch.ops.ropegen.rope_backward(
         ctx.spec, _dense_last(grad_q), _dense_last(grad_k) if ctx.with_k else None, positions, ctx.layout, ctx.offset,
         cu_seqlens, freqs, saved_q, saved_k, q_norm_weight, k_norm_weight)
+    # The weights' gradients in their own dtype (summed in float32).
+    weights = tuple(g.to(w.dtype) if w is not None and g.numel() else None
+                    for g, w in ((d_wq, q_norm_weight), (d_wk, k_norm_weight)))
     grads = (None, dq, dk if ctx.with_k else None, None, None, None, None, d_freqs if ctx.freqs_grad else None)
-    return grads + (None,) * (len(ctx.needs_input_grad) - len(grads))
+    return (grads + weights)[:len(ctx.needs_input_grad)]
 
 
 torch.library.register_autograd("ropegen::rope", _backward, setup_context=_setup_context, lib=_lib)
@@ -362,8 +376,8 @@ class Rope(torch.nn.Module):
     out dtype or layout takes the tensors'; one that fixes them refuses others.
 
     qk_norm specs with `weight: per_head`: q_norm_weight and k_norm_weight
-    ([head_dim], the tensors' dtype), given at construction (held as parameters,
-    fixed: their gradient is not generated) or with each call (overriding them).
+    ([head_dim], the tensors' dtype), given at construction (held as trainable
+    parameters) or with each call (overriding them); differentiable in them too.
     """
 
     def __init__(self, spec, freqs=None, *, q_norm_weight=None, k_norm_weight=None):
@@ -379,8 +393,8 @@ class Rope(torch.nn.Module):
         self._in_place = fields.get("pairing") == fields.get("output_pairing")
         # scheme: runtime: the inverse frequencies, trainable.
         self.freqs = torch.nn.Parameter(torch.as_tensor(freqs, dtype=torch.float32)) if freqs is not None else None
-        fixed = lambda w: torch.nn.Parameter(torch.as_tensor(w), requires_grad=False) if w is not None else None
-        self.q_norm_weight, self.k_norm_weight = fixed(q_norm_weight), fixed(k_norm_weight)
+        trainable = lambda w: torch.nn.Parameter(torch.as_tensor(w)) if w is not None else None
+        self.q_norm_weight, self.k_norm_weight = trainable(q_norm_weight), trainable(k_norm_weight)
 
     def _weights(self, q_norm_weight, k_norm_weight):
         return (q_norm_weight if q_norm_weight is not None else self.q_norm_weight,
@@ -396,12 +410,11 @@ class Rope(torch.nn.Module):
     def forward_(self, q, k=None, position_ids=None, *, layout="bhsd", offset=0, cu_seqlens=None, q_norm_weight=None,
                  k_norm_weight=None):
         """In place: q (and k) rotated where they are; returns them. Under autograd
-        (an input or freqs that needs a gradient), and for specs whose output
-        pairing differs from the input's, the rotation is computed out of place
-        and copied back, so the graph stays correct."""
-        tracked = torch.is_grad_enabled() and (q.requires_grad or (k is not None and k.requires_grad) or
-                                              (self.freqs is not None and self.freqs.requires_grad))
+        (an input, freqs or a norm weight that needs a gradient), and for specs
+        whose output pairing differs from the input's, the rotation is computed
+        out of place and copied back, so the graph stays correct."""
         wq, wk = self._weights(q_norm_weight, k_norm_weight)
+        tracked = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (q, k, self.freqs, wq, wk))
         if tracked or not self._in_place:
             out_q, out_k = self.forward(q, k, position_ids, layout=layout, offset=offset, cu_seqlens=cu_seqlens,
                                         q_norm_weight=wq, k_norm_weight=wk)
@@ -416,8 +429,8 @@ class Rope(torch.nn.Module):
     def backward(self, q, k=None, position_ids=None, *, layout="bhsd", offset=0, cu_seqlens=None):
         """The rotation by minus the angle, forward's inverse (and its gradient): q (and k) rotated back. DeepSeek-V4
         applies it to its attention output (HF's apply function with (cos, -sin)). Not itself differentiable."""
-        out_q, out_k, _ = torch.ops.ropegen.rope_backward(self.spec, q, k, position_ids, layout, offset, cu_seqlens,
-                                                          self.freqs, None, None)
+        out_q, out_k, *_ = torch.ops.ropegen.rope_backward(self.spec, q, k, position_ids, layout, offset, cu_seqlens,
+                                                           self.freqs, None, None)
         return out_q, (out_k if k is not None else None)
 
     def extra_repr(self):

@@ -108,40 +108,57 @@ def qk_and_weights(seed=0):
     return q, k, wq, wk, (torch.arange(5) + 7).repeat(2, 1)
 
 
+def float64_gradients(spec, q, k, wq, wk, pos, gq, gk):
+    """torch autograd through the float64 formula: dL/dq, dL/dk, dL/dwq, dL/dwk."""
+    leaves = [t.detach().double().requires_grad_() for t in (q, k, wq, wk)]
+    q64, k64, wq64, wk64 = leaves
+    torch.autograd.backward([normed_then_rotated(spec, q64, wq64, pos), normed_then_rotated(spec, k64, wk64, pos)],
+                            [gq.double(), gk.double()])
+    return [t.grad for t in leaves]
+
+
 @pytest.mark.parametrize("spec", [QWEN3, GEMMA], ids=["rms", "rms_one_plus"])
 def test_rope_module_with_qk_norm_forward_and_gradients_match_float64(spec):
     q, k, wq, wk, pos = qk_and_weights()
     rope = ropegen.torch.Rope(spec, q_norm_weight=wq, k_norm_weight=wk)
-    assert not rope.q_norm_weight.requires_grad
+    assert rope.q_norm_weight.requires_grad and rope.k_norm_weight.requires_grad
     q, k = q.requires_grad_(), k.requires_grad_()
     out_q, out_k = rope(q, k, pos)
-    want_q, want_k = normed_then_rotated(spec, q.detach(), wq, pos), normed_then_rotated(spec, k.detach(), wk, pos)
-    torch.testing.assert_close(out_q.double(), want_q, rtol=1e-6, atol=3e-6)
-    torch.testing.assert_close(out_k.double(), want_k, rtol=1e-6, atol=3e-6)
+    torch.testing.assert_close(out_q.double(), normed_then_rotated(spec, q.detach(), wq, pos), rtol=1e-6, atol=3e-6)
+    torch.testing.assert_close(out_k.double(), normed_then_rotated(spec, k.detach(), wk, pos), rtol=1e-6, atol=3e-6)
     gq, gk = torch.randn_like(out_q), torch.randn_like(out_k)
     torch.autograd.backward([out_q, out_k], [gq, gk])
-    # torch autograd through the float64 formula.
-    q64, k64 = q.detach().double().requires_grad_(), k.detach().double().requires_grad_()
-    torch.autograd.backward([normed_then_rotated(spec, q64, wq, pos), normed_then_rotated(spec, k64, wk, pos)],
-                            [gq.double(), gk.double()])
-    torch.testing.assert_close(q.grad.double(), q64.grad, rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(k.grad.double(), k64.grad, rtol=1e-5, atol=1e-5)
+    want = float64_gradients(spec, q, k, wq, wk, pos, gq, gk)
+    for got, w, what in zip((q.grad, k.grad, rope.q_norm_weight.grad, rope.k_norm_weight.grad), want,
+                            ("dq", "dk", "d q_norm_weight", "d k_norm_weight")):
+        torch.testing.assert_close(got.double(), w, rtol=1e-5, atol=1e-5, msg=what)
 
 
-def test_weights_given_with_the_call_override_the_modules():
+def test_weights_given_with_the_call_override_the_modules_and_get_gradients():
     q, k, wq, wk, pos = qk_and_weights(1)
     rope = ropegen.torch.Rope(QWEN3, q_norm_weight=torch.ones(64), k_norm_weight=torch.ones(64))
+    wq, wk = wq.requires_grad_(), wk.requires_grad_()
     out_q, out_k = rope(q, k, pos, q_norm_weight=wq, k_norm_weight=wk)
-    torch.testing.assert_close(out_q.double(), normed_then_rotated(QWEN3, q, wq, pos), rtol=1e-6, atol=3e-6)
-    torch.testing.assert_close(out_k.double(), normed_then_rotated(QWEN3, k, wk, pos), rtol=1e-6, atol=3e-6)
+    torch.testing.assert_close(out_q.double(), normed_then_rotated(QWEN3, q, wq.detach(), pos), rtol=1e-6, atol=3e-6)
+    torch.testing.assert_close(out_k.double(), normed_then_rotated(QWEN3, k, wk.detach(), pos), rtol=1e-6, atol=3e-6)
+    gq, gk = torch.randn_like(out_q), torch.randn_like(out_k)
+    torch.autograd.backward([out_q, out_k], [gq, gk])
+    assert rope.q_norm_weight.grad is None  # the module's were not used
+    _, _, want_wq, want_wk = float64_gradients(QWEN3, q, k, wq, wk, pos, gq, gk)
+    torch.testing.assert_close(wq.grad.double(), want_wq, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(wk.grad.double(), want_wk, rtol=1e-5, atol=1e-5)
 
 
-def test_a_weight_that_needs_a_gradient_is_refused_at_backward():
+def test_bf16_weights_get_bf16_gradients_summed_in_float32():
     q, k, wq, wk, pos = qk_and_weights(2)
-    out_q, _ = ropegen.torch.Rope(QWEN3)(q.requires_grad_(), k, pos, q_norm_weight=wq.requires_grad_(),
-                                         k_norm_weight=wk)
-    with pytest.raises(RuntimeError, match="gradient of qk_norm's weights is not generated"):
-        out_q.sum().backward()
+    q, k = q.bfloat16().requires_grad_(), k.bfloat16()
+    wq = wq.bfloat16().requires_grad_()
+    out_q, _ = ropegen.torch.Rope(QWEN3)(q, k, pos, q_norm_weight=wq, k_norm_weight=wk.bfloat16())
+    g = torch.randn_like(out_q)
+    out_q.backward(g)
+    assert wq.grad.dtype == torch.bfloat16 and q.grad.dtype == torch.bfloat16
+    _, _, want_wq, _ = float64_gradients(QWEN3, q, k, wq, wk.bfloat16(), pos, g, torch.zeros_like(k))
+    torch.testing.assert_close(wq.grad.double(), want_wq, rtol=2.0 ** -7, atol=1e-3)
 
 
 def test_opcheck_rope_ops_with_norm_weights():
@@ -153,5 +170,7 @@ def test_opcheck_rope_ops_with_norm_weights():
         (torch.ops.ropegen.rope_.default, (spec, q.detach().clone(), k.detach().clone(), pos, "bhsd", 0, None, None,
                                            wq, wk)),
         (torch.ops.ropegen.rope_backward.default, (spec, q.detach(), k.detach(), pos, "bhsd", 0, None, None,
-                                                   q.detach(), k.detach(), wq, wk))]:
+                                                   q.detach().clone(), k.detach().clone(), wq, wk)),
+        (torch.ops.ropegen.rope.default, (spec, q.detach(), k.detach(), pos, "bhsd", 0, None, None,
+                                          wq.clone().requires_grad_(), wk.clone().requires_grad_()))]:
         opcheck(op, args)

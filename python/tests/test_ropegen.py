@@ -107,12 +107,13 @@ def test_golden_encodings_forward_and_backward(path):
     kernel = ropegen.compile(case["spec"])
     inputs, outputs = case["inputs"], case["outputs"]
     kwargs = {"offset": case.get("options", {}).get("offset", 0)}
-    for name in ("positions", "cu_seqlens", "table", "freqs", "saved_q", "saved_k"):
+    for name in ("positions", "cu_seqlens", "table", "freqs", "saved_q", "saved_k", "q_norm_weight", "k_norm_weight"):
         if name in inputs:
             kwargs[name] = array(inputs[name])
     if case["command"] == "backward":
         got = kernel.backward(array(inputs["q"]), array(inputs["k"]) if "k" in inputs else None, **kwargs)
-        names = ("out_q", "out_k", "out_freqs")
+        names = ("out_q", "out_k", "out_freqs") if "out_freqs" in outputs else (
+            "out_q", "out_k", "out_q_norm_weight", "out_k_norm_weight")
     elif kernel.encoding == "rope":
         got = kernel(array(inputs["q"]), array(inputs["k"]) if "k" in inputs else None, **kwargs)
         names = ("out_q", "out_k")

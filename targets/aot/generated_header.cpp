@@ -90,7 +90,8 @@ bool takes(const RopeSpec& spec, abi::Feature feature) {
     case abi::Feature::SequenceLength:
       return rope && (spec.xpos.enabled || spec.scaling.type == ScalingType::Dynamic ||
                       (spec.scaling.type == ScalingType::LongRope && spec.scaling.policy == LongRopePolicy::PerCall));
-    case abi::Feature::QkNormWeight: return rope && spec.qk_norm.has_weight();
+    case abi::Feature::QkNormWeight:
+    case abi::Feature::QkNormGradient: return rope && spec.qk_norm.has_weight();
     case abi::Feature::CpuSchedule: return false;  // not a field of the call
   }
   return false;

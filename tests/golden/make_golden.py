@@ -360,10 +360,12 @@ def qk_normed(np, spec, x, weight):
 
 
 def qk_norm_backward(np, spec, x, d_normed, weight):
-    """dL/dx of qk_normed from dL/d(normed): (g - x (g . x) / (head_dim rms^2)) / rms, g = d_normed w'."""
+    """dL/dx of qk_normed from dL/d(normed): (g - x (g . x) / (head_dim rms^2)) / rms, g = d_normed w'; and
+    dL/dw = the sum over every row of d_normed x / rms."""
     inv = qk_inv_rms(np, spec, x)
     g = d_normed * qk_norm_factor(spec, weight)
-    return inv * (g - x * inv * inv * (g * x).mean(axis=-1, keepdims=True))
+    dx = inv * (g - x * inv * inv * (g * x).mean(axis=-1, keepdims=True))
+    return dx, (d_normed * x * inv).reshape(-1, x.shape[-1]).sum(axis=0)
 
 
 TOKEN_DIMS = {  # layout -> (batch dim, sequence dim) in x; batch None: packed tokens
@@ -1425,7 +1427,9 @@ def enc_evaluate(np, rec, spec):
         saved = arr(f"saved_{which}") if f"saved_{which}" in ins else None
         if "qk_norm" in spec:
             d_normed, _ = spec_backward(np, spec, x, None, pos, inv, att, sign, opts.get("seq_len"))
-            out[f"out_{which}"] = qk_norm_backward(np, spec, saved, d_normed, weight)
+            out[f"out_{which}"], d_weight = qk_norm_backward(np, spec, saved, d_normed, weight)
+            if weight is not None:
+                out[f"out_{which}_norm_weight"] = d_weight
             continue
         out[f"out_{which}"], df = spec_backward(np, spec, x, saved, pos, inv, att, sign, opts.get("seq_len"))
         dfreq = dfreq + (df if df is not None else 0.0)
@@ -1721,9 +1725,14 @@ def qk_norm_cases(ctx, name, model, *, backward):
         return ml.apply_rotary_pos_emb(norms[0](q), norms[1](k), cos, sin)
 
     what = hf_peer(ctx, f"{peer} for q_norm and k_norm, then {LLAMA_PEER}")
-    if backward:
-        return backward_record(ctx, name, what + "; torch autograd", spec, rotate, q, k,
-                               dict(weights, saved_q=q, saved_k=k))
+    if backward:  # torch autograd: dL/dq, dL/dk and the norms' weight.grad
+        gq, gk = randn(torch, q.shape, name, 3), randn(torch, k.shape, name, 4)
+        xq, xk = q.clone().requires_grad_(True), k.clone().requires_grad_(True)
+        torch.autograd.backward(list(rotate(xq, xk)), [gq, gk])
+        return enc_record(name, what + "; torch autograd", spec, "backward",
+                          dict(weights, q=gq, k=gk, saved_q=q, saved_k=k),
+                          {"out_q": xq.grad, "out_k": xk.grad, "out_q_norm_weight": norms[0].weight.grad,
+                           "out_k_norm_weight": norms[1].weight.grad})
     with torch.no_grad():
         oq, ok = rotate(q, k)
     return enc_record(name, what, spec, "apply", dict(weights, q=q, k=k), {"out_q": oq, "out_k": ok})

@@ -31,6 +31,18 @@ void compare(const CaseOutputs& host, const CaseOutputs& gpu, const Halide::Buff
   }
 }
 
+// The summed gradients (float32, whatever the spec's dtype).
+void compare_floats(const Halide::Buffer<float>& h, const Halide::Buffer<float>& g, const Case& c, Parity& p) {
+  if (!h.defined() || !g.defined()) return;
+  for (int i = 0; i < h.width(); ++i) {
+    const int64_t ulp = ulp_distance(h(i), g(i));
+    p.elements++;
+    if (ulp == 0) continue;
+    p.differing++;
+    if (ulp > p.max_ulp) p.max_ulp = ulp, p.worst_case = c.describe();
+  }
+}
+
 }  // namespace
 
 GpuTarget gpu_target(const std::string& name) {
@@ -66,6 +78,8 @@ Parity run_parity(const std::string& what, const std::vector<Case>& cases, const
     p.cases++;
     compare(host, device, host.q, device.q, c, p);
     compare(host, device, host.k, device.k, c, p);
+    compare_floats(host.d_q_norm_weight, device.d_q_norm_weight, c, p);
+    compare_floats(host.d_k_norm_weight, device.d_k_norm_weight, c, p);
   }
   const std::string unbound =
       memory == Memory::Device ? fmt::format(" (device memory; {} cases not run: views the device cannot bind)", p.unbound)

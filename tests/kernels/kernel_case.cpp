@@ -170,6 +170,16 @@ CaseOutputs run_case_or_throw(const Case& c, const Halide::Target& target, Memor
       rc.saved_k = tensor(saved_k->storage, saved_k->shape);
     }
   }
+  // ... and with a weight writes the weights' gradients.
+  Halide::Buffer<float> d_q_weight, d_k_weight;
+  if (c.backward && spec.qk_norm.has_weight()) {
+    d_q_weight = Halide::Buffer<float>(c.head_dim);
+    rc.d_q_norm_weight = ropegen::Tensor::dense(d_q_weight.data(), ElementType::Float32, {c.head_dim});
+    if (k) {
+      d_k_weight = Halide::Buffer<float>(c.head_dim);
+      rc.d_k_norm_weight = ropegen::Tensor::dense(d_k_weight.data(), ElementType::Float32, {c.head_dim});
+    }
+  }
   std::vector<int32_t> cu(c.cu_seqlens.begin(), c.cu_seqlens.end());
   const bool device = memory == Memory::Device;
   if (device && cu.empty() && c.layout == "thd") cu = {0, c.S};  // device calls pass the starts the kernels read
@@ -190,6 +200,8 @@ CaseOutputs run_case_or_throw(const Case& c, const Halide::Target& target, Memor
     if (!cu.empty()) mirror.add(cu.data(), cu.size() * 4);
     for (const std::optional<Tensor>* w : {&q_weight, &k_weight, &saved_q, &saved_k})
       if (*w) mirror.add((*w)->storage.data(), (*w)->storage.size_in_bytes());
+    for (const Halide::Buffer<float>* d : {&d_q_weight, &d_k_weight})
+      if (d->defined()) mirror.add(d->data(), d->size_in_bytes());
     run_kernel(spec, variant, target, mirror.on_device(rc));
     mirror.copy_back();
   } else {
@@ -217,9 +229,22 @@ CaseOutputs run_case_or_throw(const Case& c, const Halide::Target& target, Memor
   };
   check(q, saved_q, out_q_storage, false, "q");
   if (k) check(*k, saved_k, out_k_storage, true, "k");
+  // The weights' gradients: float32 sums over every row of float64 terms.
+  auto check_weight_gradient = [&](const Tensor& in, const Tensor& saved, const Halide::Buffer<float>& got, bool is_key,
+                                   const char* what) {
+    const ref::Tensor forward_input = as_ref(saved);
+    const ref::Gradients want = ref::reference_backward(spec, as_ref(in), &forward_input, is_key, call);
+    for (int i = 0; i < c.head_dim; ++i)
+      EXPECT_NEAR(got(i), want.d_norm_weight[i], 1e-5 * std::max(1.0, std::abs(want.d_norm_weight[i])))
+          << what << "[" << i << "]";
+  };
+  if (d_q_weight.defined()) check_weight_gradient(q, *saved_q, d_q_weight, false, "d_q_norm_weight");
+  if (d_k_weight.defined()) check_weight_gradient(*k, *saved_k, d_k_weight, true, "d_k_norm_weight");
   outputs.dtype = spec.dtype;
   outputs.q = out_q_storage;
   outputs.k = out_k_storage;
+  outputs.d_q_norm_weight = d_q_weight;
+  outputs.d_k_norm_weight = d_k_weight;
   return outputs;
 }
 

@@ -36,6 +36,8 @@ struct Case {
 struct CaseOutputs {
   DType dtype = DType::F32;
   Halide::Buffer<> q, k;  // k undefined without k
+  // The backward of qk_norm weight per_head: the weights' gradients (k's with k).
+  Halide::Buffer<float> d_q_norm_weight, d_k_norm_weight;
 };
 
 // Where a case's tensors are on a GPU target: host memory (the runtime

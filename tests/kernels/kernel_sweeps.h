@@ -32,7 +32,8 @@ std::vector<Case> sweep_gpu_shapes();
 // weight per_head and none, GQA, q alone, in place, every layout.
 std::vector<Case> sweep_qk_norm();
 
-// The same cases, backward (their q and k as upstream gradients).
+// The same cases, backward (their q and k as upstream gradients; qk_norm
+// with weights out of place, as its backward runs).
 std::vector<Case> backward_of(std::vector<Case> cases);
 
 }  // namespace ropegen::test

@@ -9,7 +9,7 @@ namespace ropegen::ref {
 
 namespace {
 
-void check_rows(const RopeSpec &spec, const Tensor &x, const std::vector<double> &weight) {
+void check_rows(const RopeSpec& spec, const Tensor& x, const std::vector<double>& weight) {
   const size_t d = static_cast<size_t>(spec.head_dim);
   if (x.shape.empty() || static_cast<size_t>(x.shape.back()) != d || x.data.size() % d != 0)
     throw std::invalid_argument("reference_qk_norm: rows must be head_dim long");
@@ -17,20 +17,20 @@ void check_rows(const RopeSpec &spec, const Tensor &x, const std::vector<double>
     throw std::invalid_argument("reference_qk_norm: the weight must be [head_dim]");
 }
 
-long double inverse_rms(const RopeSpec &spec, const double *row) {
+long double inverse_rms(const RopeSpec& spec, const double* row) {
   long double squares = 0;
   for (int i = 0; i < spec.head_dim; ++i) squares += static_cast<long double>(row[i]) * row[i];
   return 1.0L / std::sqrt(squares / spec.head_dim + static_cast<long double>(spec.qk_norm.eps));
 }
 
-long double weight_factor(const RopeSpec &spec, const std::vector<double> &weight, size_t i) {
+long double weight_factor(const RopeSpec& spec, const std::vector<double>& weight, size_t i) {
   if (!spec.qk_norm.has_weight()) return 1;
   return spec.qk_norm.type == QkNormType::RmsOnePlus ? 1.0L + weight[i] : weight[i];
 }
 
 }  // namespace
 
-Tensor reference_qk_norm(const RopeSpec &spec, const Tensor &x, const std::vector<double> &weight) {
+Tensor reference_qk_norm(const RopeSpec& spec, const Tensor& x, const std::vector<double>& weight) {
   check_rows(spec, x, weight);
   const size_t d = static_cast<size_t>(spec.head_dim);
   Tensor out = x;
@@ -42,8 +42,8 @@ Tensor reference_qk_norm(const RopeSpec &spec, const Tensor &x, const std::vecto
   return out;
 }
 
-NormGradients reference_qk_norm_backward(const RopeSpec &spec, const Tensor &x, const Tensor &d_normed,
-                                         const std::vector<double> &weight) {
+NormGradients reference_qk_norm_backward(const RopeSpec& spec, const Tensor& x, const Tensor& d_normed,
+                                         const std::vector<double>& weight) {
   check_rows(spec, x, weight);
   if (d_normed.shape != x.shape) throw std::invalid_argument("reference_qk_norm_backward: shapes differ");
   const size_t d = static_cast<size_t>(spec.head_dim);

@@ -77,7 +77,8 @@ using Outputs = std::map<std::string, ref::Tensor>;
 ref::Tensor as_ref(const test::GoldenTensor& t) { return {t.shape, t.data}; }
 
 // The reference's rope outputs: rotated q/k, or their gradients and, with
-// run-time frequencies, the frequency gradient summed over q and k.
+// run-time frequencies, the frequency gradient summed over q and k (with
+// qk_norm weights, the weights' gradients).
 Outputs rope_outputs(const RopeSpec& spec, const test::EncodingCase& c, const ref::Call& call) {
   Outputs out;
   std::vector<double> d_freq(spec.rotary_dim / 2, 0.0);
@@ -94,6 +95,8 @@ Outputs rope_outputs(const RopeSpec& spec, const test::EncodingCase& c, const re
     ref::Gradients g = ref::reference_backward(spec, as_ref(*x), saved ? &saved_x : nullptr, is_key, call);
     out["out_" + which] = std::move(g.dx);
     for (size_t i = 0; i < g.d_inv_freq.size(); ++i) d_freq[i] += g.d_inv_freq[i];
+    if (!g.d_norm_weight.empty())
+      out["out_" + which + "_norm_weight"] = {{static_cast<int64_t>(g.d_norm_weight.size())}, g.d_norm_weight};
   }
   if (c.command == "backward" && spec.frequency.scheme == FrequencyScheme::Runtime)
     out["out_freqs"] = {{static_cast<int64_t>(d_freq.size())}, d_freq};

@@ -128,7 +128,7 @@ class _Served:
             torch.ops.ropegen.rope_(spec, q, k, positions, "thd", 0, None, None)
             return
         # By -angle: the rotation's transpose, the kernels' backward.
-        dq, dk, _ = torch.ops.ropegen.rope_backward(spec, q, k, positions, "thd", 0, None, None, None, None)
+        dq, dk, *_ = torch.ops.ropegen.rope_backward(spec, q, k, positions, "thd", 0, None, None, None, None)
         q.copy_(dq)
         if k is not None:
             k.copy_(dk)
