@@ -155,6 +155,10 @@ struct Scenario {
   int64_t offset = 0, seq_len = 0;  // 0: the library derives it
   bool backward = false;
   std::optional<ref::Tensor> cos_sin_cache;  // frequency scheme table: float32 [rows, rotary_dim]
+  // qk_norm: the weights ([head_dim], exact in the dtype; empty: none) and
+  // the backward's forward inputs (shaped as q, k).
+  std::vector<double> q_norm_weight, k_norm_weight;
+  std::optional<StridedTensor> saved_q, saved_k;
   int device_type = 1, device_id = 0;        // where the driver puts every tensor (tests/aot/device_memory.h)
 };
 
@@ -199,6 +203,15 @@ std::string run_driver(const std::string& exe, const std::string& dir, DType dty
   }
   if (s.device_type != 1) call += fmt::format("{} {}\n", s.device_type, s.device_id);
   test::write_text(dir + "/call.txt", call);
+  for (const auto& [name, w] : {std::pair{"q_norm_weight", &s.q_norm_weight}, {"k_norm_weight", &s.k_norm_weight}}) {
+    if (w->empty()) continue;
+    test::write_text(dir + "/" + name + ".bin", Storage{dtype, std::vector<float>(w->begin(), w->end())}.bytes());
+    const std::string gradient = std::string("d_") + name;  // its initial contents
+    test::write_text(dir + "/" + gradient + ".bin",
+                     Storage{DType::F32, std::vector<float>(w->size(), kSentinel)}.bytes());
+  }
+  if (s.saved_q) test::write_text(dir + "/saved_q.bin", storage_of(dtype, *s.saved_q, kSentinel).bytes());
+  if (s.saved_k) test::write_text(dir + "/saved_k.bin", storage_of(dtype, *s.saved_k, kSentinel).bytes());
   const auto r = run_command(exe + " " + dir);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return r.out;
@@ -220,11 +233,16 @@ void check_output(const RopeSpec& spec, const std::string& result_file, const St
     call.positions = ref::Tensor{s.positions_shape, std::vector<double>(s.positions.begin(), s.positions.end())};
   if (s.seq_len > 0) call.seq_len = s.seq_len;
   call.cos_sin_cache = s.cos_sin_cache;
+  call.q_norm_weight = s.q_norm_weight, call.k_norm_weight = s.k_norm_weight;
   const ref::Tensor x{in.shape, in.dense};
-  const ref::Tensor want = spec.encoding == Encoding::Alibi ? ref::reference_alibi(spec, x, s.offset)
-                           : spec.encoding != Encoding::Rope ? ref::reference_add_positions(spec, x, call)
-                           : backward ? ref::reference_backward(spec, x, nullptr, is_key, call).dx
-                                      : ref::reference_apply(spec, x, is_key, call);
+  const std::optional<StridedTensor>& saved = is_key ? s.saved_k : s.saved_q;
+  const std::optional<ref::Tensor> forward_input =
+      saved ? std::optional<ref::Tensor>(ref::Tensor{saved->shape, saved->dense}) : std::nullopt;
+  const ref::Tensor want =
+      spec.encoding == Encoding::Alibi  ? ref::reference_alibi(spec, x, s.offset)
+      : spec.encoding != Encoding::Rope ? ref::reference_add_positions(spec, x, call)
+      : backward ? ref::reference_backward(spec, x, forward_input ? &*forward_input : nullptr, is_key, call).dx
+                 : ref::reference_apply(spec, x, is_key, call);
   const Storage got = Storage::from_bytes(spec.dtype, test::read_text(result_file));
   ASSERT_EQ(static_cast<int64_t>(got.values.size()), in.elements) << what;
   std::vector<bool> touched(in.elements, false);
@@ -453,6 +471,59 @@ TEST_F(AotBuild, TableLibraryReadsTheCallsCosSinCache) {
   s.cos_sin_cache.reset();
   EXPECT_THAT(run_driver(exe, path("none"), DType::BF16, s),
               ::testing::StartsWith("rc=1\ninvalid argument: cos_sin_cache: the spec has `frequency: {scheme: table}`"));
+}
+
+// qk_norm through the C call: the weights; the backward's saved inputs, and
+// the weights' gradients it writes (float32 [head_dim], summed over every
+// row), bf16, partial rotary with an offset, GQA, explicit ids.
+TEST_F(AotBuild, QkNormLibraryForwardBackwardAndTheWeightsGradients) {
+  const char* text =
+      "name: aot_n\nhead_dim: 16\nrotary_dim: 8\nrotary_offset: 4\nlayout: bshd\ndtype: bf16\n"
+      "positions: explicit\nqk_norm: {type: rms_one_plus, eps: 1.0e-6, weight: per_head}\n";
+  const RopeSpec spec = parse(text);
+  const std::string lib = path("lib");
+  build_library(write_spec(text), kX86Pair, lib);
+  EXPECT_THAT(test::read_text(lib + "/aot_n.h"), HasSubstr("d_q_norm_weight"));
+  const std::string exe = compile_driver(lib, "aot_n", path("driver"));
+  Scenario s;
+  s.q = make_tensor(DType::BF16, {2, 3, 4, 16}, {3 * 4 * 16, 4 * 16, 16, 1}, 0.2);
+  s.k = make_tensor(DType::BF16, {2, 3, 2, 16}, {3 * 2 * 16, 2 * 16, 16, 1}, 0.9);
+  s.positions_shape = {2, 3}, s.positions = {0, 5, 9, 3, 70, 12};
+  for (int i = 0; i < 16; ++i) {
+    s.q_norm_weight.push_back(from_bf16(to_bf16(0.05f * i - 0.3f)));
+    s.k_norm_weight.push_back(from_bf16(to_bf16(0.2f - 0.03f * i)));
+  }
+  EXPECT_EQ(run_driver(exe, path("forward"), DType::BF16, s), "rc=0\n");
+  check_output(spec, path("forward/result_q.bin"), s.q, false, s, "q");
+  check_output(spec, path("forward/result_k.bin"), *s.k, true, s, "k");
+
+  s.backward = true;
+  s.saved_q = make_tensor(DType::BF16, {2, 3, 4, 16}, {3 * 4 * 16, 4 * 16, 16, 1}, 1.7);
+  s.saved_k = make_tensor(DType::BF16, {2, 3, 2, 16}, {3 * 2 * 16, 2 * 16, 16, 1}, 2.3);
+  EXPECT_EQ(run_driver(exe, path("backward"), DType::BF16, s), "rc=0\n");
+  check_output(spec, path("backward/result_q.bin"), s.q, false, s, "dq", true);
+  check_output(spec, path("backward/result_k.bin"), *s.k, true, s, "dk", true);
+  ref::Call call;
+  call.positions = ref::Tensor{s.positions_shape, std::vector<double>(s.positions.begin(), s.positions.end())};
+  call.q_norm_weight = s.q_norm_weight, call.k_norm_weight = s.k_norm_weight;
+  for (bool is_key : {false, true}) {
+    const StridedTensor& g = is_key ? *s.k : s.q;
+    const StridedTensor& x = is_key ? *s.saved_k : *s.saved_q;
+    const ref::Tensor forward_input{x.shape, x.dense};
+    const std::vector<double> want =
+        ref::reference_backward(spec, ref::Tensor{g.shape, g.dense}, &forward_input, is_key, call).d_norm_weight;
+    const Storage got = Storage::from_bytes(
+        DType::F32,
+        test::read_text(path(is_key ? "backward/result_d_k_norm_weight.bin" : "backward/result_d_q_norm_weight.bin")));
+    ASSERT_EQ(got.values.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_NEAR(got.values[i], want[i], 1e-5 * std::max(1.0, std::abs(want[i]))) << (is_key ? "dk_w" : "dq_w") << i;
+  }
+  // Without the gradients' buffers: refused, naming them.
+  s.q_norm_weight.clear(), s.k_norm_weight.clear();
+  EXPECT_THAT(
+      run_driver(exe, path("no_weights"), DType::BF16, s),
+      ::testing::StartsWith("rc=1\ninvalid argument: q_norm_weight: the spec has `qk_norm: {weight: per_head}`"));
 }
 
 // The e_machine of every ELF member of an ar archive.

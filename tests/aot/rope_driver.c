@@ -13,7 +13,11 @@
  *   optionally device_type device_id (ROPEGEN_DEVICE_*; absent: cpu 0), where
  *   every tensor goes (device_memory.h)
  * and DIR/{q,k,out_q,out_k,positions,cos_sin_cache}.bin the raw data (out_*: the output
- * buffers' initial contents). Writes DIR/result_{q,k}.bin (the output
+ * buffers' initial contents). qk_norm specs: DIR/{q,k}_norm_weight.bin, when
+ * there, are the weights ([head_dim], q's dtype) and DIR/saved_{q,k}.bin the
+ * backward's forward inputs (shaped as q, k); a backward given weights also
+ * passes d_q_norm_weight (, d_k_norm_weight) and writes them to
+ * DIR/result_d_{q,k}_norm_weight.bin. Writes DIR/result_{q,k}.bin (the output
  * buffers after the call) and prints "rc=N", then the message if N != 0. */
 #include <stdint.h>
 #include <stdio.h>
@@ -40,6 +44,15 @@ static struct {
 } tensors[16];
 static int num_tensors;
 
+static int exists(const char* name) {
+  char path[8192];
+  FILE* f;
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  if (!(f = fopen(path, "rb"))) return 0;
+  fclose(f);
+  return 1;
+}
+
 static const ropegen_tensor *remember(ropegen_tensor *t, size_t bytes) {
   tensors[num_tensors].tensor = t;
   tensors[num_tensors].host = t->data;
@@ -64,7 +77,9 @@ int main(int argc, char **argv) {
   int code, bits, bytes, rank, has_k, in_place, positions_rank, positions_are_int64 = 0, num_sequences, i, rc;
   int cu_int64 = 0, device_type, device_id = 0, repeat;
   void *q, *k = NULL, *out_q, *out_k = NULL, *positions = NULL, *cu_data = NULL, *cache = NULL;
-  ropegen_tensor tq, tk, tout_q, tout_k, tpositions, tcu, tcache;
+  void* d_weight[2] = {NULL, NULL};
+  int64_t head_dim[1];
+  ropegen_tensor tq, tk, tout_q, tout_k, tpositions, tcu, tcache, tweight[2], tsaved[2], td_weight[2];
   ropegen_call call;
   ropegen_message message;
   FILE *in;
@@ -148,6 +163,24 @@ int main(int argc, char **argv) {
       out_k = k;
     }
   }
+  /* qk_norm: the weights, the backward's saved inputs and the weights' gradients. */
+  head_dim[0] = q_shape[rank - 1];
+  for (i = 0; i < 1 + has_k; ++i) {
+    const char* weight_file = i ? "k_norm_weight.bin" : "q_norm_weight.bin";
+    const int64_t elements = i ? k_elements : q_elements;
+    if (exists(i ? "saved_k.bin" : "saved_q.bin")) {
+      tsaved[i] = tensor(read_file(i ? "saved_k.bin" : "saved_q.bin", (size_t)elements * bytes), rank,
+                         i ? k_shape : q_shape, i ? k_strides : q_strides, code, bits);
+      *(i ? &call.saved_k : &call.saved_q) = remember(&tsaved[i], (size_t)elements * bytes);
+    }
+    if (!exists(weight_file)) continue;
+    tweight[i] = tensor(read_file(weight_file, (size_t)head_dim[0] * bytes), 1, head_dim, NULL, code, bits);
+    *(i ? &call.k_norm_weight : &call.q_norm_weight) = remember(&tweight[i], (size_t)head_dim[0] * bytes);
+    if (!call.backward) continue;
+    d_weight[i] = read_file(i ? "d_k_norm_weight.bin" : "d_q_norm_weight.bin", (size_t)head_dim[0] * 4);
+    td_weight[i] = tensor(d_weight[i], 1, head_dim, NULL, ROPEGEN_DTYPE_FLOAT, 32);
+    *(i ? &call.d_k_norm_weight : &call.d_q_norm_weight) = remember(&td_weight[i], (size_t)head_dim[0] * 4);
+  }
   for (i = 0; i < num_tensors; ++i) {
     tensors[i].tensor->device = call_device;
     tensors[i].tensor->data = to_device(tensors[i].host, tensors[i].bytes);
@@ -176,9 +209,14 @@ int main(int argc, char **argv) {
   if (rc == ROPEGEN_OK) {
     fetch(out_q);
     if (has_k) fetch(out_k);
+    for (i = 0; i < 2; ++i)
+      if (d_weight[i]) fetch(d_weight[i]);
   }
   write_file("result_q.bin", out_q, (size_t)q_elements * bytes);
   if (has_k) write_file("result_k.bin", out_k, (size_t)k_elements * bytes);
+  for (i = 0; i < 2; ++i)
+    if (d_weight[i])
+      write_file(i ? "result_d_k_norm_weight.bin" : "result_d_q_norm_weight.bin", d_weight[i], (size_t)head_dim[0] * 4);
   printf("rc=%d\n", rc);
   if (rc != ROPEGEN_OK) printf("%s: %s\n", ropegen_status_string(rc), message.text);
   return 0;
