@@ -61,6 +61,7 @@ std::vector<Source> sources() {
           {"kernel sweep: xPos, LongRoPE, schemes", requests(test::sweep_xpos_longrope_schemes())},
           {"kernel sweep: GPU shapes", requests(test::sweep_gpu_shapes())},
           {"kernel sweep: QK-norm then RoPE", requests(test::sweep_qk_norm())},
+          {"kernel sweep: QK-norm then RoPE, backward", requests(test::backward_of(test::sweep_qk_norm()))},
           {"encodings: sinusoidal, learned", test::sweep_sinusoidal_and_learned()},
           {"encodings: ALiBi", test::sweep_alibi()},
           {"encodings: multi-axis RoPE", test::sweep_multi_axis_rope()},
@@ -182,7 +183,11 @@ int run(const std::string& dir, size_t max_specs) {
       const double tol = test::tolerance(spec->dtype, 0.0);  // scaled by max(1, |want|)
       j["truth"]["out_q"] = w.truth(want.out_q, tol);
       if (want.out_k) j["truth"]["out_k"] = w.truth(*want.out_k, tol);
-      if (want.d_freqs) j["truth"]["d_freqs"] = w.truth(*want.d_freqs, test::kSumTolerance * test::tolerance(DType::F32, 0.0));
+      const double sum_tol = test::kSumTolerance * test::tolerance(DType::F32, 0.0);
+      for (const auto& [name, values] : {std::pair{"d_freqs", &want.d_freqs},
+                                         {"d_q_norm_weight", &want.d_q_norm_weight},
+                                         {"d_k_norm_weight", &want.d_k_norm_weight}})
+        if (*values) j["truth"][name] = w.truth(**values, sum_tol);
       j["in_place"] = takes_in_place(*spec, call);
       j["fused_qkv"] = j["in_place"].get<bool>() && takes_fused_qkv(*spec, call);
       if (!w.ok()) return std::cerr << "cannot write " << dir << "/cases/" << data << "\n", 1;

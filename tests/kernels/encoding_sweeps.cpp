@@ -150,6 +150,11 @@ EncodingCase as_encoding_case(const Case& c) {
     e.request[Arg::QNormWeight] = norm_weight(c.head_dim, spec.dtype, 14);
     if (c.Hk) e.request[Arg::KNormWeight] = norm_weight(c.head_dim, spec.dtype, 15);
   }
+  e.request.backward = c.backward;
+  if (c.backward && spec.qk_norm.enabled) {  // the forward's inputs
+    e.request[Arg::SavedQ] = tensor(shape(c.H), spec.dtype, 16, 1.5);
+    if (c.Hk) e.request[Arg::SavedK] = tensor(shape(c.Hk), spec.dtype, 17, 1.5);
+  }
   e.request.offset = c.offset;
   return e;
 }
@@ -446,6 +451,7 @@ ReferenceOutputs reference_outputs(const EncodingCase& c) {
         const ref::Tensor saved_ref = saved ? as_ref(*saved) : ref::Tensor{};
         ref::Gradients g = ref::reference_backward(spec, as_ref(in), saved ? &saved_ref : nullptr, is_key, call);
         for (size_t i = 0; i < g.d_inv_freq.size(); ++i) d_freqs[i] += g.d_inv_freq[i];
+        if (!g.d_norm_weight.empty()) (is_key ? want.d_k_norm_weight : want.d_q_norm_weight) = g.d_norm_weight;
         return std::move(g.dx.data);
       };
       want.out_q = rotate(*r[Arg::Q], r[Arg::SavedQ], false);
@@ -475,6 +481,10 @@ std::optional<runtime::ApplyResult> run_encoding_case(const EncodingCase& c, con
   if (want.out_k) expect_near(d + "k", spec.dtype, floats(Arg::OutK), *want.out_k);
   // A sum over every row: float32 terms accumulated in float64.
   if (want.d_freqs) expect_near("d_freqs", DType::F32, floats(Arg::DFreqs), *want.d_freqs, kSumTolerance);
+  if (want.d_q_norm_weight)
+    expect_near("d_q_norm_weight", DType::F32, floats(Arg::DQNormWeight), *want.d_q_norm_weight, kSumTolerance);
+  if (want.d_k_norm_weight)
+    expect_near("d_k_norm_weight", DType::F32, floats(Arg::DKNormWeight), *want.d_k_norm_weight, kSumTolerance);
   return std::move(result).value();
 }
 

@@ -43,10 +43,11 @@ std::vector<EncodingCase> sweep_cos_sin_cache();
 runtime::HostArray reference_cache(const std::string& source, int64_t rows);
 
 // The float64 reference's outputs of a case: out_q (x, scores), out_k,
-// and dL/d(inv_freq) for backward with run-time frequencies.
+// and the gradients summed over rows: dL/d(inv_freq) for backward with
+// run-time frequencies, the weights' for backward with qk_norm weights.
 struct ReferenceOutputs {
   std::vector<double> out_q;
-  std::optional<std::vector<double>> out_k, d_freqs;
+  std::optional<std::vector<double>> out_k, d_freqs, d_q_norm_weight, d_k_norm_weight;
 };
 ReferenceOutputs reference_outputs(const EncodingCase& c);
 
