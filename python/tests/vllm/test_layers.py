@@ -1,7 +1,8 @@
 """Each vLLM RoPE class rope-gen serves, layer by layer: the served layer (its
 kernel chosen as specs.ROWS says) against vLLM's own forward_native of the same
 parameters, float32, positions below 512 (where vLLM's float32 angles are good
-to ~1e-4, far below what a wrong frequency or factor shows); and register()
+to ~1e-4, far below what a wrong frequency or factor shows); fused_qk_norm_rope
+against vLLM's RMSNorm and RoPE forward_native; and register()
 as vLLM calls it, in fresh processes."""
 import os
 import subprocess
@@ -159,3 +160,34 @@ def test_register_swaps_only_when_named():
     assert "PHI3 RopegenPhi3LongRoPEScaledRotaryEmbedding" in named
     assert "rope-gen serves vLLM's RoPE layers" in named
     assert "DualChunkRotaryEmbedding keeps vLLM's kernel" in named
+
+
+# torch.ops.ropegen.fused_qk_norm_rope against the reference vLLM's own
+# fused-kernel test uses: RMSNorm.forward_native per head of Q and K, then
+# RotaryEmbedding.forward_native, on one qkv buffer (V untouched).
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.bfloat16, 2e-2)], ids=["f32", "bf16"])
+@pytest.mark.parametrize("is_neox,rotary_dim", [(True, 128), (False, 128), (True, 64)], ids=["neox", "gptj", "partial"])
+def test_fused_qk_norm_rope_matches_vllms_rms_norm_and_rope(dtype, tol, is_neox, rotary_dim):
+    from vllm.model_executor.layers.layernorm import RMSNorm
+
+    import ropegen.torch  # noqa: F401  (registers the op)
+    t, hq, hk, hv, d, eps = 19, 4, 2, 2, 128, 1e-6
+    g = torch.Generator().manual_seed(3)
+    qkv = torch.randn(t, (hq + hk + hv) * d, generator=g).to(dtype)
+    positions = torch.randint(0, 4096, (t,), generator=g)
+    norms = [RMSNorm(d, eps=eps).to(dtype) for _ in range(2)]
+    for norm in norms:
+        with torch.no_grad():
+            norm.weight.copy_((torch.rand(d, generator=g) + 0.5).to(dtype))
+    rope = rotary.RotaryEmbedding(d, rotary_dim, 4096, 1000000.0, is_neox, dtype)
+    q, k, v = qkv.split([hq * d, hk * d, hv * d], dim=-1)
+    q = norms[0].forward_native(q.reshape(t, hq, d)).reshape(t, hq * d)
+    k = norms[1].forward_native(k.reshape(t, hk, d)).reshape(t, hk * d)
+    want_q, want_k = rope.forward_native(positions, q, k)
+    ours = qkv.clone()
+    torch.ops.ropegen.fused_qk_norm_rope(ours, hq, hk, hv, d, eps, norms[0].weight.data, norms[1].weight.data,
+                                         rope.cos_sin_cache, is_neox, positions)
+    got_q, got_k, got_v = ours.split([hq * d, hk * d, hv * d], dim=-1)
+    torch.testing.assert_close(got_q.float(), want_q.float(), atol=tol, rtol=tol)
+    torch.testing.assert_close(got_k.float(), want_k.float(), atol=tol, rtol=tol)
+    assert torch.equal(got_v, v)
