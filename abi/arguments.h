@@ -50,11 +50,12 @@ enum class Direction : uint8_t { In, Out, InOut };
 
 // What dtype a tensor must have.
 enum class DtypeRule : uint8_t {
-  Spec,     // the spec's dtype
-  Float32,  // float32 whatever the spec's dtype
-  Ids,      // int32 or int64
-  Int32,    // cache indices
-  KvCache,  // the kv_cache section's dtype (fp8: uint8 codes)
+  Spec,           // the spec's dtype
+  SpecOrFloat32,  // the spec's dtype or float32 (qk_norm weights: mixed precision keeps them float32)
+  Float32,        // float32 whatever the spec's dtype
+  Ids,            // int32 or int64
+  Int32,          // cache indices
+  KvCache,        // the kv_cache section's dtype (fp8: uint8 codes)
   Scalar,
 };
 
@@ -156,12 +157,12 @@ inline constexpr std::array<ArgumentInfo, kArgCount> kArguments = {{
   {Arg::SavedK, "saved_k", nullptr, nullptr, ArgKind::Rows, Direction::In, DtypeRule::Spec, ShapeRule::Layout,
    Feature::SavedInputs, Arg::SavedK, nullptr, "--saved-k", &Call::saved_k, &ropegen_call::saved_k,
    "backward with run-time frequencies or qk_norm: the forward's k"},
-  {Arg::QNormWeight, "q_norm_weight", nullptr, nullptr, ArgKind::Whole, Direction::In, DtypeRule::Spec,
+  {Arg::QNormWeight, "q_norm_weight", nullptr, nullptr, ArgKind::Whole, Direction::In, DtypeRule::SpecOrFloat32,
    ShapeRule::Vector, Feature::QkNormWeight, Arg::QNormWeight, "head_dim", "--q-norm-weight", &Call::q_norm_weight,
-   &ropegen_call::q_norm_weight, "qk_norm weight per_head: q's norm weight [head_dim] in the spec's dtype"},
-  {Arg::KNormWeight, "k_norm_weight", nullptr, nullptr, ArgKind::Whole, Direction::In, DtypeRule::Spec,
+   &ropegen_call::q_norm_weight, "qk_norm weight per_head: q's norm weight [head_dim] in the spec's dtype or float32"},
+  {Arg::KNormWeight, "k_norm_weight", nullptr, nullptr, ArgKind::Whole, Direction::In, DtypeRule::SpecOrFloat32,
    ShapeRule::Vector, Feature::QkNormWeight, Arg::KNormWeight, "head_dim", "--k-norm-weight", &Call::k_norm_weight,
-   &ropegen_call::k_norm_weight, "qk_norm weight per_head: k's norm weight [head_dim] in the spec's dtype (with k)"},
+   &ropegen_call::k_norm_weight, "qk_norm weight per_head: k's norm weight [head_dim] in the spec's dtype or float32, as q's (with k)"},
   {Arg::OutQ, "out_q", "out", "out_x", ArgKind::Rows, Direction::Out, DtypeRule::Spec, ShapeRule::Layout,
    Feature::Always, Arg::Q, nullptr, "--out-q", &Call::out_q, &ropegen_call::out_q,
    "where rotated q goes, shaped like q (absent: in place; backward: dL/dq); other encodings: the result"},

@@ -57,6 +57,8 @@ KernelVariant kernel_variant(const ropegen_contract& contract, const Call& call)
   v.with_v = kv && call.v.has_value();
   v.position_type = call.positions && call.positions->type == ElementType::Int64 ? IdType::Int64 : IdType::Int32;
   v.backward = call.backward;
+  v.float32_norm_weights = contract.qk_norm_weight && element_type(contract) != ElementType::Float32 &&
+                           call.q_norm_weight && call.q_norm_weight->type == ElementType::Float32;
   return v;
 }
 

@@ -44,7 +44,7 @@ const ropegen_entry* find_entry(const ropegen_library& lib, const KernelVariant&
   for (int32_t i = 0; i < lib.num_entries; ++i) {
     const ropegen_entry& e = lib.entries[i];
     if (runs_on(e, device) && !e.pass_through && (e.with_k != 0) == v.with_k && (e.backward != 0) == v.backward &&
-        (e.with_v != 0) == v.with_v &&
+        (e.with_v != 0) == v.with_v && (e.float32_norm_weights != 0) == v.float32_norm_weights &&
         (!lib.contract.explicit_positions || (e.int64_positions != 0) == (v.position_type == IdType::Int64)))
       return &e;
   }
@@ -137,9 +137,10 @@ int run(const ropegen_library& lib, const ropegen_call& c, ropegen_message* mess
   const ropegen_entry* copy = has_pass_through(lib.contract) ? find_pass_through(lib, device.type) : nullptr;
   if (!entry || (has_pass_through(lib.contract) && !copy))
     return fail(message, ROPEGEN_ERROR_UNSUPPORTED,
-                fmt::format("{} has no entry point for this call ({}{}{}{}, {})", lib.name, v.with_k ? "q and k" : "q alone",
-                            v.with_v ? ", v" : "", v.backward ? ", backward" : "",
-                            v.position_type == IdType::Int64 ? ", int64 ids" : "", to_string(device.type)));
+                fmt::format("{} has no entry point for this call ({}{}{}{}{}, {})", lib.name,
+                            v.with_k ? "q and k" : "q alone", v.with_v ? ", v" : "", v.backward ? ", backward" : "",
+                            v.position_type == IdType::Int64 ? ", int64 ids" : "",
+                            v.float32_norm_weights ? ", float32 norm weights" : "", to_string(device.type)));
   const std::string where = fmt::format("lib{}.a", lib.name);
   Result<ArgvEntry> rope = resolve_entry(where, "rope", entry->argv, entry->metadata ? entry->metadata() : nullptr, false,
                                          halide_get_num_threads);

@@ -21,7 +21,8 @@ void check_weight(CheckContext& x, Arg a, bool needed) {
     return;
   }
   if (!w) {
-    x.fail(name, fmt::format("the spec has `qk_norm: {{weight: per_head}}`: pass {}, shaped ({},) in the spec's dtype",
+    x.fail(name, fmt::format("the spec has `qk_norm: {{weight: per_head}}`: pass {}, shaped ({},) in the spec's "
+                             "dtype or float32",
                              name, x.c.row_dim));
     return;
   }
@@ -34,6 +35,11 @@ void check_weight(CheckContext& x, Arg a, bool needed) {
 void check_norm_weights(CheckContext& x) {
   check_weight(x, Arg::QNormWeight, true);
   check_weight(x, Arg::KNormWeight, x.k.has_value());
+  // One kernel reads both in one type (the spec's, or float32).
+  const std::optional<Tensor>&wq = x.given(Arg::QNormWeight), &wk = x.given(Arg::KNormWeight);
+  if (wq && wk && wq->type != wk->type)
+    x.fail("k_norm_weight", fmt::format("k_norm_weight has dtype {} but q_norm_weight {}: pass both in one dtype",
+                                        to_string(wk->type), to_string(wq->type)));
   // The frequency gradient would need the normed rows (recomputed from the
   // saved inputs) where it reads the saved inputs: not generated.
   if (has_qk_norm(x.c) && x.call.backward && x.c.runtime_frequencies)

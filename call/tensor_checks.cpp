@@ -106,6 +106,11 @@ void check_dtypes(CheckContext& x) {
     };
     switch (abi::info(a).dtype) {
       case abi::DtypeRule::Spec: want(spec_type, fmt::format("the spec's dtype is {}", to_string(spec_type))); break;
+      case abi::DtypeRule::SpecOrFloat32:
+        if (t->type != spec_type && t->type != ElementType::Float32)
+          x.fail(name, fmt::format("{} has dtype {} but the spec's dtype ({}) or float32", name, to_string(t->type),
+                                   to_string(spec_type)));
+        break;
       case abi::DtypeRule::Float32:
         want(ElementType::Float32, fmt::format("{} is float32 whatever the spec's dtype", name));
         break;

@@ -58,13 +58,15 @@ Expr total(const Func& sums, const RopeAlgorithm& a) {
   return sum;
 }
 
-// w' at a dim: w, 1 + w (rms_one_plus), or 1 without a weight.
+// w' at a dim: w, 1 + w (rms_one_plus), or 1 without a weight; w in the
+// spec's dtype or (the variant's float32_norm_weights) float32.
 std::function<Expr(const Expr&)> weight_factor(const RopeSpec& spec, RopeAlgorithm& a, abi::Arg weight) {
   if (!spec.qk_norm.has_weight()) return [](const Expr&) { return Expr(1.0f); };
-  ImageParam w = a.make_input(weight, storage_type(spec.dtype), 1);
+  const DType dtype = a.variant.float32_norm_weights ? DType::F32 : spec.dtype;
+  ImageParam w = a.make_input(weight, storage_type(dtype), 1);
   a.use(weight);
   const bool one_plus = spec.qk_norm.type == QkNormType::RmsOnePlus;
-  return [w, dtype = spec.dtype, one_plus](const Expr& dim) {
+  return [w, dtype, one_plus](const Expr& dim) {
     const Expr wd = load_as_float(w(dim), dtype);
     return one_plus ? 1.0f + wd : wd;
   };

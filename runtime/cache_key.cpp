@@ -36,6 +36,7 @@ std::string variant_tag(const RopeSpec& spec, const lowering::KernelVariant& var
   if (spec.positions == PositionsMode::Explicit) tag += variant.position_type == IdType::Int64 ? "_i64" : "_i32";
   if (variant.backward) tag += "_backward";
   if (spec.kv_cache.enabled) tag += variant.with_v ? "_kv" : "_k_cache";
+  if (variant.float32_norm_weights) tag += "_wf32";
   return tag;
 }
 

@@ -93,6 +93,7 @@ Result<std::unique_ptr<HostCall>> HostCall::make(const RopeSpec& spec, const App
     const bool ints = in.type == ElementType::Int32 || in.type == ElementType::Int64;
     switch (row.dtype) {
       case abi::DtypeRule::Spec:
+      case abi::DtypeRule::SpecOrFloat32:  // the spec's, as every float the CLI reads
         slot.stored = to_storage(in.floats, spec.dtype);
         into = dense(slot.stored->data(), slot.stored->element_type(), slot.shape);
         break;

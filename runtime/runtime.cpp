@@ -98,8 +98,9 @@ class PreparingKernel : public Kernel {
 
  private:
   static std::string describe(const KernelVariant& v) {
-    return fmt::format("{}{}{}", v.with_k ? "q and k" : "q alone", v.backward ? ", backward" : "",
-                       v.position_type == IdType::Int64 ? ", int64 ids" : ", int32 ids");
+    return fmt::format("{}{}{}{}", v.with_k ? "q and k" : "q alone", v.backward ? ", backward" : "",
+                       v.position_type == IdType::Int64 ? ", int64 ids" : ", int32 ids",
+                       v.float32_norm_weights ? ", float32 norm weights" : "");
   }
 
   RopeSpec spec_;

@@ -40,7 +40,8 @@ std::vector<std::pair<targets::aot::EntryPoint, std::string>> entries_for(const 
     const bool same_positions = !e.explicit_positions || e.variant.position_type == variant.position_type;
     // One entry: kv_cache specs list the append with and without v.
     if (e.kind == Kind::Rope && e.variant.with_k == variant.with_k && e.variant.backward == variant.backward &&
-        e.variant.with_v == variant.with_v && same_positions) {
+        e.variant.with_v == variant.with_v && e.variant.float32_norm_weights == variant.float32_norm_weights &&
+        same_positions) {
       targets::aot::EntryPoint rope = e;
       rope.variant = variant;  // implicit positions: the entry's id width is not the kernel's
       out.emplace_back(rope, symbols.rope);

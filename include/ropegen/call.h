@@ -55,7 +55,7 @@ struct Call {
   // forward inputs, and where dL/d(inv_freq) (float32 [rotary_dim / 2]) goes.
   std::optional<Tensor> saved_q, saved_k, d_freqs;
   // qk_norm weight per_head: the norms' weights [head_dim] in the spec's
-  // dtype (k_norm_weight with k).
+  // dtype or float32, both alike (k_norm_weight with k).
   std::optional<Tensor> q_norm_weight, k_norm_weight;
   // Backward of qk_norm weight per_head: where dL/d(q_norm_weight) and
   // dL/d(k_norm_weight) go (float32 [head_dim], summed over tokens and heads;
@@ -84,9 +84,13 @@ struct KernelVariant {
   IdType position_type = IdType::Int32;  // explicit positions: the ids' width
   bool backward = false;               // rope: the gradient (rotation by -angle)
   bool with_v = false;                 // kv_cache specs: v copied into v_cache in the same call
+  // qk_norm weight per_head with an f16 or bf16 spec: the weights come as
+  // float32 (mixed precision keeps them so), read as they are.
+  bool float32_norm_weights = false;
 
   bool operator==(const KernelVariant& o) const {
-    return with_k == o.with_k && position_type == o.position_type && backward == o.backward && with_v == o.with_v;
+    return with_k == o.with_k && position_type == o.position_type && backward == o.backward && with_v == o.with_v &&
+           float32_norm_weights == o.float32_norm_weights;
   }
   bool operator!=(const KernelVariant& o) const { return !(*this == o); }
 

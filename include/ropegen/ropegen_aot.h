@@ -47,6 +47,7 @@ typedef struct ropegen_entry {
   int32_t with_v;       /* kv_cache specs: v copied into v_cache (with_k: out_k written too) */
   int32_t device_type;  /* ROPEGEN_DEVICE_*: the tensors it runs on (GPU entries take a
                            user_context first: the call's device and stream) */
+  int32_t float32_norm_weights; /* qk_norm weights read as float32 (f16 and bf16 specs) */
 } ropegen_entry;
 
 struct halide_device_interface_t;

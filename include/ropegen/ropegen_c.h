@@ -118,7 +118,8 @@ typedef struct ropegen_tensor {
  *               pages each token goes to (FlashInfer's fused op: `positions`
  *               place, `pos_ids` rotate); NULL: positions place them too.
  *   q_norm_weight, k_norm_weight  qk_norm weight per_head: the per-head norms'
- *               weights [head_dim] in the spec's dtype (k_norm_weight with k).
+ *               weights [head_dim] in the spec's dtype or float32, both alike
+ *               (k_norm_weight with k).
  *   d_q_norm_weight, d_k_norm_weight  backward of qk_norm weight per_head:
  *               float32 [head_dim], receive dL/d(q_norm_weight) and
  *               dL/d(k_norm_weight), summed over tokens and heads (with k). */

@@ -141,7 +141,7 @@ class SpecKernel {
   // PyTorch run in microseconds.
   Result<std::shared_ptr<Kernel>> kernel_for(const KernelVariant& v) {
     const size_t slot = size_t{v.with_k} | size_t{v.backward} << 1 | size_t{v.position_type == IdType::Int64} << 2 |
-                        size_t{v.with_v} << 3;
+                        size_t{v.with_v} << 3 | size_t{v.float32_norm_weights} << 4;
     std::lock_guard<std::mutex> lock(mutex_);
     if (!kernels_[slot]) {
       Result<std::shared_ptr<Kernel>> got = Runtime::process().get(spec_, v, target_);
@@ -154,7 +154,7 @@ class SpecKernel {
   RopeSpec spec_;
   std::string target_;
   std::mutex mutex_;
-  std::array<std::shared_ptr<Kernel>, 16> kernels_;
+  std::array<std::shared_ptr<Kernel>, 32> kernels_;
 };
 
 // The caller's dtype and layout for what a spec leaves out ("bf16", "bhsd").

@@ -174,3 +174,21 @@ def test_opcheck_rope_ops_with_norm_weights():
         (torch.ops.ropegen.rope.default, (spec, q.detach(), k.detach(), pos, "bhsd", 0, None, None,
                                           wq.clone().requires_grad_(), wk.clone().requires_grad_()))]:
         opcheck(op, args)
+
+
+def test_float32_weights_of_bf16_rows_as_mixed_precision_keeps_them():
+    """bf16 q and k with float32 weights (autocast keeps parameters float32):
+    read as they are, and their gradients come back float32."""
+    q, k, wq, wk, pos = qk_and_weights(4)
+    q, k = q.bfloat16().requires_grad_(), k.bfloat16()
+    rope = ropegen.torch.Rope(QWEN3, q_norm_weight=wq + 2.0 ** -10, k_norm_weight=wk)  # not bf16 values
+    assert rope.q_norm_weight.dtype == torch.float32
+    out_q, out_k = rope(q, k, pos)
+    want_q = normed_then_rotated(QWEN3, q.detach(), rope.q_norm_weight.detach(), pos)
+    torch.testing.assert_close(out_q.double(), want_q, rtol=2.0 ** -8, atol=1e-6)
+    g = torch.randn_like(out_q)
+    out_q.backward(g)
+    assert rope.q_norm_weight.grad.dtype == torch.float32 and q.grad.dtype == torch.bfloat16
+    _, _, want_wq, _ = float64_gradients(QWEN3, q, k, rope.q_norm_weight, rope.k_norm_weight, pos, g,
+                                         torch.zeros_like(k))
+    torch.testing.assert_close(rope.q_norm_weight.grad.double(), want_wq, rtol=1e-5, atol=1e-5)

@@ -7,15 +7,24 @@ namespace ropegen::targets::aot {
 std::vector<EntryPoint> entry_points(const RopeSpec& spec) {
   std::vector<EntryPoint> out;
   const bool explicit_positions = spec.positions == PositionsMode::Explicit;
+  // qk_norm weights come in the spec's dtype or (mixed precision) float32:
+  // an f16 or bf16 spec's library has entries for both.
+  const bool float32_weights_too = spec.qk_norm.has_weight() && spec.dtype != DType::F32;
   auto add = [&](const std::string& base, bool with_k, bool backward, bool with_v = false) {
-    if (!explicit_positions) {
-      out.push_back({base, EntryPoint::Kind::Rope, {with_k, IdType::Int32, backward, with_v}, false});
-      return;
+    for (bool f32_weights : {false, true}) {
+      if (f32_weights && !float32_weights_too) continue;
+      const std::string name = base + (f32_weights ? "_wf32" : "");
+      KernelVariant v{with_k, IdType::Int32, backward, with_v, f32_weights};
+      if (!explicit_positions) {
+        out.push_back({name, EntryPoint::Kind::Rope, v, false});
+        continue;
+      }
+      // Callers hold ids as int32 or int64; the kernel reads either width
+      // directly rather than making the caller convert.
+      out.push_back({name + "_i32", EntryPoint::Kind::Rope, v, true});
+      v.position_type = IdType::Int64;
+      out.push_back({name + "_i64", EntryPoint::Kind::Rope, v, true});
     }
-    // Callers hold ids as int32 or int64; the kernel reads either width
-    // directly rather than making the caller convert.
-    out.push_back({base + "_i32", EntryPoint::Kind::Rope, {with_k, IdType::Int32, backward, with_v}, true});
-    out.push_back({base + "_i64", EntryPoint::Kind::Rope, {with_k, IdType::Int64, backward, with_v}, true});
   };
   if (spec.encoding != Encoding::Rope) {
     add(spec.name + "_apply", false, false);

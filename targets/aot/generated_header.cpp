@@ -128,6 +128,8 @@ std::string shape_and_dtype(const RopeSpec& spec, const abi::ArgumentInfo& a) {
   }
   switch (a.dtype) {
     case abi::DtypeRule::Spec: return shape + " " + element(spec.dtype);
+    case abi::DtypeRule::SpecOrFloat32:
+      return shape + " " + element(spec.dtype) + (spec.dtype == DType::F32 ? "" : " or float32");
     case abi::DtypeRule::Float32: return shape + " float32";
     case abi::DtypeRule::Ids: return shape + " int32 or int64";
     case abi::DtypeRule::Int32: return shape + " int32";
@@ -193,9 +195,10 @@ std::string entry_table(const LibraryDescription& lib) {
   for (auto [e, t] : functions(lib)) {
     const bool pass = e->entry.kind == EntryPoint::Kind::PassThrough;
     const bool int64 = e->entry.explicit_positions && e->entry.variant.position_type == IdType::Int64;
-    out += fmt::format("  {{{0}_argv, {0}_metadata, {1}, {2}, {3}, {4}, {5}, {6}}},\n", entry_function(e->entry, *t),
-                       pass ? 0 : e->entry.variant.with_k, int64 ? 1 : 0, pass ? 0 : e->entry.variant.backward, pass ? 1 : 0,
-                       pass ? 0 : e->entry.variant.with_v, device_constant(t->device));
+    out += fmt::format("  {{{0}_argv, {0}_metadata, {1}, {2}, {3}, {4}, {5}, {6}, {7}}},\n",
+                       entry_function(e->entry, *t), pass ? 0 : e->entry.variant.with_k, int64 ? 1 : 0,
+                       pass ? 0 : e->entry.variant.backward, pass ? 1 : 0, pass ? 0 : e->entry.variant.with_v,
+                       device_constant(t->device), pass ? 0 : e->entry.variant.float32_norm_weights);
   }
   return out;
 }
@@ -349,8 +352,10 @@ std::string generated_header(const LibraryDescription& lib) {
   h += entry_declarations(lib);
   h += "\n#ifdef __cplusplus\n}  /* extern \"C\" */\n#endif\n\n";
 
-  h += fmt::format("static const ropegen_entry {}_entries_[] = {{\n  /* argv, metadata, with_k, int64_positions, backward, pass_through, with_v, device_type */\n{}}};\n\n",
-                   n, entry_table(lib));
+  h += fmt::format(
+      "static const ropegen_entry {}_entries_[] = {{\n  /* argv, metadata, with_k, int64_positions, backward, "
+      "pass_through, with_v, device_type, float32_norm_weights */\n{}}};\n\n",
+      n, entry_table(lib));
   h += fmt::format(
       "static const ropegen_library {0}_library_ = {{\n"
       "  \"{0}\", \"{1}\",\n"

@@ -158,6 +158,7 @@ struct Scenario {
   // qk_norm: the weights ([head_dim], exact in the dtype; empty: none) and
   // the backward's forward inputs (shaped as q, k).
   std::vector<double> q_norm_weight, k_norm_weight;
+  bool float32_norm_weights = false;  // the weights passed as float32 (else in the dtype)
   std::optional<StridedTensor> saved_q, saved_k;
   int device_type = 1, device_id = 0;        // where the driver puts every tensor (tests/aot/device_memory.h)
 };
@@ -205,11 +206,14 @@ std::string run_driver(const std::string& exe, const std::string& dir, DType dty
   test::write_text(dir + "/call.txt", call);
   for (const auto& [name, w] : {std::pair{"q_norm_weight", &s.q_norm_weight}, {"k_norm_weight", &s.k_norm_weight}}) {
     if (w->empty()) continue;
-    test::write_text(dir + "/" + name + ".bin", Storage{dtype, std::vector<float>(w->begin(), w->end())}.bytes());
+    test::write_text(
+        dir + "/" + name + ".bin",
+        Storage{s.float32_norm_weights ? DType::F32 : dtype, std::vector<float>(w->begin(), w->end())}.bytes());
     const std::string gradient = std::string("d_") + name;  // its initial contents
     test::write_text(dir + "/" + gradient + ".bin",
                      Storage{DType::F32, std::vector<float>(w->size(), kSentinel)}.bytes());
   }
+  if (s.float32_norm_weights) test::write_text(dir + "/float32_norm_weights", "");
   if (s.saved_q) test::write_text(dir + "/saved_q.bin", storage_of(dtype, *s.saved_q, kSentinel).bytes());
   if (s.saved_k) test::write_text(dir + "/saved_k.bin", storage_of(dtype, *s.saved_k, kSentinel).bytes());
   const auto r = run_command(exe + " " + dir);
@@ -496,6 +500,12 @@ TEST_F(AotBuild, QkNormLibraryForwardBackwardAndTheWeightsGradients) {
   EXPECT_EQ(run_driver(exe, path("forward"), DType::BF16, s), "rc=0\n");
   check_output(spec, path("forward/result_q.bin"), s.q, false, s, "q");
   check_output(spec, path("forward/result_k.bin"), *s.k, true, s, "k");
+  // Float32 weights (mixed precision), not representable in bf16: the library's _wf32 entries.
+  Scenario f32 = s;
+  f32.float32_norm_weights = true;
+  for (double& w : f32.q_norm_weight) w = static_cast<float>(w + 1.0 / 1024);
+  EXPECT_EQ(run_driver(exe, path("forward_f32"), DType::BF16, f32), "rc=0\n");
+  check_output(spec, path("forward_f32/result_q.bin"), f32.q, false, f32, "q (float32 weights)");
 
   s.backward = true;
   s.saved_q = make_tensor(DType::BF16, {2, 3, 4, 16}, {3 * 4 * 16, 4 * 16, 16, 1}, 1.7);

@@ -14,7 +14,8 @@
  *   every tensor goes (device_memory.h)
  * and DIR/{q,k,out_q,out_k,positions,cos_sin_cache}.bin the raw data (out_*: the output
  * buffers' initial contents). qk_norm specs: DIR/{q,k}_norm_weight.bin, when
- * there, are the weights ([head_dim], q's dtype) and DIR/saved_{q,k}.bin the
+ * there, are the weights ([head_dim], q's dtype; float32 where the file
+ * DIR/float32_norm_weights is there) and DIR/saved_{q,k}.bin the
  * backward's forward inputs (shaped as q, k); a backward given weights also
  * passes d_q_norm_weight (, d_k_norm_weight) and writes them to
  * DIR/result_d_{q,k}_norm_weight.bin. Writes DIR/result_{q,k}.bin (the output
@@ -44,9 +45,9 @@ static struct {
 } tensors[16];
 static int num_tensors;
 
-static int exists(const char* name) {
+static int exists(const char *name) {
   char path[8192];
-  FILE* f;
+  FILE *f;
   snprintf(path, sizeof path, "%s/%s", dir, name);
   if (!(f = fopen(path, "rb"))) return 0;
   fclose(f);
@@ -77,7 +78,9 @@ int main(int argc, char **argv) {
   int code, bits, bytes, rank, has_k, in_place, positions_rank, positions_are_int64 = 0, num_sequences, i, rc;
   int cu_int64 = 0, device_type, device_id = 0, repeat;
   void *q, *k = NULL, *out_q, *out_k = NULL, *positions = NULL, *cu_data = NULL, *cache = NULL;
-  void* d_weight[2] = {NULL, NULL};
+  void *d_weight[2] = {NULL, NULL};
+  int weight_f32;
+  size_t weight_bytes;
   int64_t head_dim[1];
   ropegen_tensor tq, tk, tout_q, tout_k, tpositions, tcu, tcache, tweight[2], tsaved[2], td_weight[2];
   ropegen_call call;
@@ -165,8 +168,9 @@ int main(int argc, char **argv) {
   }
   /* qk_norm: the weights, the backward's saved inputs and the weights' gradients. */
   head_dim[0] = q_shape[rank - 1];
+  weight_f32 = exists("float32_norm_weights");
   for (i = 0; i < 1 + has_k; ++i) {
-    const char* weight_file = i ? "k_norm_weight.bin" : "q_norm_weight.bin";
+    const char *weight_file = i ? "k_norm_weight.bin" : "q_norm_weight.bin";
     const int64_t elements = i ? k_elements : q_elements;
     if (exists(i ? "saved_k.bin" : "saved_q.bin")) {
       tsaved[i] = tensor(read_file(i ? "saved_k.bin" : "saved_q.bin", (size_t)elements * bytes), rank,
@@ -174,8 +178,10 @@ int main(int argc, char **argv) {
       *(i ? &call.saved_k : &call.saved_q) = remember(&tsaved[i], (size_t)elements * bytes);
     }
     if (!exists(weight_file)) continue;
-    tweight[i] = tensor(read_file(weight_file, (size_t)head_dim[0] * bytes), 1, head_dim, NULL, code, bits);
-    *(i ? &call.k_norm_weight : &call.q_norm_weight) = remember(&tweight[i], (size_t)head_dim[0] * bytes);
+    weight_bytes = (size_t)head_dim[0] * (weight_f32 ? 4 : (size_t)bytes);
+    tweight[i] = tensor(read_file(weight_file, weight_bytes), 1, head_dim, NULL, weight_f32 ? ROPEGEN_DTYPE_FLOAT : code,
+                        weight_f32 ? 32 : bits);
+    *(i ? &call.k_norm_weight : &call.q_norm_weight) = remember(&tweight[i], weight_bytes);
     if (!call.backward) continue;
     d_weight[i] = read_file(i ? "d_k_norm_weight.bin" : "d_q_norm_weight.bin", (size_t)head_dim[0] * 4);
     td_weight[i] = tensor(d_weight[i], 1, head_dim, NULL, ROPEGEN_DTYPE_FLOAT, 32);

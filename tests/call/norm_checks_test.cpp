@@ -41,12 +41,16 @@ TEST_F(NormWeights, GivenRightTheyPass) { EXPECT_EQ(messages(kNorm, call()), "")
 TEST_F(NormWeights, MissingOnesAreNamed) {
   Call c = call();
   c.q_norm_weight.reset();
-  EXPECT_EQ(messages(kNorm, c), "q_norm_weight: error: the spec has `qk_norm: {weight: per_head}`: pass "
-                                "q_norm_weight, shaped (8,) in the spec's dtype\n");
+  EXPECT_EQ(messages(kNorm, c),
+            "q_norm_weight: error: the spec has `qk_norm: {weight: per_head}`: pass "
+            "q_norm_weight, shaped (8,) in the spec's dtype or "
+            "float32\n");
   c = call();
   c.k_norm_weight.reset();
-  EXPECT_EQ(messages(kNorm, c), "k_norm_weight: error: the spec has `qk_norm: {weight: per_head}`: pass "
-                                "k_norm_weight, shaped (8,) in the spec's dtype\n");
+  EXPECT_EQ(messages(kNorm, c),
+            "k_norm_weight: error: the spec has `qk_norm: {weight: per_head}`: pass "
+            "k_norm_weight, shaped (8,) in the spec's dtype or "
+            "float32\n");
   c = call();
   c.k.reset();
   EXPECT_EQ(messages(kNorm, c), "k_norm_weight: error: k_norm_weight is given without k\n");
@@ -61,10 +65,21 @@ TEST_F(NormWeights, ShapeAndDtype) {
   c = call();
   c.k_norm_weight = Tensor::dense(wk_.data(), ElementType::BFloat16, {2, 4});
   EXPECT_EQ(messages(kNorm, c), "k_norm_weight: error: k_norm_weight has shape (2, 4) but must be (8,) (head_dim)\n");
+  // The spec's dtype or float32 (mixed precision), both weights alike.
   c = call();
   c.q_norm_weight = Tensor::dense(wq_.data(), ElementType::Float32, {8});
   EXPECT_EQ(messages(kNorm, c),
-            "q_norm_weight: error: q_norm_weight has dtype float32 but bfloat16 (the spec's dtype is bfloat16)\n");
+            "k_norm_weight: error: k_norm_weight has dtype bfloat16 but q_norm_weight float32: "
+            "pass both in one dtype\n");
+  c.k_norm_weight = Tensor::dense(wk_.data(), ElementType::Float32, {8});
+  EXPECT_EQ(messages(kNorm, c), "");
+  EXPECT_TRUE(kernel_variant(kNorm, c).float32_norm_weights);
+  c.q_norm_weight = Tensor::dense(wq_.data(), ElementType::Float16, {8});
+  c.k_norm_weight = Tensor::dense(wk_.data(), ElementType::Float16, {8});
+  EXPECT_EQ(messages(kNorm, c),
+            "q_norm_weight: error: q_norm_weight has dtype float16 but the spec's dtype (bfloat16) or float32\n"
+            "k_norm_weight: error: k_norm_weight has dtype float16 but the spec's dtype (bfloat16) or float32\n");
+  EXPECT_FALSE(kernel_variant(kNorm, call()).float32_norm_weights);
 }
 
 TEST_F(NormWeights, RefusedBySpecsWithoutThem) {

@@ -36,6 +36,24 @@ TEST(CpuKernel, XposLongRopeAndSchemes) { run_all(test::sweep_xpos_longrope_sche
 TEST(CpuKernel, QkNormThenRope) { run_all(test::sweep_qk_norm()); }
 TEST(CpuKernel, QkNormThenRopeBackward) { run_all(test::backward_of(test::sweep_qk_norm())); }
 
+// Float32 weights of bf16 rows are read as they are: the same draws rounded
+// to bf16 first give other results (both within the dtype's tolerance of
+// their own reference, which run_case checks).
+TEST(CpuKernel, QkNormFloat32WeightsAreNotRounded) {
+  Case c;
+  c.dtype = "bf16", c.head_dim = c.rotary_dim = 64, c.B = 1, c.S = 8, c.H = 4, c.Hk = 2;
+  c.qk_norm = "qk_norm: {type: rms, eps: 1.0e-6, weight: per_head}\n";
+  c.float32_norm_weights = true;
+  const test::CaseOutputs f32 = test::run_case(c, Halide::get_host_target());
+  c.float32_norm_weights = false;
+  const test::CaseOutputs rounded = test::run_case(c, Halide::get_host_target());
+  ASSERT_TRUE(f32.q.defined() && rounded.q.defined());
+  int64_t differ = 0;
+  for (int64_t i = 0; i < static_cast<int64_t>(f32.q.number_of_elements()); ++i)
+    differ += test::ulp_distance(DType::BF16, f32.q, rounded.q, i) != 0;
+  EXPECT_GT(differ, 0);
+}
+
 TEST(CpuKernelAccuracy, TrigErrorAtLongPositions) {
   using test::TrigPositions;
   const char* names[] = {"int64 ids", "int32 ids", "implicit"};

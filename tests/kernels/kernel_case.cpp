@@ -115,6 +115,7 @@ CaseOutputs run_case_or_throw(const Case& c, const Halide::Target& target, Memor
   variant.with_k = k.has_value();
   variant.position_type = c.int64_positions ? IdType::Int64 : IdType::Int32;
   variant.backward = c.backward;
+  variant.float32_norm_weights = c.float32_norm_weights;
 
   const Halide::Type type = lowering::storage_type(spec.dtype);
   const ElementType element_type = ropegen::call::element_type(ropegen::call::call_contract(spec));
@@ -141,23 +142,30 @@ CaseOutputs run_case_or_throw(const Case& c, const Halide::Target& target, Memor
   // qk_norm's weights, one [head_dim] vector each for q and k.
   std::optional<Tensor> q_weight, k_weight;
   if (spec.qk_norm.has_weight()) {
+    RopeSpec weight_spec = spec;  // the weights' storage
+    if (c.float32_norm_weights) weight_spec.dtype = DType::F32;
     auto weight = [&](ref::Call& reference, std::vector<double> ref::Call::*field) {
-      Tensor w = make_tensor(spec, {c.head_dim}, rng);
+      Tensor w = make_tensor(weight_spec, {c.head_dim}, rng);
       std::uniform_real_distribution<float> near_one(0.5f, 1.5f);
       for (int64_t i = 0; i < c.head_dim; ++i) {
-        w.values[i] = round_to(spec.dtype, near_one(rng));
-        if (spec.dtype == DType::F32) static_cast<float*>(w.storage.data())[i] = w.values[i];
-        else if (spec.dtype == DType::F16) static_cast<Halide::float16_t*>(w.storage.data())[i] = Halide::float16_t(w.values[i]);
+        w.values[i] = round_to(weight_spec.dtype, near_one(rng));
+        if (weight_spec.dtype == DType::F32) static_cast<float*>(w.storage.data())[i] = w.values[i];
+        else if (spec.dtype == DType::F16)
+          static_cast<Halide::float16_t*>(w.storage.data())[i] = Halide::float16_t(w.values[i]);
         else static_cast<Halide::bfloat16_t*>(w.storage.data())[i] = Halide::bfloat16_t(w.values[i]);
       }
       reference.*field = std::vector<double>(w.values.begin(), w.values.end());
       return w;
     };
+    const ElementType weight_type = c.float32_norm_weights ? ElementType::Float32 : element_type;
+    auto weight_tensor = [&](Tensor& w) {
+      return ropegen::Tensor::dense(w.storage.data(), weight_type, w.shape.data(), static_cast<int>(w.shape.size()));
+    };
     q_weight = weight(call, &ref::Call::q_norm_weight);
-    rc.q_norm_weight = tensor(q_weight->storage, q_weight->shape);
+    rc.q_norm_weight = weight_tensor(*q_weight);
     if (k) {
       k_weight = weight(call, &ref::Call::k_norm_weight);
-      rc.k_norm_weight = tensor(k_weight->storage, k_weight->shape);
+      rc.k_norm_weight = weight_tensor(*k_weight);
     }
   }
   // The backward of qk_norm reads the forward's inputs.
@@ -259,10 +267,11 @@ std::string Case::spec_text() const {
 }
 
 std::string Case::describe() const {
-  return fmt::format("{}{} {} {} D={} R={} off={} B={} S={} H={} Hk={} pos={}{}{} offset={} in_place={} | {}{}{}",
+  return fmt::format("{}{} {} {} D={} R={} off={} B={} S={} H={} Hk={} pos={}{}{} offset={} in_place={} | {}{}{}{}",
                      backward ? "backward " : "", layout, pairing, dtype, head_dim, rotary_dim, rotary_offset, B, S, H,
                      Hk, explicit_positions ? "explicit" : "implicit", shared_positions ? "[S]" : "",
-                     int64_positions ? " i64" : "", offset, in_place, scaling, xpos, qk_norm);
+                     int64_positions ? " i64" : "", offset, in_place, scaling, xpos, qk_norm,
+                     float32_norm_weights ? " (float32 weights)" : "");
 }
 
 CaseOutputs run_case(const Case& c, const Halide::Target& target, Memory memory) {

@@ -25,8 +25,10 @@ struct Case {
   int64_t offset = 0;
   std::vector<int64_t> cu_seqlens;  // thd
   // A qk_norm section ("qk_norm: {...}\n"); with weight per_head the case
-  // passes random weights in [0.5, 1.5) (q's and k's differ).
+  // passes random weights in [0.5, 1.5) (q's and k's differ), in the spec's
+  // dtype or (float32_norm_weights) float32, not rounded to the dtype.
   std::string qk_norm;
+  bool float32_norm_weights = false;
 
   std::string spec_text() const;
   std::string describe() const;

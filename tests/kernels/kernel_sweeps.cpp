@@ -157,6 +157,12 @@ std::vector<Case> sweep_qk_norm() {
   // q alone, bf16, out of place, one token.
   c = Case{}, c.dtype = "bf16", c.head_dim = 128, c.rotary_dim = 96, c.B = 3, c.S = 1, c.H = 8, c.Hk = 0, c.offset = 4000;
   c.qk_norm = "qk_norm: {type: rms_one_plus, eps: 1.0e-6, weight: per_head}\n", add(c);
+  // Mixed precision: bf16 and f16 rows with float32 weights (not rounded to the dtype).
+  c = Case{}, c.dtype = "bf16", c.head_dim = c.rotary_dim = 128, c.B = 2, c.S = 6, c.H = 4, c.Hk = 2;
+  c.qk_norm = "qk_norm: {type: rms, eps: 1.0e-6, weight: per_head}\n", c.float32_norm_weights = true, add(c);
+  c = Case{}, c.layout = "thd", c.dtype = "f16", c.head_dim = 64, c.rotary_dim = 32, c.B = 1, c.S = 9, c.H = 3;
+  c.Hk = 1, c.explicit_positions = true, c.cu_seqlens = {0, 4, 9};
+  c.qk_norm = "qk_norm: {type: rms_one_plus, eps: 1.0e-5, weight: per_head}\n", c.float32_norm_weights = true, add(c);
   return cases;
 }
 

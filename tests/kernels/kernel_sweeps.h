@@ -29,7 +29,8 @@ std::vector<Case> sweep_gpu_shapes();
 
 // qk_norm: head dims 64, 128, 256 and 130, partial rotary with offsets,
 // both pairings and an output pairing, every dtype, rms and rms_one_plus,
-// weight per_head and none, GQA, q alone, in place, every layout.
+// weight per_head and none, float32 weights of bf16 and f16 rows, GQA, q
+// alone, in place, every layout.
 std::vector<Case> sweep_qk_norm();
 
 // The same cases, backward (their q and k as upstream gradients; qk_norm
