@@ -26,7 +26,8 @@ std::string messages(const RopeSpec& spec, const Call& call) {
 
 // Valid calls that between them give every tensor argument of the table:
 // a paged KV append, a contiguous one with out_k, a backward with run-time
-// frequencies, a cos/sin cache, a learned table, a packed call.
+// frequencies, a cos/sin cache, a learned table, a packed call, qk_norm
+// and its backward.
 struct Calls {
   std::vector<float> f = std::vector<float>(4096, 0.25f);
   std::vector<int32_t> pos = {4, 5, 6, 0}, pages = {2, 0, 1}, starts = {0, 2, 3}, requests = {0, 0, 0, 1};
@@ -80,6 +81,15 @@ struct Calls {
     n.q_norm_weight = Tensor::dense(at(2), ElementType::Float32, {8});
     n.k_norm_weight = Tensor::dense(at(3), ElementType::Float32, {8});
     out.emplace_back(spec_from("name: n\nhead_dim: 8\nqk_norm: {eps: 1.0e-6}\n"), n);
+    Call nb = n;  // its backward: the forward's inputs and the weights' gradients
+    nb.out_q = Tensor::dense(at(4), ElementType::Float32, {1, 4, 2, 8});
+    nb.out_k = Tensor::dense(at(5), ElementType::Float32, {1, 4, 1, 8});
+    nb.saved_q = Tensor::dense(at(6), ElementType::Float32, {1, 4, 2, 8});
+    nb.saved_k = Tensor::dense(at(7), ElementType::Float32, {1, 4, 1, 8});
+    nb.d_q_norm_weight = Tensor::dense(at(8), ElementType::Float32, {8});
+    nb.d_k_norm_weight = Tensor::dense(at(9), ElementType::Float32, {8});
+    nb.backward = true;
+    out.emplace_back(spec_from("name: n\nhead_dim: 8\nqk_norm: {eps: 1.0e-6}\n"), nb);
     return out;
   }
 };
