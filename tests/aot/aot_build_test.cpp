@@ -331,8 +331,10 @@ TEST_F(AotBuild, HostLibraryFilesManifestAndNumbers) {
   const std::string header = test::read_text(lib + "/aot_a.h");
   EXPECT_THAT(header, HasSubstr("static inline int aot_a_run(const ropegen_call *call, ropegen_message *message)"));
   EXPECT_THAT(header, HasSubstr("#define AOT_A_LAYOUT \"sbhd\""));
-  EXPECT_THAT(header, HasSubstr("{aot_a_qk_i64_argv, aot_a_qk_i64_metadata, 1, 1, 0, 0, 0, ROPEGEN_DEVICE_CPU},"));
-  EXPECT_THAT(header, HasSubstr("{aot_a_pass_through_argv, aot_a_pass_through_metadata, 0, 0, 0, 1, 0, ROPEGEN_DEVICE_CPU},"));
+  EXPECT_THAT(header, HasSubstr("{aot_a_qk_i64_argv, aot_a_qk_i64_metadata, 1, 1, 0, 0, 0, ROPEGEN_DEVICE_CPU, 0},"));
+  EXPECT_THAT(
+      header,
+      HasSubstr("{aot_a_pass_through_argv, aot_a_pass_through_metadata, 0, 0, 0, 1, 0, ROPEGEN_DEVICE_CPU, 0},"));
   EXPECT_THAT(header, Not(HasSubstr("HalideRuntime.h\"")));  // the generated header needs no Halide header
   EXPECT_THAT(header, HasSubstr("  NULL, NULL /* cuda, vulkan */\n"));  // CPU targets only
   EXPECT_THAT(header, HasSubstr("(no GPU: rebuild with --targets host,cuda,vulkan for device tensors)"));
@@ -735,10 +737,12 @@ TEST_F(AotBuild, HostCudaVulkanLibrary) {
             nlohmann::json::parse(R"({"cpu": "aot_a_qk_i64", "cuda": "aot_a_qk_i64_cuda", "vulkan": "aot_a_qk_i64_vulkan"})"));
 
   const std::string header = test::read_text(lib + "/aot_a.h");
-  EXPECT_THAT(header, HasSubstr("{aot_a_qk_i64_argv, aot_a_qk_i64_metadata, 1, 1, 0, 0, 0, ROPEGEN_DEVICE_CPU},"));
-  EXPECT_THAT(header, HasSubstr("{aot_a_qk_i64_cuda_argv, aot_a_qk_i64_cuda_metadata, 1, 1, 0, 0, 0, ROPEGEN_DEVICE_CUDA},"));
+  EXPECT_THAT(header, HasSubstr("{aot_a_qk_i64_argv, aot_a_qk_i64_metadata, 1, 1, 0, 0, 0, ROPEGEN_DEVICE_CPU, 0},"));
+  EXPECT_THAT(
+      header,
+      HasSubstr("{aot_a_qk_i64_cuda_argv, aot_a_qk_i64_cuda_metadata, 1, 1, 0, 0, 0, ROPEGEN_DEVICE_CUDA, 0},"));
   EXPECT_THAT(header, HasSubstr("{aot_a_pass_through_vulkan_argv, aot_a_pass_through_vulkan_metadata, 0, 0, 0, 1, 0, "
-                                "ROPEGEN_DEVICE_VULKAN},"));
+                                "ROPEGEN_DEVICE_VULKAN, 0},"));
   EXPECT_THAT(header, HasSubstr("  27, aot_a_entries_,\n  &ropegen_cuda_api, &ropegen_vulkan_api /* cuda, vulkan */\n"));
   // The device rules.
   for (const char* rule : {"primary context", "on call->stream", "NULL: the legacy default stream", "libcuda.so.1",
@@ -1069,7 +1073,8 @@ TEST_F(AotBuild, KvCacheFp8LibraryAppendsFromC) {
                                            "cache_positions", "k_scale", "v_scale", "pool_threads", "out_q", "out_k",
                                            "k_cache", "v_cache"));
   const std::string header = test::read_text(lib + "/aot_kv.h");
-  EXPECT_THAT(header, HasSubstr("{aot_kv_append_v_out_k_i64_argv, aot_kv_append_v_out_k_i64_metadata, 1, 1, 0, 0, 1, ROPEGEN_DEVICE_CPU},"));
+  EXPECT_THAT(header, HasSubstr("{aot_kv_append_v_out_k_i64_argv, aot_kv_append_v_out_k_i64_metadata, 1, 1, 0, 0, 1, "
+                                "ROPEGEN_DEVICE_CPU, 0},"));
   EXPECT_THAT(header, HasSubstr("uint8 (fp8_e4m3 codes)"));
   const std::string exe = compile_driver(lib, "aot_kv", path("kv_driver"), kKvDriver);
 

@@ -141,7 +141,8 @@ TEST(CpuCode, RotationUsesVectorFmaWhereTheCpuHasIt) {
 }
 
 // qk_norm (Qwen3's heads, bf16, q and k): per row, the float64 partial
-// sums of squares are one vector (eight lanes), the rotation's pairs and the
+// sums of squares are one vector (eight lanes), 1 / rms is computed for
+// eight rows at once (a vector across rows), the rotation's pairs and the
 // whole-row stores are vectors, and k still runs in q's parallel loops.
 TEST(CpuCode, QkNormRowsAreVectorised) {
   const RopeSpec spec = parse_spec("name: q\nhead_dim: 128\nrotary_dim: 64\ndtype: bf16\n"
@@ -152,8 +153,10 @@ TEST(CpuCode, QkNormRowsAreVectorised) {
                                                     targets::PipelineCode::LoweredStmt);
   ASSERT_TRUE(code.ok());
   const std::string stmt = std::regex_replace(code.value(), std::regex("\\$[0-9]+"), "");
-  for (const char* stage : {"q_square_sums", "k_square_sums"})
-    EXPECT_TRUE(std::regex_search(stmt, std::regex(std::string(stage) + "\\[ramp\\([^\\]]*, 1, 8\\)\\] = "))) << stage;
+  for (const char* stage : {"q_square_sums", "k_square_sums", "q_inv_rms", "k_inv_rms"})
+    EXPECT_TRUE(
+        std::regex_search(stmt, std::regex(std::string(stage) + "\\[ramp\\([^\\]]*, 1, 8\\)( aligned[^\\]]*)?\\] = ")))
+        << stage;
   for (const char* stage : {"rotated_q", "rotated_k", "out_q", "out_k"})
     EXPECT_TRUE(std::regex_search(stmt, std::regex(std::string(stage) + "\\[ramp\\([^\\]]*, 1, 16\\)( aligned[^\\]]*)?\\] = ")))
         << stage;
