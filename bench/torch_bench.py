@@ -13,9 +13,14 @@ HF's [B, H, S, D] views of a [B, S, H, D] projection) out of place:
   ropegen       torch.ops.ropegen.rope (ropegen.torch.Rope)
   ropegen_      torch.ops.ropegen.rope_, in place (its copy_ still writes a
                 second buffer, so a ratio above 1 is "as fast as memory allows")
-Then the per-call cost at decode sizes in microseconds: copy_ of the same
-bytes, the op, and the binding called directly (no dispatcher): the
-difference is what torch.library's dispatch costs a call.
+Then QK-norm + RoPE with Qwen3-8B's heads (q 32, k 8 of 128, weights per
+head): HF's own Qwen3RMSNorm per head and apply_rotary_pos_emb (eager, and
+torch.compile of the two), against rope-gen's fused kernel of a qk_norm spec
+(ropegen.torch.Rope with the weights; out of place, and in place: the out-of-place
+op's fresh outputs cost their page faults at prefill sizes). Then the per-call cost at decode sizes
+in microseconds: copy_ of the same bytes, the op, and the binding called
+directly (no dispatcher): the difference is what torch.library's dispatch
+costs a call.
 
 Timing: every side once untimed, then rounds in turn (each a batch of calls
 lasting about --seconds / rounds); a side's time is its best round's mean.
@@ -101,7 +106,50 @@ def main():
                         f.write(json.dumps({"dtype": dtype_name, "case": [b, s], "side": name, "seconds": t,
                                             "ratio": ratio, "threads": a.threads}) + "\n")
     print()
+    qk_norm(rt, torch, a)
+    print()
     overhead(rt, torch, a.seconds)
+
+
+def qk_norm(rt, torch, a):
+    """QK-norm + RoPE, Qwen3-8B's heads, bf16, HF's modules against rope-gen's fused kernel."""
+    from transformers.models.qwen3.modeling_qwen3 import Qwen3RMSNorm, apply_rotary_pos_emb
+    spec = {"name": "qwen3_8b", "head_dim": 128, "frequency": {"theta": 1000000},
+            "qk_norm": {"type": "rms", "eps": 1e-6, "weight": "per_head"}}
+    dtype = torch.bfloat16
+    g = torch.Generator().manual_seed(0)
+    norms = [Qwen3RMSNorm(128, eps=1e-6).to(dtype) for _ in range(2)]
+    for norm in norms:
+        norm.weight.data = (torch.rand(128, generator=g) + 0.5).to(dtype)
+    rope = rt.Rope(spec, q_norm_weight=norms[0].weight.data, k_norm_weight=norms[1].weight.data).requires_grad_(False)
+    inv_freq = 1.0 / 1000000.0 ** (torch.arange(0, 128, 2, dtype=torch.float32) / 128)
+    angles = torch.arange(8192, dtype=torch.float32)[:, None] * inv_freq
+    cos_table = torch.cat((angles, angles), -1).cos().to(dtype)
+    sin_table = torch.cat((angles, angles), -1).sin().to(dtype)
+
+    def hf(q, k, ids):  # Qwen3Attention: q_norm / k_norm on [B, S, H, D], then [B, H, S, D] and the rotation
+        return apply_rotary_pos_emb(norms[0](q).transpose(1, 2), norms[1](k).transpose(1, 2), cos_table[ids],
+                                    sin_table[ids])
+
+    compiled = None if a.no_compile else torch.compile(hf, dynamic=False)
+    print(f"QK-norm + RoPE, bf16, q 32 + k 8 heads of 128, {a.threads} threads; ratio = copy_ time / side time\n")
+    print("| case [B, S] | side | µs | ratio |")
+    print("|---|---|---|---|")
+    with torch.no_grad():
+        for b, s, label in ((64, 1, "decode"), (4, 4096, "prefill")):
+            q = torch.randn(b, s, 32, 128, generator=g).to(dtype)
+            k = torch.randn(b, s, 8, 128, generator=g).to(dtype)
+            ids = torch.randint(0, 8192, (b, s), generator=g)
+            out_q, out_k = torch.empty_like(q), torch.empty_like(k)
+            q_, k_ = q.clone(), k.clone()  # rotated over and over in place: the time is the same
+            sides = {"copy_": lambda: (out_q.copy_(q), out_k.copy_(k)), "hf_eager": lambda: hf(q, k, ids),
+                     "ropegen": lambda: rope(q, k, ids, layout="bshd"),
+                     "ropegen_": lambda: rope.forward_(q_, k_, ids, layout="bshd")}
+            if compiled is not None:
+                sides["hf_compile"] = lambda: compiled(q, k, ids)
+            times = time_sides(sides, a.seconds, torch)
+            for name, t in times.items():
+                print(f"| {label} [{b}, {s}] | {name} | {t * 1e6:.1f} | {times['copy_'] / t:.2f} |")
 
 
 def overhead(rt, torch, seconds):
