@@ -101,6 +101,15 @@ Func xpos_stage(const RopeSpec& spec, const RopeAlgorithm& a, const RopeFrequenc
   return scale;
 }
 
+CosSinStages own_cos_sin_stages(const RopeSpec& spec, RopeAlgorithm& a, const RopeFrequencies& freqs,
+                                const std::string& prefix) {
+  CosSinStages own;
+  if (spec.frequency.scheme == FrequencyScheme::Table) own.cos_sin = cos_sin_from_cache(spec, a, prefix + "cos_sin");
+  else std::tie(own.reduced, own.cos_sin) = cos_sin_stages(a, static_cast<float>(freqs.attention_factor), prefix);
+  if (spec.xpos.enabled) own.xpos_scale = xpos_stage(spec, a, freqs, prefix);
+  return own;
+}
+
 void define_frequencies_and_cos_sin(const RopeSpec& spec, RopeAlgorithm& a, const RopeFrequencies& freqs) {
   if (spec.frequency.scheme == FrequencyScheme::Table) {
     a.cos_sin = cos_sin_from_cache(spec, a, "cos_sin");

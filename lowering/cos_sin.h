@@ -25,6 +25,15 @@ void define_frequencies_and_cos_sin(const RopeSpec& spec, RopeAlgorithm& a, cons
 std::pair<Halide::Func, Halide::Func> cos_sin_stages(const RopeAlgorithm& a, float attention,
                                                      const std::string& prefix);
 void define_cos_sin(RopeAlgorithm& a, float attention);  // sets a.reduced, a.cos_sin
+// Copies of the cos/sin stages (and the xPos scales) for a stage that a
+// schedule places apart from the rotation's (one Func has one place): read
+// from the call's cache with scheme table, else computed by the same
+// arithmetic; named with `prefix`. reduced and xpos_scale may be undefined.
+struct CosSinStages {
+  Halide::Func reduced, cos_sin, xpos_scale;
+};
+CosSinStages own_cos_sin_stages(const RopeSpec& spec, RopeAlgorithm& a, const RopeFrequencies& freqs,
+                                const std::string& prefix);
 // cos/sin of pair r read from the cache (scheme table), named `name`.
 Halide::Func cos_sin_from_cache(const RopeSpec& spec, RopeAlgorithm& a, const std::string& name);
 // xPos scales (r, s, b) -> {query s_r^p, key s_r^-p}; `prefix` keeps the

@@ -36,8 +36,8 @@ Expr frequency_gradient(const RopeSpec& spec, const RopeAlgorithm& a, const Rota
 void define_frequency_gradient(const RopeSpec& spec, RopeAlgorithm& a, const RopeFrequencies& freqs) {
   const Type type = storage_type(spec.dtype);
   FrequencyGradient& g = a.gradient;
-  std::tie(g.reduced, g.cos_sin) = cos_sin_stages(a, static_cast<float>(freqs.attention_factor), "d_freqs_");
-  if (spec.xpos.enabled) g.xpos_scale = xpos_stage(spec, a, freqs, "d_freqs_");
+  const CosSinStages own = own_cos_sin_stages(spec, a, freqs, "d_freqs_");
+  g.reduced = own.reduced, g.cos_sin = own.cos_sin, g.xpos_scale = own.xpos_scale;
   Func token = float64_zeros("d_freqs_level0", {a.r, a.s, a.b});
   for (RotatedTensor* t : {&a.q, &a.k}) {
     if (!t->input.defined()) continue;
@@ -47,11 +47,9 @@ void define_frequency_gradient(const RopeSpec& spec, RopeAlgorithm& a, const Rop
     RDom heads(t->input.dim(1).min(), t->input.dim(1).extent(), t == &a.q ? "q_heads" : "k_heads");
     token(a.r, a.s, a.b) += frequency_gradient(spec, a, *t, t == &a.k, heads, a.s, a.b);
   }
-  const TokenSum sums = sum_over_tokens(token, a.r, a, "d_freqs");
-  g.levels = sums.levels;
-  g.sum = sums.sum;
+  g.sums = sum_over_tokens(token, a.r, a, "d_freqs");
   g.d_freqs = Func("d_freqs");
-  g.d_freqs(a.r) = cast<float>(g.sum(a.r));
+  g.d_freqs(a.r) = cast<float>(g.sums.sum(a.r));
 }
 
 }  // namespace ropegen::lowering

@@ -6,8 +6,7 @@
 
 #include <Halide.h>
 
-#include <vector>
-
+#include "lowering/token_sum.h"
 #include "ropegen/rope_math.h"
 #include "ropegen/spec.h"
 
@@ -16,9 +15,8 @@ namespace ropegen::lowering {
 struct RopeAlgorithm;
 
 struct FrequencyGradient {
-  std::vector<Halide::Func> levels;  // 1 + TokenSum::kLevels Funcs
-  Halide::Func sum;                  // (r) float64
-  Halide::Func d_freqs;              // (r) float32, the output
+  TokenSum sums;         // levels (r, s, b), sum (r) float64
+  Halide::Func d_freqs;  // (r) float32, the output
   // The gradient's own copies of the per-(pair, token) stages, for the
   // schedules to place at level 0's tokens (the forward's are placed in the
   // rotation's loops). xpos_scale: undefined without xPos.

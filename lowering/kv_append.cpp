@@ -95,12 +95,8 @@ void define_kv_append(const RopeSpec& spec, RopeAlgorithm& a, bool own_cache_sta
   // own_cache_stages copies of them (the same arithmetic) that a schedule
   // can place apart (one Func has one place).
   if (own_cache_stages) {
-    const RopeFrequencies freqs = compute_frequencies(spec);
-    if (spec.frequency.scheme == FrequencyScheme::Table)
-      a.kv.cos_sin = cos_sin_from_cache(spec, a, "kv_cos_sin");
-    else
-      std::tie(a.kv.reduced, a.kv.cos_sin) = cos_sin_stages(a, static_cast<float>(freqs.attention_factor), "kv_");
-    if (spec.xpos.enabled) a.kv.xpos_scale = xpos_stage(spec, a, freqs, "kv_");
+    const CosSinStages own = own_cos_sin_stages(spec, a, compute_frequencies(spec), "kv_");
+    a.kv.cos_sin = own.cos_sin, a.kv.reduced = own.reduced, a.kv.xpos_scale = own.xpos_scale;
   }
   RotatedTensor kv_k;
   kv_k.input = a.k.input;

@@ -70,14 +70,7 @@ RopeAlgorithm build_rope(const RopeSpec& forward_spec, const KernelVariant& vari
   // With a weight, also the weight's gradient (its own cos/sin stages).
   const bool norm = spec.qk_norm.enabled;
   const bool weight_gradient = norm && variant.backward && spec.qk_norm.has_weight();
-  if (weight_gradient) {
-    if (spec.frequency.scheme == FrequencyScheme::Table)
-      a.norm_gradient.cos_sin = cos_sin_from_cache(spec, a, "d_norm_cos_sin");
-    else
-      std::tie(a.norm_gradient.reduced, a.norm_gradient.cos_sin) =
-          cos_sin_stages(a, static_cast<float>(freqs.attention_factor), "d_norm_");
-    if (spec.xpos.enabled) a.norm_gradient.xpos_scale = xpos_stage(spec, a, freqs, "d_norm_");
-  }
+  if (weight_gradient) a.norm_gradient = own_cos_sin_stages(spec, a, freqs, "d_norm_");
   auto rotate = [&](RotatedTensor& t, bool is_key, Arg weight, Arg saved, Arg d_weight, bool with_output) {
     if (norm && !variant.backward) define_qk_norm(spec, a, t, weight);
     define_rotation(spec, a, t, is_key, with_output && !norm);

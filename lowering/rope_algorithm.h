@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "abi/arguments.h"
+#include "lowering/cos_sin.h"
 #include "lowering/frequency_gradient.h"
 #include "lowering/kv_append.h"
 #include "lowering/storage.h"
@@ -146,10 +147,8 @@ struct RopeAlgorithm {
   KvAppend kv;
   FrequencyGradient gradient;
   // The qk_norm weights' gradients' own cos/sin (and xPos) stages, shared
-  // by q's and k's (reduced: undefined with scheme table).
-  struct {
-    Halide::Func reduced, cos_sin, xpos_scale;
-  } norm_gradient;
+  // by q's and k's.
+  CosSinStages norm_gradient;
 
   std::vector<Halide::Argument> arguments() const;
   std::vector<Halide::Func> outputs() const;

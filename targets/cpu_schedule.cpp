@@ -256,7 +256,7 @@ void schedule_kv_append(lowering::RopeAlgorithm& a, const Target& target) {
 // inside the RDoms keeps every sum's order). The levels above are tiny (one
 // entry per group): serial. Returns level 1's entry loop (a token), where
 // the callers place level 0's per-token stages.
-RVar schedule_token_sum(const std::vector<Func>& levels, Func sum, const Var& i, int lanes) {
+RVar schedule_token_sum(const lowering::TokenSum& sums, const Var& i, int lanes) {
   auto vectorized = [&](Func f) {
     f.vectorize(i, lanes, TailStrategy::GuardWithIf);
     for (int u = 0; u < f.num_update_definitions(); ++u) {
@@ -265,7 +265,8 @@ RVar schedule_token_sum(const std::vector<Func>& levels, Func sum, const Var& i,
       f.update(u).reorder(order).vectorize(i, lanes, TailStrategy::GuardWithIf);
     }
   };
-  Func token = levels[0], groups = levels[1];
+  const std::vector<Func>& levels = sums.levels;
+  Func token = levels[0], groups = levels[1], sum = sums.sum;
   const RVar entry(groups.update(0).get_schedule().rvars()[0].var);
   vectorized(groups);
   Var group("group");
@@ -294,8 +295,8 @@ RVar schedule_token_sum(const std::vector<Func>& levels, Func sum, const Var& i,
 void schedule_frequency_gradient(lowering::RopeAlgorithm& a, const Target& target) {
   if (!a.gradient.d_freqs.defined()) return;
   const int lanes = vector_lanes(target);
-  const RVar entry = schedule_token_sum(a.gradient.levels, a.gradient.sum, a.r, lanes);
-  Func groups = a.gradient.levels[1];
+  const RVar entry = schedule_token_sum(a.gradient.sums, a.r, lanes);
+  Func groups = a.gradient.sums.levels[1];
   for (Func f : {a.gradient.cos_sin, a.gradient.xpos_scale})
     if (f.defined()) f.compute_at(groups, entry).vectorize(a.r, lanes, TailStrategy::GuardWithIf);
   a.gradient.reduced.compute_at(a.gradient.cos_sin, a.r).vectorize(a.r);
@@ -321,7 +322,7 @@ void schedule_norm_weight_gradients(lowering::RopeAlgorithm& a, const Target& ta
   for (lowering::RotatedTensor* t : {&a.q, &a.k}) {
     lowering::WeightGradient& g = t->weight_gradient;
     if (!g.d_weight.defined()) continue;
-    schedule_token_sum(g.sums.levels, g.sums.sum, a.d, lanes);
+    schedule_token_sum(g.sums, a.d, lanes);
     Func token = g.sums.levels[0];
     const RVar head = g.heads.x;
     g.square_sums.compute_at(token, head).vectorize(a.d).update(0).vectorize(a.d);

@@ -229,12 +229,13 @@ void schedule_whole_row(const lowering::RopeAlgorithm& a, lowering::RotatedTenso
 // over (entry, i chunk, batch) as the rotation's (tokens on the grid dim
 // the runtime splits calls along); each thread adds its entry in
 // registers, one RDom loop after another, never nested (see the top).
-// Returns level 0's launch, whose thread's loop is `ri`.
-Func schedule_token_sum(const std::vector<Func>& levels, const Var& i, const Var& ri, int threads) {
+// The output (float32 of the sum) one thread per entry too, the sum in
+// its thread. Returns level 0's launch, whose thread's loop is `ri`.
+Func schedule_token_sum(const lowering::TokenSum& sums, Func output, const Var& i, const Var& ri, int threads) {
   Var io("io");
   Func first;
-  for (size_t n = 0; n < levels.size(); ++n) {
-    Func level = levels[n];
+  for (size_t n = 0; n < sums.levels.size(); ++n) {
+    Func level = sums.levels[n];
     Func launch = level.in();
     const std::vector<Var> args = level.args();  // (i, s, b)
     // Stored in rows of 32 entries (256 bytes): sized otherwise, these
@@ -250,6 +251,8 @@ Func schedule_token_sum(const std::vector<Func>& levels, const Var& i, const Var
     level.compute_at(launch, ri);
     if (n == 0) first = launch;
   }
+  output.split(i, io, ri, threads, TailStrategy::GuardWithIf).gpu_threads(ri).gpu_blocks(io);
+  Func(sums.sum).compute_at(output, ri);
   return first;
 }
 
@@ -258,12 +261,10 @@ Func schedule_token_sum(const std::vector<Func>& levels, const Var& i, const Var
 void schedule_frequency_gradient(lowering::RopeAlgorithm& a, const RopeSpec& spec, const Target& target) {
   if (!a.gradient.d_freqs.defined()) return;
   const int threads = std::min(largest_pow2_at_most(spec.num_pairs()), thread_budget(target));
-  Var ro("ro"), ri("ri");
-  const Func first = schedule_token_sum(a.gradient.levels, a.r, ri, threads);
+  Var ri("ri");
+  const Func first = schedule_token_sum(a.gradient.sums, a.gradient.d_freqs, a.r, ri, threads);
   for (Func f : {a.gradient.cos_sin, a.gradient.reduced, a.gradient.xpos_scale})
     if (f.defined()) f.compute_at(first, ri);
-  a.gradient.d_freqs.split(a.r, ro, ri, threads, TailStrategy::GuardWithIf).gpu_threads(ri).gpu_blocks(ro);
-  a.gradient.sum.compute_at(a.gradient.d_freqs, ri);
 }
 
 // dL/d(qk_norm weights) on the device, as dL/d(inv_freq): one launch per
@@ -284,8 +285,8 @@ void schedule_norm_weight_gradients(lowering::RopeAlgorithm& a, const RopeSpec& 
       if (reduced.defined()) reduced = reduced.clone_in(cos_sin);
       if (xpos.defined()) xpos = xpos.clone_in(g.rotated);
     }
-    Var io("io"), ri("ri");
-    const Func first = schedule_token_sum(g.sums.levels, a.d, ri, threads);
+    Var ri("ri");
+    const Func first = schedule_token_sum(g.sums, g.d_weight, a.d, ri, threads);
     for (Func f : {cos_sin, reduced, xpos})
       if (f.defined()) f.compute_at(first, ri);
     Func token = g.sums.levels[0];
@@ -293,8 +294,6 @@ void schedule_norm_weight_gradients(lowering::RopeAlgorithm& a, const RopeSpec& 
     g.square_sums.compute_at(token, head).unroll(a.d).update(0).unroll(a.d);
     g.inv_rms.compute_at(token, head);
     g.rotated.compute_at(token, head).unroll(a.m);
-    g.d_weight.split(a.d, io, ri, threads, TailStrategy::GuardWithIf).gpu_threads(ri).gpu_blocks(io);
-    g.sums.sum.compute_at(g.d_weight, ri);
   }
 }
 
