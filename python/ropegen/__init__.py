@@ -49,6 +49,15 @@ def _empty_like(t):
     return numpy.empty_like(t)  # not a tensor: the binding says so, naming the argument
 
 
+def _summed_gradients(tensors, with_k):
+    """{name: what it is the gradient of} for the gradients a backward call sums
+    over its rows: d_freqs of freqs, the norm weights' of the weights (k's with
+    k); each float32, shaped like what it is the gradient of."""
+    of = {"d_freqs": tensors.get("freqs"), "d_q_norm_weight": tensors.get("q_norm_weight"),
+          "d_k_norm_weight": tensors.get("k_norm_weight") if with_k else None}
+    return {name: t for name, t in of.items() if t is not None}
+
+
 def _zeros_like_vector(t):
     """float32 zeros shaped as t: where a gradient summed over rows goes."""
     if hasattr(t, "new_zeros"):  # torch
@@ -122,10 +131,8 @@ class Kernel:
         out_q = _empty_like(q) if out_q is None else out_q
         if k is not None and out_k is None and not appending:
             out_k = _empty_like(k)
-        # The gradients summed over the rows, for what they are the gradient of.
-        summed = {"d_freqs": tensors.get("freqs"), "d_q_norm_weight": tensors.get("q_norm_weight"),
-                  "d_k_norm_weight": tensors.get("k_norm_weight") if k is not None else None}
-        summed = {name: _zeros_like_vector(of) for name, of in summed.items() if backward and of is not None}
+        summed = {name: _zeros_like_vector(of)
+                  for name, of in (_summed_gradients(tensors, k is not None) if backward else {}).items()}
         tensors.update(q=q, k=k, out_q=out_q, out_k=out_k, **summed)
         self._kernel({name: t for name, t in tensors.items() if t is not None}, offset, seq_len, backward,
                      k_scale=k_scale, v_scale=v_scale)

@@ -46,7 +46,7 @@ import threading
 import torch
 from torch.utils.dlpack import to_dlpack as _to_dlpack
 
-from . import _ropegen, _spec_text, from_hf
+from . import _ropegen, _spec_text, _summed_gradients, from_hf
 
 __all__ = ["Rope", "kernel"]
 
@@ -231,14 +231,18 @@ def _(spec, q, k, positions, layout, offset, cu_seqlens, freqs, q_norm_weight=No
     return None
 
 
-def _summed_gradients(grad_q, grad_k, freqs, saved_q, q_norm_weight, k_norm_weight, make):
-    """d_freqs (run-time frequencies, with the saved inputs) and the norm
-    weights' gradients (k's with k), float32, made by make(like); the absent
-    ones empty."""
-    d_freqs = make(freqs) if freqs is not None and saved_q is not None else None
-    d_wq = make(q_norm_weight) if q_norm_weight is not None else None
-    d_wk = make(k_norm_weight) if k_norm_weight is not None and grad_k is not None else None
-    return d_freqs, d_wq, d_wk
+def _backward_gradients(grad_q, grad_k, freqs, q_norm_weight, k_norm_weight, make):
+    """The summed gradients of a backward call (ropegen._summed_gradients), each
+    made by make(like, float32), by name."""
+    of = _summed_gradients(dict(freqs=freqs, q_norm_weight=q_norm_weight, k_norm_weight=k_norm_weight),
+                           grad_k is not None)
+    return {name: make(like, dtype=torch.float32) for name, like in of.items()}
+
+
+def _with_summed(grad_q, dq, dk, summed):
+    """(dq, dk, d_freqs, d_q_norm_weight, d_k_norm_weight), the absent ones empty."""
+    return (dq, dk if dk is not None else _no_k(grad_q)) + tuple(
+        summed.get(name, _no_k(grad_q)) for name in ("d_freqs", "d_q_norm_weight", "d_k_norm_weight"))
 
 
 @_impl("rope_backward")
@@ -246,12 +250,10 @@ def _rope_backward(spec, grad_q, grad_k, positions, layout, offset, cu_seqlens, 
                    q_norm_weight=None, k_norm_weight=None):
     dq = _new(grad_q)
     dk = _new(grad_k) if grad_k is not None else None
-    summed = _summed_gradients(grad_q, grad_k, freqs, saved_q, q_norm_weight, k_norm_weight,
-                               lambda t: t.new_zeros(t.shape, dtype=torch.float32))
-    _run(spec, grad_q, grad_k, positions, layout, offset, cu_seqlens, freqs, dq, dk, True, saved_q, saved_k, summed[0],
-         q_norm_weight=q_norm_weight, k_norm_weight=k_norm_weight, d_q_norm_weight=summed[1],
-         d_k_norm_weight=summed[2])
-    return (dq, dk if dk is not None else _no_k(grad_q)) + tuple(g if g is not None else _no_k(grad_q) for g in summed)
+    summed = _backward_gradients(grad_q, grad_k, freqs, q_norm_weight, k_norm_weight, torch.zeros_like)
+    _run(spec, grad_q, grad_k, positions, layout, offset, cu_seqlens, freqs, dq, dk, True, saved_q, saved_k,
+         q_norm_weight=q_norm_weight, k_norm_weight=k_norm_weight, **summed)
+    return _with_summed(grad_q, dq, dk, summed)
 
 
 @torch.library.register_fake("ropegen::rope_backward", lib=_lib)
@@ -259,10 +261,8 @@ def _(spec, grad_q, grad_k, positions, layout, offset, cu_seqlens, freqs, saved_
       k_norm_weight=None):
     _one_device(grad_q, grad_k=grad_k, positions=positions, cu_seqlens=cu_seqlens, freqs=freqs, saved_q=saved_q,
                 saved_k=saved_k, q_norm_weight=q_norm_weight, k_norm_weight=k_norm_weight)
-    summed = _summed_gradients(grad_q, grad_k, freqs, saved_q, q_norm_weight, k_norm_weight,
-                               lambda t: t.new_empty(t.shape, dtype=torch.float32))
-    return ((_new(grad_q), _new(grad_k) if grad_k is not None else _no_k(grad_q)) +
-            tuple(g if g is not None else _no_k(grad_q) for g in summed))
+    summed = _backward_gradients(grad_q, grad_k, freqs, q_norm_weight, k_norm_weight, torch.empty_like)
+    return _with_summed(grad_q, _new(grad_q), _new(grad_k) if grad_k is not None else None, summed)
 
 
 @functools.lru_cache(maxsize=None)
