@@ -25,14 +25,18 @@ class _RopeSpec:
         self.mismatch = {}  # apply function -> why its rotation differs from the spec's (not called then)
         self._ropes = {}
 
-    def rope(self, width):
-        rope = self._ropes.get(width)
+    def rope(self, width, norms=None):
+        """The kernel for q/k `width` dims wide; with `norms` (a FusedNorms), its q_norm / k_norm fused in."""
+        key = (width, None if norms is None else (norms.kind, norms.eps))
+        rope = self._ropes.get(key)
         if rope is None:
             if width < self.rotary_dim:
                 raise ValueError(f"ropegen.hf: {self.where}: q/k of {width} dims are narrower than the spec's "
                                  f"rotary_dim {self.rotary_dim}")
-            rope = _make_rope(dict(self.spec, head_dim=width, rotary_offset=0))
-            self._ropes[width] = rope
+            spec = dict(self.spec, head_dim=width, rotary_offset=0)
+            if norms is not None:
+                spec["qk_norm"] = norms.spec()
+            rope = self._ropes[key] = _make_rope(spec)
         return rope
 
     def kernel_ids(self, position_ids, batch):
@@ -53,7 +57,8 @@ class _Positions:
         self.rope_spec, self.position_ids = rope_spec, position_ids
         self._ids = {}
 
-    def rotate(self, q, k, cos_dims, layout, via=None):
+    def rotate(self, q, k, cos_dims, layout, via=None, norms=None):
+        """q and k rotated (with `norms`, a FusedNorms: normalised by its weights first, in the same kernel)."""
         spec = self.rope_spec
         if via in spec.mismatch:
             raise ValueError(spec.mismatch[via])
@@ -64,4 +69,7 @@ class _Positions:
         ids = self._ids.get(batch)
         if ids is None:
             ids = self._ids[batch] = spec.kernel_ids(self.position_ids, batch)
-        return spec.rope(q.shape[-1])(q, k, ids, layout=layout)
+        if norms is None:
+            return spec.rope(q.shape[-1])(q, k, ids, layout=layout)
+        return spec.rope(q.shape[-1], norms)(q, k, ids, layout=layout, q_norm_weight=norms.q_norm.weight,
+                                             k_norm_weight=norms.k_norm.weight)

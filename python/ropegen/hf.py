@@ -28,6 +28,13 @@ Mechanism (how the position ids reach the kernel):
 - GPT-J with its own table (transformers up to 5.23): its attention instances' `forward` is
   wrapped to set a context variable with the call's position_ids, which the dispatcher for
   GPT-J's apply function reads (with a rotary module it reads the tag, as above).
+- Per-head QK-norm (Qwen3, Gemma 3, GLM-4 MoE, ...: the attention's q_norm / k_norm, RMSNorm over head_dim
+  with a [head_dim] weight, feed apply_rotary_pos_emb): the attention's forward is wrapped so that, during its
+  call, q_norm and k_norm hand back their input and the dispatcher runs norm + RoPE in one kernel (a spec with
+  `qk_norm`), with the norms' own weights (trained through it). A norm is fused only when a probe on a copy shows
+  rope-gen's `rms` (x̂·w) or `rms_one_plus` (x̂·(1 + w), Gemma) with the module's eps; others (OLMo 2 normalises
+  the whole projection) stay HF's. ropegen/_hf_norm.py says what is checked at each call.
+  `patch(model, fuse_qk_norm=False)` keeps HF's norms.
 - Before changing anything, patch() checks every (rotary module, layer type, apply function)
   pair it is going to route: HF's own apply function on HF's own cos/sin against the rope-gen
   kernel, on random q/k at short positions and at positions up to max_position_embeddings - 1
@@ -64,6 +71,7 @@ import weakref
 import torch
 
 import ropegen
+from . import _hf_norm
 from ._hf_check import _compare_gptj, _compare_rotary
 from ._hf_kernel import _Positions, _RopeSpec
 
@@ -92,14 +100,17 @@ def _qk_dispatcher(previous, via):
 
     def apply_rotary_pos_emb(q, k, cos, sin, *args, **kwargs):
         positions = getattr(cos, _TAG, None)
+        norms = _hf_norm.take(q, k)  # q_norm / k_norm a patched attention deferred to this call
         if positions is None:
+            if norms is not None:
+                q, k = _hf_norm.run_hf_norms(norms, q, k)
             return previous(q, k, cos, sin, *args, **kwargs)
         unsqueeze_dim = _unsqueeze_dim(signature, q, k, cos, sin, args, kwargs)
         layout = _LAYOUT_OF_UNSQUEEZE.get(unsqueeze_dim)
         if layout is None or q.dim() != 4:
             raise ValueError(f"ropegen.hf: {positions.rope_spec.where}: q of shape {tuple(q.shape)} with "
                              f"unsqueeze_dim={unsqueeze_dim} is neither [B, H, S, D] nor [B, S, H, D]")
-        return positions.rotate(q, k, cos.shape[-1], layout, via)
+        return positions.rotate(q, k, cos.shape[-1], layout, via, norms)
 
     return functools.wraps(previous, updated=())(apply_rotary_pos_emb)
 
@@ -301,11 +312,26 @@ def _looks_up_own_table(attention):
         _parameters(_forward_function(type(attention))) or [])
 
 
-def _plan(model):
+def _fused_norms(attention, name, kinds):
+    """A FusedNorms when `attention` (whose forward calls apply functions of `kinds`) normalises q and k per head
+    with norms rope-gen's qk_norm reproduces, else None (its norms stay HF's)."""
+    q_norm, k_norm = getattr(attention, "q_norm", None), getattr(attention, "k_norm", None)
+    head_dim = getattr(attention, "head_dim", None)
+    if (kinds != {"qk"} or not isinstance(q_norm, torch.nn.Module) or not isinstance(k_norm, torch.nn.Module)
+            or not isinstance(head_dim, int) or q_norm._forward_hooks or k_norm._forward_hooks):
+        return None  # (a forward hook on a norm would see, and could replace, an output that is not there yet)
+    kind = _hf_norm.norm_kind(q_norm, head_dim)
+    if kind is None or _hf_norm.norm_kind(k_norm, head_dim) != kind:
+        return None
+    return _hf_norm.FusedNorms(f"{name} ({type(attention).__name__})", q_norm, k_norm, *kind)
+
+
+def _plan(model, fuse_qk_norm):
     """What patch() will change, checked: ([(rotary module, config, {layer_type: spec})], [(GPT-J
-    attention, spec)], [(module globals, apply function name, kind)]). Changes nothing."""
+    attention, spec)], [(module globals, apply function name, kind)], [(attention, FusedNorms)]).
+    Changes nothing."""
     specs = _Specs()
-    rotaries, gptj, swaps, unknown, table_keys = [], [], {}, {}, set()
+    rotaries, gptj, swaps, unknown, table_keys, fused = [], [], {}, {}, set(), []
     for name, module in model.named_modules():
         cls = type(module)
         if _is_vision(module):
@@ -315,17 +341,22 @@ def _plan(model):
             rotaries.append((module, config, _rotary_specs(module, name or "model", specs, config)))
             continue
         functions, module_globals = _rope_functions_called(cls)
+        kinds = set()
         for fn_name, fn in functions.items():
             kind = _apply_kind(fn) if fn_name in _APPLY_NAMES else None
             if kind is None:
                 unknown.setdefault(f"{cls.__name__} calls {fn_name}{_signature_text(fn)}", name)
                 continue
+            kinds.add(kind)
             key = (id(module_globals), fn_name)
             swaps[key] = (module_globals, fn_name, kind)
             if kind == "gptj" and _looks_up_own_table(module):
                 table_keys.add(key)
                 where = f"{name} ({cls.__name__}, model_type {module.config.model_type})"
                 gptj.append((module, specs.get(module.config, None, where)))
+        norms = _fused_norms(module, name, kinds) if fuse_qk_norm and functions else None
+        if norms is not None:
+            fused.append((module, norms))
     if unknown:
         raise ValueError("ropegen.hf.patch: unsupported RoPE application: "
                          + "; ".join(f"{what} (in {name})" for what, name in sorted(unknown.items()))
@@ -359,7 +390,7 @@ def _plan(model):
         if why:
             raise ValueError(f"ropegen.hf.patch: refusing to patch: {rope_spec.where}: rope-gen's spec does not "
                              f"reproduce {via}: {why}")
-    return [(module, layer_specs) for module, _, layer_specs in rotaries], gptj, list(swaps.values())
+    return [(module, layer_specs) for module, _, layer_specs in rotaries], gptj, list(swaps.values()), fused
 
 
 def _set_forward(record, module, forward):
@@ -367,14 +398,15 @@ def _set_forward(record, module, forward):
     module.forward = forward
 
 
-def patch(model):
+def patch(model, fuse_qk_norm=True):
     """Route `model`'s RoPE through rope-gen kernels made from its config (see the module
-    docstring); returns the model. Raises ValueError, changing nothing, for what it cannot route."""
+    docstring); returns the model. Raises ValueError, changing nothing, for what it cannot route.
+    fuse_qk_norm: run attentions' per-head q_norm / k_norm inside the RoPE kernel (False: HF's)."""
     with _lock:
         if model in _patched:
             raise ValueError(f"ropegen.hf.patch: this {type(model).__name__} is already patched")
         try:
-            rotaries, gptj, swaps = _plan(model)
+            rotaries, gptj, swaps, fused = _plan(model, fuse_qk_norm)
         except ValueError:
             raise
         except Exception as e:  # noqa: BLE001 - HF code in a form this module does not know; nothing changed yet
@@ -387,6 +419,11 @@ def patch(model):
             _set_forward(record, module, _tagging_forward(module.forward, layer_specs))
         for module, rope_spec in gptj:
             _set_forward(record, module, _gptj_forward(module.forward, rope_spec))
+        for module, norms in fused:
+            _set_forward(record, module, _hf_norm.attention_forward(module.forward, norms))
+            for which in ("q_norm", "k_norm"):
+                norm = getattr(norms, which)
+                _set_forward(record, norm, _hf_norm.norm_forward(norm.forward, norm, which))
         _patched[model] = record
     return model
 

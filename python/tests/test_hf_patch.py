@@ -58,6 +58,16 @@ def config(family):
             layer_types=["sliding_attention", "full_attention"],
             rope_parameters={"sliding_attention": dict(rope_type="default", rope_theta=10000.0),
                              "full_attention": dict(rope_type="linear", rope_theta=1000000.0, factor=8.0)})
+    if family == "qwen3":  # per-head q_norm / k_norm (x̂·w) fused into the RoPE kernel
+        return T.Qwen3Config(**COMMON, head_dim=16, rope_parameters=dict(rope_type="default", rope_theta=10000.0))
+    if family == "glm4_moe":  # per-head norms, then RoPE of half the head (partial_rotary_factor 0.5)
+        return T.Glm4MoeConfig(**COMMON, head_dim=16, moe_intermediate_size=32, n_routed_experts=4,
+                               num_experts_per_tok=2, n_shared_experts=1, first_k_dense_replace=1, n_group=1,
+                               topk_group=1, use_qk_norm=True, experts_implementation="eager",
+                               rope_parameters=dict(rope_type="default", rope_theta=10000.0,
+                                                    partial_rotary_factor=0.5))
+    if family == "olmo2":  # q_norm / k_norm over the whole projection: HF's norms, rope-gen's RoPE
+        return T.Olmo2Config(**COMMON, rope_parameters=dict(rope_type="default", rope_theta=10000.0))
     if family == "qwen2_vl":  # M-RoPE sections (2, 3, 3) pairs
         return T.Qwen2VLConfig(
             text_config=dict(COMMON, rope_parameters=dict(rope_type="default", rope_theta=10000.0,
@@ -128,7 +138,8 @@ class Counter:
 
 
 CASES = [("llama", 12), ("qwen2", 12), ("phi3", 12), ("phi3", 40), ("gpt_neox", 12), ("gptj", 12),
-         ("deepseek_v3", 12), ("gemma3", 12), ("qwen2_vl", 12)]
+         ("deepseek_v3", 12), ("gemma3", 12), ("qwen2_vl", 12), ("qwen3", 12), ("glm4_moe", 12), ("olmo2", 12)]
+FUSED_NORMS = {"gemma3", "qwen3", "glm4_moe"}  # per-head q_norm / k_norm: run inside the RoPE kernel
 
 
 @pytest.mark.parametrize("family,seq", CASES, ids=[f"{f}-S{s}" for f, s in CASES])
@@ -141,18 +152,27 @@ def test_patch_matches_hf_and_unpatch_restores(family, seq, monkeypatch):
     for g, name in hf_apply_functions(model):  # counted, so we see whether HF's path runs
         monkeypatch.setitem(g, name, hf_calls.wrap(g[name]))
     monkeypatch.setattr(hf._Positions, "rotate", kernel_calls.wrap(hf._Positions.rotate))
+    fused_calls, take = Counter(), hf._hf_norm.take
+
+    def counted_take(q, k):  # RoPE calls that ran deferred norms
+        norms = take(q, k)
+        fused_calls.n += norms is not None
+        return norms
+    monkeypatch.setattr(hf._hf_norm, "take", counted_take)
     hf_logits, hf_grads = run(model, kwargs)
     assert hf_calls.n > 0 and kernel_calls.n == 0
     forwards = {id(m): m.__dict__.get("forward") for m in model.modules()}
     globals_before = {(id(g), n): g[n] for g, n in hf_apply_functions(model)}
 
     assert hf.patch(model) is model and hf.is_patched(model)
-    hf_calls.n = kernel_calls.n = 0  # patch() compared HF's rotation with rope-gen's
+    hf_calls.n = kernel_calls.n = fused_calls.n = 0  # patch() compared HF's rotation with rope-gen's
     try:
         logits, grads = run(model, kwargs)
         assert hf_calls.n == 0, "HF's apply function ran in a patched model"
         per_layer = 2 if family == "gptj" else 1  # GPT-J rotates k and q in two calls
-        assert kernel_calls.n == per_layer * model.config.get_text_config().num_hidden_layers
+        layers = model.config.get_text_config().num_hidden_layers
+        assert kernel_calls.n == per_layer * layers
+        assert fused_calls.n == (layers if family in FUSED_NORMS else 0)
     finally:
         hf.unpatch(model)
 
@@ -170,6 +190,40 @@ def test_patch_matches_hf_and_unpatch_restores(family, seq, monkeypatch):
     hf_calls.n = 0
     again, _ = run(model, kwargs)
     assert torch.equal(again, hf_logits) and hf_calls.n > 0
+
+
+def test_qk_norm_fusion_can_be_declined_and_is_declined_for_hooked_norms(monkeypatch):
+    """fuse_qk_norm=False, or a forward hook on a norm when patching: HF's norms run, rope-gen's RoPE after
+    them; a hook added after patching that replaces a norm's output is an error naming the attention, never
+    an unnormalised q."""
+    model = build("qwen3")
+    kwargs = inputs("qwen3", 12)
+    hf_logits = model(**kwargs).logits
+    norm_calls = Counter()
+    attention = model.model.layers[0].self_attn
+    for norm in (attention.q_norm, attention.k_norm):
+        monkeypatch.setattr(norm, "forward", norm_calls.wrap(norm.forward))
+    for fuse, hooked in ((False, False), (True, True)):
+        hook = attention.q_norm.register_forward_hook(lambda m, i, out: out * 1.0) if hooked else None
+        hf.patch(model, fuse_qk_norm=fuse)
+        try:
+            norm_calls.n = 0
+            assert max_diff(model(**kwargs).logits, hf_logits) <= 1e-5
+            assert norm_calls.n == 2  # layer 0's q_norm and k_norm ran as HF's
+        finally:
+            hf.unpatch(model)
+            if hook is not None:
+                hook.remove()
+    hf.patch(model)
+    try:
+        norm_calls.n = 0
+        assert max_diff(model(**kwargs).logits, hf_logits) <= 1e-5 and norm_calls.n == 0  # fused
+        attention.q_norm.register_forward_hook(lambda m, i, out: out * 1.0)
+        with pytest.raises(ValueError, match=r"model.layers.0.self_attn \(Qwen3Attention\): apply_rotary_pos_emb "
+                                             r"was not given q_norm's and k_norm's outputs as they are"):
+            model(**kwargs)
+    finally:
+        hf.unpatch(model)
 
 
 def test_patching_one_model_leaves_another_of_its_class_alone(monkeypatch):
@@ -240,17 +294,19 @@ def test_refuses_a_rotary_module_that_disagrees_with_its_config():
     assert not hf.is_patched(model) and "forward" not in rotary.__dict__
 
 
-def test_torch_compile_traces_a_patched_model_in_one_graph():
+@pytest.mark.parametrize("family", ["llama", "qwen3"])
+def test_torch_compile_traces_a_patched_model_in_one_graph(family):
     """The tag is a trace-time Python object: dynamo follows it into ropegen.torch's op
-    (fullgraph: no break), and the ids stay graph inputs (other positions, same graph)."""
-    model = hf.patch(build("llama"))
+    (fullgraph: no break), and the ids stay graph inputs (other positions, same graph).
+    Qwen3: the deferred norms too (bit-identical to eager, which runs them fused)."""
+    model = hf.patch(build(family))
     try:
         compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
         for shift in (0, 30):
-            kwargs = inputs("llama", 12)
+            kwargs = inputs(family, 12)
             kwargs["position_ids"] = (torch.arange(12) + shift)[None].expand(2, 12)
             eager = model(**kwargs).logits
-            assert max_diff(compiled(**kwargs).logits, eager) <= 1e-6
+            assert max_diff(compiled(**kwargs).logits, eager) <= (0 if family == "qwen3" else 1e-6)
     finally:
         hf.unpatch(model)
 
