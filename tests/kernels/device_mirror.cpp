@@ -4,6 +4,7 @@
 
 #include <stdexcept>
 
+#include "abi/arguments.h"
 #include "base/cuda_driver_api.h"
 #include "ropegen/device_memory.h"
 
@@ -109,11 +110,8 @@ ropegen::Tensor DeviceMirror::on_device(const ropegen::Tensor& t) const {
 
 Call DeviceMirror::on_device(const Call& c) const {
   Call d = c;
-  for (std::optional<ropegen::Tensor>* t :
-       {&d.q, &d.k, &d.out_q, &d.out_k, &d.positions, &d.cu_seqlens, &d.table, &d.freqs, &d.cos_sin_cache, &d.v,
-        &d.k_cache, &d.v_cache, &d.kv_indices, &d.kv_indptr, &d.batch_indices, &d.cache_positions, &d.slot_mapping,
-        &d.saved_q, &d.saved_k, &d.d_freqs})
-    if (*t) **t = on_device(**t);
+  for (const abi::ArgumentInfo& a : abi::kArguments)  // every tensor of the call, by the argument table
+    if (a.call_tensor && d.*a.call_tensor) *(d.*a.call_tensor) = on_device(*(d.*a.call_tensor));
   return d;
 }
 
