@@ -27,10 +27,10 @@ enum class Arg : uint8_t {
   // Tensor outputs (the caches are updated in place).
   OutQ, OutK, KCache, VCache, DFreqs, DQNormWeight, DKNormWeight,
   // Scalars.
-  Offset, SeqLen, KScale, VScale, PoolThreads,
+  Offset, SeqLen, QScale, KScale, VScale, PoolThreads,
 };
 // clang-format on
-inline constexpr int kArgCount = 29;
+inline constexpr int kArgCount = 30;
 inline constexpr int kTensorArgCount = 24;  // Q .. DKNormWeight
 inline constexpr int kFirstOutput = 17;     // OutQ
 
@@ -51,6 +51,7 @@ enum class Direction : uint8_t { In, Out, InOut };
 // What dtype a tensor must have.
 enum class DtypeRule : uint8_t {
   Spec,           // the spec's dtype
+  Output,         // out_q, out_k: the spec's dtype, or uint8 codes with output_dtype fp8
   SpecOrFloat32,  // the spec's dtype or float32 (qk_norm weights: mixed precision keeps them float32)
   Float32,        // float32 whatever the spec's dtype
   Ids,            // int32 or int64
@@ -58,6 +59,31 @@ enum class DtypeRule : uint8_t {
   KvCache,        // the kv_cache section's dtype (fp8: uint8 codes)
   Scalar,
 };
+
+// Their spellings (ropegen.call_arguments() in Python).
+constexpr const char* to_string(DtypeRule r) {
+  switch (r) {
+    case DtypeRule::Spec: return "spec";
+    case DtypeRule::Output: return "output";
+    case DtypeRule::SpecOrFloat32: return "spec_or_float32";
+    case DtypeRule::Float32: return "float32";
+    case DtypeRule::Ids: return "ids";
+    case DtypeRule::Int32: return "int32";
+    case DtypeRule::KvCache: return "kv_cache";
+    case DtypeRule::Scalar: return "scalar";
+  }
+  return "?";
+}
+constexpr const char* to_string(ArgKind k) {
+  switch (k) {
+    case ArgKind::Rows: return "rows";
+    case ArgKind::Ids: return "ids";
+    case ArgKind::Whole: return "whole";
+    case ArgKind::Int64: return "int64";
+    case ArgKind::Float32: return "float32";
+  }
+  return "?";
+}
 
 // The shape a tensor has in a call, and the view the kernels take of it.
 enum class ShapeRule : uint8_t {
@@ -83,7 +109,9 @@ enum class Feature : uint8_t {
   KvCache,             // v, k_cache, v_cache
   PagedKvCache,        // kv_indices, kv_indptr, batch_indices, cache_positions
   ContiguousKvCache,   // slot_mapping
-  Fp8KvCache,          // k_scale, v_scale
+  Fp8KvCache,          // v_scale
+  Fp8Output,           // q_scale (output_dtype fp8)
+  Fp8KCodes,           // k_scale: fp8 kv_cache or output_dtype fp8
   SequenceLength,      // seq_len (dynamic NTK, LongRoPE per call, xPos)
   QkNormWeight,        // q_norm_weight (k_norm_weight with k): qk_norm weight per_head
   QkNormGradient,      // d_q_norm_weight (d_k_norm_weight with k): backward of qk_norm weight per_head
@@ -163,10 +191,10 @@ inline constexpr std::array<ArgumentInfo, kArgCount> kArguments = {{
   {Arg::KNormWeight, "k_norm_weight", nullptr, nullptr, ArgKind::Whole, Direction::In, DtypeRule::SpecOrFloat32,
    ShapeRule::Vector, Feature::QkNormWeight, Arg::KNormWeight, "head_dim", "--k-norm-weight", &Call::k_norm_weight,
    &ropegen_call::k_norm_weight, "qk_norm weight per_head: k's norm weight [head_dim] in the spec's dtype or float32, as q's (with k)"},
-  {Arg::OutQ, "out_q", "out", "out_x", ArgKind::Rows, Direction::Out, DtypeRule::Spec, ShapeRule::Layout,
+  {Arg::OutQ, "out_q", "out", "out_x", ArgKind::Rows, Direction::Out, DtypeRule::Output, ShapeRule::Layout,
    Feature::Always, Arg::Q, nullptr, "--out-q", &Call::out_q, &ropegen_call::out_q,
    "where rotated q goes, shaped like q (absent: in place; backward: dL/dq); other encodings: the result"},
-  {Arg::OutK, "out_k", nullptr, nullptr, ArgKind::Rows, Direction::Out, DtypeRule::Spec, ShapeRule::Layout,
+  {Arg::OutK, "out_k", nullptr, nullptr, ArgKind::Rows, Direction::Out, DtypeRule::Output, ShapeRule::Layout,
    Feature::Rope, Arg::K, nullptr, "--out-k", &Call::out_k, &ropegen_call::out_k,
    "where rotated k goes, shaped like k (absent: in place; backward: dL/dk)"},
   {Arg::KCache, "k_cache", nullptr, nullptr, ArgKind::Whole, Direction::InOut, DtypeRule::KvCache, ShapeRule::KvCache,
@@ -191,8 +219,11 @@ inline constexpr std::array<ArgumentInfo, kArgCount> kArguments = {{
   {Arg::SeqLen, "seq_len", nullptr, nullptr, ArgKind::Int64, Direction::In, DtypeRule::Scalar, ShapeRule::Scalar,
    Feature::SequenceLength, Arg::SeqLen, nullptr, "--seq-len", nullptr, nullptr,
    "the sequence length the frequencies see (dynamic NTK, LongRoPE, xPos); default: max position + 1"},
+  {Arg::QScale, "q_scale", nullptr, nullptr, ArgKind::Float32, Direction::In, DtypeRule::Scalar, ShapeRule::Scalar,
+   Feature::Fp8Output, Arg::QScale, nullptr, "--q-scale", nullptr, nullptr, "output_dtype fp8: out_q holds the codes of rotated q / q_scale"},
   {Arg::KScale, "k_scale", nullptr, nullptr, ArgKind::Float32, Direction::In, DtypeRule::Scalar, ShapeRule::Scalar,
-   Feature::Fp8KvCache, Arg::KScale, nullptr, "--k-scale", nullptr, nullptr, "fp8 kv_cache: k_cache holds the codes of k / k_scale"},
+   Feature::Fp8KCodes, Arg::KScale, nullptr, "--k-scale", nullptr, nullptr,
+   "fp8 kv_cache or output_dtype fp8: k_cache (out_k) holds the codes of rotated k / k_scale"},
   {Arg::VScale, "v_scale", nullptr, nullptr, ArgKind::Float32, Direction::In, DtypeRule::Scalar, ShapeRule::Scalar,
    Feature::Fp8KvCache, Arg::VScale, nullptr, "--v-scale", nullptr, nullptr, "fp8 kv_cache: v_cache holds the codes of v / v_scale"},
   {Arg::PoolThreads, "pool_threads", nullptr, nullptr, ArgKind::Int64, Direction::In, DtypeRule::Scalar,
@@ -256,10 +287,10 @@ inline ScalarValue float_value(float f) {
 // Every scalar argument's value; the defaults a call that gives none gets.
 struct Scalars {
   std::array<ScalarValue, kArgCount - kTensorArgCount> items = {
-      ScalarValue{0},                        // offset
-      ScalarValue{1},                        // seq_len
-      float_value(1.0f), float_value(1.0f),  // k_scale, v_scale
-      ScalarValue{1},                        // pool_threads
+      ScalarValue{0},                                           // offset
+      ScalarValue{1},                                           // seq_len
+      float_value(1.0f), float_value(1.0f), float_value(1.0f),  // q_scale, k_scale, v_scale
+      ScalarValue{1},                                           // pool_threads
   };
   ScalarValue& operator[](Arg a) { return items[index(a) - kTensorArgCount]; }
   const ScalarValue& operator[](Arg a) const { return items[index(a) - kTensorArgCount]; }

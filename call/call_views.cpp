@@ -181,6 +181,7 @@ void build_views(CheckContext& x, PreparedCall& p) {
   p.scalars[Arg::Offset].i64 = x.call.offset;
   p.seq_len_known = x.call.seq_len || x.range_known;
   p.scalars[Arg::SeqLen].i64 = x.call.seq_len.value_or(x.range_known ? x.range.last + 1 : 1);
+  p.scalars[Arg::QScale].f32 = x.call.q_scale.value_or(1.0f);
   p.scalars[Arg::KScale].f32 = x.call.k_scale.value_or(1.0f);
   p.scalars[Arg::VScale].f32 = x.call.v_scale.value_or(1.0f);
 }

@@ -85,6 +85,10 @@ void check_kv_cache(CheckContext& x);
 void check_backward(CheckContext& x);
 // norm_checks.cpp
 void check_norm_weights(CheckContext& x);
+// fp8_checks.cpp: fp8 outputs out of place and forward (before the dtypes,
+// which an absent output would fail as q's), and every scale.
+void check_fp8_outputs(CheckContext& x);
+void check_scales(CheckContext& x);
 // call_views.cpp: the views of a call that passed the checks, and their memory.
 void build_views(CheckContext& x, PreparedCall& p);
 void check_memory_of_views(CheckContext& x, const PreparedCall& p);

@@ -43,6 +43,7 @@ ropegen_contract call_contract(const RopeSpec& spec) {
     c.kv_dtype = dlpack_dtype(kv.is_fp8() ? ElementType::UInt8 : element_type_of(kv.float_dtype()));
     c.kv_fp8 = kv.dtype == KvDType::Fp8E4m3 ? 1 : kv.dtype == KvDType::Fp8E5m2 ? 2 : 0;
   }
+  if (spec.has_fp8_output()) c.output_fp8 = spec.output_dtype == KvDType::Fp8E4m3 ? 1 : 2;
   if (rope && spec.qk_norm.enabled) {
     c.qk_norm = 1 + static_cast<int32_t>(spec.qk_norm.type);
     c.qk_norm_weight = spec.qk_norm.has_weight();
@@ -104,7 +105,14 @@ const char* kv_fp8_name(const ropegen_contract& c) {
 }
 
 bool has_qk_norm(const ropegen_contract& c) { return is_rope(c) && c.qk_norm != 0; }
-bool writes_rotary_view(const ropegen_contract& c) { return is_rope(c) && !has_qk_norm(c); }
+bool has_fp8_output(const ropegen_contract& c) { return is_rope(c) && c.output_fp8 != 0; }
+const char* output_fp8_name(const ropegen_contract& c) {
+  return c.output_fp8 == 1 ? "fp8_e4m3" : c.output_fp8 == 2 ? "fp8_e5m2" : nullptr;
+}
+ElementType output_element_type(const ropegen_contract& c) {
+  return has_fp8_output(c) ? ElementType::UInt8 : element_type(c);
+}
+bool writes_rotary_view(const ropegen_contract& c) { return is_rope(c) && !has_qk_norm(c) && !has_fp8_output(c); }
 bool has_pass_through(const ropegen_contract& c) { return writes_rotary_view(c) && c.rotary_dim < c.row_dim; }
 
 }  // namespace ropegen::call

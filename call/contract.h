@@ -25,9 +25,14 @@ const char* encoding_name(const ropegen_contract& c);  // "rope", ...: the spec'
 Layout tensor_layout(const ropegen_contract& c);
 ElementType element_type(const ropegen_contract& c);
 // qk_norm: q and k normalised per head before the rotation. Its kernels
-// write whole rows (the dims outside the rotary range normalised), every
-// other rope kernel the rotary view (abi::rotary_view) and a copy the rest.
+// and fp8 outputs' write whole rows (the dims outside the rotary range
+// normalised or cast), every other rope kernel the rotary view
+// (abi::rotary_view) and a copy the rest.
 bool has_qk_norm(const ropegen_contract& c);
+// output_dtype fp8: out_q and out_k hold uint8 codes of x / q_scale, x / k_scale.
+bool has_fp8_output(const ropegen_contract& c);
+const char* output_fp8_name(const ropegen_contract& c);      // "fp8_e4m3", "fp8_e5m2"; nullptr: the spec's dtype
+ElementType output_element_type(const ropegen_contract& c);  // out_q's and out_k's
 bool writes_rotary_view(const ropegen_contract& c);
 bool has_pass_through(const ropegen_contract& c);  // out of place: a copy of the dims past the rotary view
 // The fused KV-cache append (spec section kv_cache): whether, its layout, the caches' type.

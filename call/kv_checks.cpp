@@ -1,7 +1,7 @@
 // The fused KV-cache append: the caches and their layout's shapes and
 // dtype, the index tensors, every page and slot a token goes to, kv_indptr
 // monotone and within kv_indices, each token's position within its
-// request's pages, no two tokens to one entry; fp8 caches' scales.
+// request's pages, no two tokens to one entry.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -19,29 +19,6 @@ int64_t magnitude(int64_t s) { return s == INT64_MIN ? INT64_MAX : s < 0 ? -s : 
 bool is_kv_argument(Arg a) {
   const abi::Feature f = abi::info(a).feature;
   return f == abi::Feature::KvCache || f == abi::Feature::PagedKvCache || f == abi::Feature::ContiguousKvCache;
-}
-
-// fp8 caches divide by the call's scales (vLLM's k_scale, v_scale);
-// other caches store values as they are and take none.
-void check_scales(CheckContext& x) {
-  for (auto [scale, name] : {std::pair{&x.call.k_scale, "k_scale"}, std::pair{&x.call.v_scale, "v_scale"}}) {
-    if (!*scale) continue;
-    const float s = **scale;
-    if (!has_kv_cache(x.c))
-      x.fail(name, fmt::format("{} is for fp8 KV caches; this spec has no kv_cache section", name));
-    else if (!kv_fp8_name(x.c))
-      x.fail(name, fmt::format("{} is for fp8 KV caches; the spec's kv_cache dtype {} stores values "
-                               "as they are: leave {} out",
-                               name, to_string(kv_element_type(x.c)), name));
-    else if (!std::isfinite(s) || !(s > 0))
-      x.fail(name, fmt::format("{} ({}) must be finite and > 0: the {} cache holds the {} codes of "
-                               "x / {}",
-                               name, s, name[0] == 'k' ? "k" : "v", kv_fp8_name(x.c), name));
-    else if (name[0] == 'v' && !x.call.v)
-      x.fail(name,
-             "v_scale is given without v: it scales v's rows in v_cache (pass v and "
-             "v_cache, or leave v_scale out)");
-  }
 }
 
 const char* kv_layout_name(const CheckContext& x) {
@@ -242,7 +219,6 @@ void check_slot_mapping(CheckContext& x, int64_t T, int64_t slots) {
 // vLLM's reshape_and_cache (slot_mapping[t]; negative: padding). Every
 // entry a token goes to is checked here: the kernels clamp, never check.
 void check_kv_cache(CheckContext& x) {
-  check_scales(x);
   if (!has_kv_cache(x.c)) {
     for (const abi::ArgumentInfo& a : abi::kArguments)
       if (is_kv_argument(a.arg) && a.call_tensor && x.call.*a.call_tensor)

@@ -29,6 +29,8 @@ Result<PreparedCall> prepare(CheckContext& x) {
   x.out_q = x.call.out_q.value_or(x.q);
   // With a KV cache, k is rotated into it; out_k only when asked.
   if (x.call.k) x.k = *x.call.k, x.out_k = has_kv_cache(x.c) ? x.call.out_k : x.call.out_k.value_or(*x.k);
+  check_fp8_outputs(x);
+  if (!x.ok()) return x.errors;
   check_devices(x);
   check_dtypes(x);
   if (!x.ok()) return x.errors;
@@ -46,6 +48,7 @@ Result<PreparedCall> prepare(CheckContext& x) {
   if (x.ok()) check_kv_cache(x);
   check_freqs(x);
   check_norm_weights(x);
+  check_scales(x);
   check_backward(x);
   if (!x.ok()) return x.errors;
   PreparedCall p;

@@ -130,6 +130,7 @@ Result<Call> Call::from_c(const ropegen_call& c) {
   // 0: not given (fp8 caches then divide by 1).
   if (c.k_scale != 0) call.k_scale = c.k_scale;
   if (c.v_scale != 0) call.v_scale = c.v_scale;
+  if (c.q_scale != 0) call.q_scale = c.q_scale;
   call.backward = c.backward != 0;
   call.stream = c.stream;
   return call;

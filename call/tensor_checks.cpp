@@ -106,6 +106,12 @@ void check_dtypes(CheckContext& x) {
     };
     switch (abi::info(a).dtype) {
       case abi::DtypeRule::Spec: want(spec_type, fmt::format("the spec's dtype is {}", to_string(spec_type))); break;
+      case abi::DtypeRule::Output:
+        if (has_fp8_output(x.c))
+          want(ElementType::UInt8,
+               fmt::format("the spec's output_dtype is {}, whose codes are stored as uint8", output_fp8_name(x.c)));
+        else want(spec_type, fmt::format("the spec's dtype is {}", to_string(spec_type)));
+        break;
       case abi::DtypeRule::SpecOrFloat32:
         if (t->type != spec_type && t->type != ElementType::Float32)
           x.fail(name, fmt::format("{} has dtype {} but the spec's dtype ({}) or float32", name, to_string(t->type),

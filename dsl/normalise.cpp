@@ -94,6 +94,7 @@ void append_rope(std::string& out, const RopeSpec& spec) {
   if (spec.qk_norm.enabled)
     out += fmt::format("qk_norm:\n  type: {}\n  eps: {}\n  weight: {}\n", to_string(spec.qk_norm.type),
                        spec.qk_norm.eps, to_string(spec.qk_norm.weight));
+  if (spec.has_fp8_output()) out += fmt::format("output_dtype: {}\n", to_string(spec.output_dtype));
 }
 
 // sinusoidal and learned: the rows the table is added to.

@@ -92,6 +92,23 @@ class SpecBuilder {
     read_axes();
     read_kv_cache();
     read_qk_norm();
+    read_output_dtype();
+  }
+
+  // The spec's dtype, or fp8 codes of q and k: the one conversion a rope
+  // output can have (a float dtype other than the inputs' is not one).
+  void read_output_dtype() {
+    spec_.output_dtype = as_stored(spec_.dtype);
+    read_enum(root_, "output_dtype", spec_.output_dtype);
+    if (!spec_.has_fp8_output() && spec_.output_dtype != as_stored(spec_.dtype))
+      error(root_["output_dtype"],
+            fmt::format("output_dtype `{}` differs from dtype `{}`: rope outputs have the spec's dtype or are fp8 "
+                        "codes (fp8_e4m3, fp8_e5m2)",
+                        to_string(spec_.output_dtype), to_string(spec_.dtype)));
+  }
+
+  static KvDType as_stored(DType d) {
+    return d == DType::F32 ? KvDType::F32 : d == DType::F16 ? KvDType::F16 : KvDType::BF16;
   }
 
   void read_rope_dims() {
@@ -304,7 +321,7 @@ class SpecBuilder {
     KvCache& c = spec_.kv_cache;
     c.enabled = true;
     read_enum(kv, "layout", c.layout);
-    c.dtype = spec_.dtype == DType::F32 ? KvDType::F32 : spec_.dtype == DType::F16 ? KvDType::F16 : KvDType::BF16;
+    c.dtype = as_stored(spec_.dtype);
     read_enum(kv, "dtype", c.dtype);
     c.page_size = c.layout == KvLayout::Contiguous ? 1 : 16;
     if (const YAML::Node n = kv["page_size"]) {

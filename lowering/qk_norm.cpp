@@ -72,24 +72,6 @@ std::function<Expr(const Expr&)> weight_factor(const RopeSpec& spec, RopeAlgorit
   };
 }
 
-Expr whole_row(const RopeSpec& spec, const RopeAlgorithm& a, const RotatedTensor& t, const Expr& outside,
-               const Expr& h) {
-  const Var& d = a.d;
-  const int off = spec.rotary_offset, half = spec.num_pairs();
-  // Pair and member of dim d in the output pairing, clamped into the rotary
-  // range (a dim outside it selects `outside`, but Halide still bounds the
-  // loads); likely(): the loop over the row is partitioned so that inside
-  // the range there is no clamp. r and m are written so that rotated's
-  // storage (half: (r, m); interleaved: (m, r), a schedule's choice)
-  // flattens back to the dense index j.
-  const Expr j = clamp(likely(d - off), 0, spec.rotary_dim - 1);
-  Expr r, m;
-  if (spec.output_pairing == Pairing::Interleaved) r = j / 2, m = j % 2;
-  else r = j % half, m = j / half;
-  const Expr in_range = d >= off && d < off + spec.rotary_dim;
-  return select(in_range, t.rotated(r, m, h, a.s, a.b), outside);
-}
-
 // t.square_sums and t.inv_rms of the rows x reads, named from `name`.
 void define_inverse_rms(const RopeSpec& spec, const RopeAlgorithm& a, RotatedTensor& t,
                         const std::function<Expr(const Expr&)>& x, const std::string& name) {
@@ -173,13 +155,6 @@ void define_norm_weight_gradient(const RopeSpec& spec, const RopeAlgorithm& a, R
   g.sums = sum_over_tokens(token, a.d, a, name);
   g.d_weight = Func(name);
   g.d_weight(a.d) = cast<float>(g.sums.sum(a.d));
-}
-
-void define_whole_row_output(const RopeSpec& spec, const RopeAlgorithm& a, RotatedTensor& t) {
-  t.output(a.d, a.h, a.s, a.b) = store_from_float(whole_row(spec, a, t, t.normed(a.d, a.h, a.s, a.b), a.h), spec.dtype,
-                                                  Bf16Rounding::InstructionWhereAvailable);
-  // The head dim is known whole: the call passes whole rows.
-  t.output.output_buffer().dim(0).set_bounds(0, spec.head_dim);
 }
 
 }  // namespace ropegen::lowering

@@ -45,8 +45,4 @@ void define_qk_norm_backward(const RopeSpec& spec, RopeAlgorithm& a, RotatedTens
 void define_norm_weight_gradient(const RopeSpec& spec, const RopeAlgorithm& a, RotatedTensor& t, bool is_key,
                                  abi::Arg output);
 
-// qk_norm's output: whole rows (d, h, s, b), the rotary dims from
-// t.rotated (in the output pairing), the others from t.normed.
-void define_whole_row_output(const RopeSpec& spec, const RopeAlgorithm& a, RotatedTensor& t);
-
 }  // namespace ropegen::lowering

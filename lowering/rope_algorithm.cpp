@@ -69,13 +69,14 @@ RopeAlgorithm build_rope(const RopeSpec& forward_spec, const KernelVariant& vari
   // rotates the upstream gradient back, then the norm's gradient.
   // With a weight, also the weight's gradient (its own cos/sin stages).
   const bool norm = spec.qk_norm.enabled;
+  a.whole_rows = norm || (spec.has_fp8_output() && !variant.backward);
   const bool weight_gradient = norm && variant.backward && spec.qk_norm.has_weight();
   if (weight_gradient) a.norm_gradient = own_cos_sin_stages(spec, a, freqs, "d_norm_");
   auto rotate = [&](RotatedTensor& t, bool is_key, Arg weight, Arg saved, Arg d_weight, bool with_output) {
     if (norm && !variant.backward) define_qk_norm(spec, a, t, weight);
-    define_rotation(spec, a, t, is_key, with_output && !norm);
+    define_rotation(spec, a, t, is_key, with_output && !a.whole_rows);
     if (norm && variant.backward) define_qk_norm_backward(spec, a, t, weight, saved);
-    else if (norm && with_output) define_whole_row_output(spec, a, t);
+    else if (a.whole_rows && with_output) define_whole_row_output(spec, a, t, is_key);
     if (weight_gradient) define_norm_weight_gradient(spec, a, t, is_key, d_weight);
   };
   rotate(a.q, false, Arg::QNormWeight, Arg::SavedQ, Arg::DQNormWeight, true);

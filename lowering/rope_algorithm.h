@@ -99,7 +99,7 @@ struct RopeAlgorithm {
   Halide::ImageParam& make_input(Arg a, const Halide::Type& type, int dims, bool single_tensor = false);
   Halide::ImageParam& input(Arg a) { return inputs[a]; }
   const Halide::ImageParam& input(Arg a) const { return inputs[a]; }
-  // offset (int64, 0), seq_len (int64, 1), k_scale and v_scale (float32, 1),
+  // offset (int64, 0), seq_len (int64, 1), q_scale, k_scale and v_scale (float32, 1),
   // pool_threads (int64, 1: the threads of the Halide pool that runs the
   // kernel, from that runtime, not the call; a CPU schedule sizes its
   // parallel tasks by it, results never depend on it).
@@ -116,6 +116,10 @@ struct RopeAlgorithm {
   // + s; set by define_positions): RoPE's rotations read cos/sin at b = 0,
   // so a schedule's tile of several sequences computes them once for all.
   bool cos_sin_shared_by_batch = false;
+  // out_q and out_k are whole rows (d, h, s, b): qk_norm (the dims outside
+  // the rotary range normalised) and fp8 outputs (cast); otherwise the
+  // rotary view (abi::rotary_view).
+  bool whole_rows = false;
 
   // ---- cos/sin (cos_sin.h) ----
   // Computed frequencies only (undefined with scheme table):

@@ -2,6 +2,7 @@
 
 #include "abi/kernel_abi.h"
 #include "lowering/fma.h"
+#include "lowering/fp8.h"
 #include "lowering/rope_algorithm.h"
 #include "lowering/storage.h"
 
@@ -53,6 +54,39 @@ void define_rotation(const RopeSpec& spec, const RopeAlgorithm& a, RotatedTensor
   // as run-time booleans (m == 0 read as false).
   t.output.output_buffer().dim(0).set_bounds(0, view.extent0);
   t.output.output_buffer().dim(1).set_bounds(0, view.extent1);
+}
+
+Expr whole_row(const RopeSpec& spec, const RopeAlgorithm& a, const RotatedTensor& t, const Expr& outside,
+               const Expr& h) {
+  const Var& d = a.d;
+  const int off = spec.rotary_offset, half = spec.num_pairs();
+  // Pair and member of dim d in the output pairing, clamped into the rotary
+  // range (a dim outside it selects `outside`, but Halide still bounds the
+  // loads); likely(): the loop over the row is partitioned so that inside
+  // the range there is no clamp. r and m are written so that rotated's
+  // storage (half: (r, m); interleaved: (m, r), a schedule's choice)
+  // flattens back to the dense index j.
+  const Expr j = clamp(likely(d - off), 0, spec.rotary_dim - 1);
+  Expr r, m;
+  if (spec.output_pairing == Pairing::Interleaved) r = j / 2, m = j % 2;
+  else r = j % half, m = j / half;
+  const Expr in_range = d >= off && d < off + spec.rotary_dim;
+  return select(in_range, t.rotated(r, m, h, a.s, a.b), outside);
+}
+
+void define_whole_row_output(const RopeSpec& spec, RopeAlgorithm& a, RotatedTensor& t, bool is_key) {
+  const Expr outside =
+      t.normed.defined() ? t.normed(a.d, a.h, a.s, a.b) : load_as_float(t.input(a.d, a.h, a.s, a.b), spec.dtype);
+  const Expr value = whole_row(spec, a, t, outside, a.h);
+  if (spec.has_fp8_output()) {
+    const Arg scale = is_key ? Arg::KScale : Arg::QScale;
+    a.use(scale);
+    t.output(a.d, a.h, a.s, a.b) = fp8_from_float(value, a.scalar(scale), spec.output_dtype);
+  } else {
+    t.output(a.d, a.h, a.s, a.b) = store_from_float(value, spec.dtype, Bf16Rounding::InstructionWhereAvailable);
+  }
+  // The head dim is known whole: the call passes whole rows.
+  t.output.output_buffer().dim(0).set_bounds(0, spec.head_dim);
 }
 
 }  // namespace ropegen::lowering

@@ -21,4 +21,15 @@ void define_rotation(const RopeSpec& spec, const RopeAlgorithm& a, RotatedTensor
                      bool with_output = true, Halide::Func cos_sin = Halide::Func(),
                      Halide::Func xpos_scale = Halide::Func());
 
+// A rotated tensor's value at dim d of a whole row (the output pairing's
+// member in the rotary range, `outside` elsewhere), head h.
+Halide::Expr whole_row(const RopeSpec& spec, const RopeAlgorithm& a, const RotatedTensor& t,
+                       const Halide::Expr& outside, const Halide::Expr& h);
+
+// Whole-row outputs (qk_norm, output_dtype fp8): rows (d, h, s, b), the
+// rotary dims from t.rotated, the others from t.normed (qk_norm) or the
+// input; stored in the spec's dtype, or as fp8 codes of x / q_scale
+// (k_scale for keys).
+void define_whole_row_output(const RopeSpec& spec, RopeAlgorithm& a, RotatedTensor& t, bool is_key);
+
 }  // namespace ropegen::lowering

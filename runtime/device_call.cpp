@@ -138,10 +138,14 @@ class PartRun {
         a[arg] = gather_positions(call_[arg]);
     }
     a.scalars = call_.scalars;
-    // Rope kernels write the rotary view, but with qk_norm whole rows.
+    // Rope kernels write the rotary view, but with qk_norm or fp8 outputs
+    // whole rows (staged in the outputs' type: fp8 codes are uint8).
     const bool rotary = call::writes_rotary_view(call::call_contract(spec_));
-    a[Arg::OutQ] = rotary ? rotary_stage(call_[Arg::Q]) : row_stage(call_[Arg::Q]);
-    if (variant_.with_k) a[Arg::OutK] = rotary ? rotary_stage(call_[Arg::K]) : row_stage(call_[Arg::K]);
+    auto out_stage = [&](Arg in, Arg out) {
+      return rotary ? rotary_stage(call_[in], call_[out].type()) : row_stage(call_[in], call_[out].type());
+    };
+    a[Arg::OutQ] = out_stage(Arg::Q, Arg::OutQ);
+    if (variant_.with_k) a[Arg::OutK] = out_stage(Arg::K, Arg::OutK);
     // The summed gradients of this part's rows (computed on the device), summed below.
     for (Arg arg : abi::kTensorArgs)
       if (abi::is_summed_gradient(arg) && call_[arg].defined())
@@ -207,19 +211,20 @@ class PartRun {
     return b;
   }
 
-  // The kernel's dense output for the rotary part of a tensor like `like`,
-  // dims as rotary_view's: half (r, m, h, s, b), interleaved (m, r, h, s, b).
-  Halide::Buffer<> rotary_stage(const Halide::Buffer<>& like) const {
+  // The kernel's dense output of `type` for the rotary part of a tensor
+  // like `like`, dims as rotary_view's: half (r, m, h, s, b), interleaved
+  // (m, r, h, s, b).
+  Halide::Buffer<> rotary_stage(const Halide::Buffer<>& like, Halide::Type type) const {
     const int half = spec_.num_pairs();
     const bool interleaved = spec_.output_pairing == Pairing::Interleaved;
-    return staged(like.type(), {interleaved ? 2 : half, interleaved ? half : 2, like.dim(1).extent(), p_.padded, p_.nb},
+    return staged(type, {interleaved ? 2 : half, interleaved ? half : 2, like.dim(1).extent(), p_.padded, p_.nb},
                   token_mins(3));
   }
 
-  // The kernel's dense output for a whole (d, h, s, b) tensor like `like`
-  // (the single-tensor encodings).
-  Halide::Buffer<> row_stage(const Halide::Buffer<>& like) const {
-    return staged(like.type(), {like.dim(0).extent(), like.dim(1).extent(), p_.padded, p_.nb}, token_mins(2));
+  // The kernel's dense output of `type` for a whole (d, h, s, b) tensor
+  // like `like` (the single-tensor encodings, whole-row rope outputs).
+  Halide::Buffer<> row_stage(const Halide::Buffer<>& like, Halide::Type type) const {
+    return staged(type, {like.dim(0).extent(), like.dim(1).extent(), p_.padded, p_.nb}, token_mins(2));
   }
 
   // Out of place, the dims outside the rotary range are copied on the

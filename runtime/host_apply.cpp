@@ -81,6 +81,9 @@ Result<std::unique_ptr<HostCall>> HostCall::make(const RopeSpec& spec, const App
       if (row.dtype == abi::DtypeRule::Float32) {
         slot.floats.assign(r[row.like]->elements(), 0.0f);
         into = dense(slot.floats.data(), ElementType::Float32, slot.shape);
+      } else if (row.dtype == abi::DtypeRule::Output && spec.has_fp8_output()) {
+        slot.codes.assign(static_cast<size_t>(r[row.like]->elements()), 0);
+        into = dense(slot.codes.data(), ElementType::UInt8, slot.shape);
       } else {
         slot.stored.emplace(spec.dtype, static_cast<size_t>(r[row.like]->elements()));
         into = dense(slot.stored->data(), slot.stored->element_type(), slot.shape);
@@ -93,6 +96,7 @@ Result<std::unique_ptr<HostCall>> HostCall::make(const RopeSpec& spec, const App
     const bool ints = in.type == ElementType::Int32 || in.type == ElementType::Int64;
     switch (row.dtype) {
       case abi::DtypeRule::Spec:
+      case abi::DtypeRule::Output:         // (an input only in a mistaken call, which the checks refuse)
       case abi::DtypeRule::SpecOrFloat32:  // the spec's, as every float the CLI reads
         slot.stored = to_storage(in.floats, spec.dtype);
         into = dense(slot.stored->data(), slot.stored->element_type(), slot.shape);
@@ -137,7 +141,7 @@ Result<std::unique_ptr<HostCall>> HostCall::make(const RopeSpec& spec, const App
   }
   call.offset = r.offset;
   call.seq_len = r.seq_len;
-  call.k_scale = r.k_scale, call.v_scale = r.v_scale;
+  call.q_scale = r.q_scale, call.k_scale = r.k_scale, call.v_scale = r.v_scale;
   call.backward = r.backward;
   return host;
 }

@@ -46,7 +46,7 @@ struct ApplyRequest {
   abi::ByTensor<std::optional<HostArray>> tensors;
   int64_t offset = 0;
   std::optional<int64_t> seq_len;  // default: max position + 1
-  std::optional<float> k_scale, v_scale;
+  std::optional<float> q_scale, k_scale, v_scale;
   bool backward = false;  // q, k: upstream gradients; with run-time frequencies also dL/d(inv_freq)
   // kv_cache specs: whether rotated k is also returned (with a cache it is optional).
   bool out_k = true;
@@ -59,7 +59,7 @@ struct ApplyRequest {
 struct ApplyResult {
   // out_q, out_k (when returned), d_freqs (backward of run-time
   // frequencies), and the KV caches as updated: float32 of the stored
-  // values (fp8 caches: their codes).
+  // values (fp8 caches and outputs: their codes).
   abi::ByTensor<std::optional<HostArray>> outputs;
 
   std::optional<HostArray>& operator[](abi::Arg a) { return outputs[a]; }

@@ -175,8 +175,10 @@ Var schedule_whole_row_tensor(const lowering::RopeAlgorithm& a, lowering::Rotate
   // decode [64, 1] 173.9 -> 113.5, prefill [4, 4096] 44898 -> 28656 (0.37
   // -> 0.54 of memcpy's speed).
   const Var across = heads_inside ? a.h : a.s;
-  t.inv_rms.compute_at(t.output, rows).vectorize(across, 8, TailStrategy::GuardWithIf);
-  t.square_sums.compute_at(t.inv_rms, across).vectorize(a.d).update(0).vectorize(a.d);
+  if (t.inv_rms.defined()) {  // qk_norm (fp8 outputs without it: the rotation and the stores)
+    t.inv_rms.compute_at(t.output, rows).vectorize(across, 8, TailStrategy::GuardWithIf);
+    t.square_sums.compute_at(t.inv_rms, across).vectorize(a.d).update(0).vectorize(a.d);
+  }
   t.rotated.compute_at(t.output, row).vectorize(a.r, lanes, TailStrategy::GuardWithIf).unroll(a.m);
   // Stored in the output's order, so the whole-row stores read it densely.
   if (spec.output_pairing == Pairing::Interleaved) t.rotated.reorder_storage(a.m, a.r);
@@ -362,7 +364,7 @@ void schedule_rope_cpu(lowering::RopeAlgorithm& a, const RopeSpec& spec, const T
   const Expr sequences = a.cos_sin_shared_by_batch
                              ? batch_sharing_sequences(a.q.output, a, tokens, a.scalar(lowering::Arg::PoolThreads))
                              : Expr();
-  const auto schedule = spec.qk_norm.enabled ? schedule_whole_row_tensor : schedule_tensor;
+  const auto schedule = a.whole_rows ? schedule_whole_row_tensor : schedule_tensor;
   const Var tile = schedule(a, a.q, spec, target, tokens, sequences);
   if (a.variant.with_k) {
     // k has q's tokens and batch, only its heads differ (call/prepare_call

@@ -206,8 +206,10 @@ void schedule_whole_row(const lowering::RopeAlgorithm& a, lowering::RotatedTenso
   Var ho("ho"), hi("hi");
   Func out = t.output;
   out.split(a.h, ho, hi, 32, TailStrategy::GuardWithIf).reorder(a.d, hi, ho, a.s, a.b).gpu_threads(hi).gpu_blocks(a.s, ho, a.b);
-  t.square_sums.compute_at(out, hi).unroll(a.d).update(0).unroll(a.d);
-  t.inv_rms.compute_at(out, hi);
+  if (t.inv_rms.defined()) {  // qk_norm (fp8 outputs without it: the rotation and the stores)
+    t.square_sums.compute_at(out, hi).unroll(a.d).update(0).unroll(a.d);
+    t.inv_rms.compute_at(out, hi);
+  }
   t.rotated.compute_at(out, hi).unroll(a.m);
   cos_sin.compute_at(t.rotated, a.r);
   if (xpos.defined()) xpos.compute_at(t.rotated, a.r);
@@ -338,7 +340,7 @@ void schedule_rope_gpu(lowering::RopeAlgorithm& a, const RopeSpec& spec, const T
   // asks lowering for them), computed per element (inline): cheap next to
   // the scattered store. (Cloning q's into it next to out_k's clone fails
   // in Halide 21's lowering.)
-  if (spec.qk_norm.enabled) {
+  if (a.whole_rows) {
     schedule_whole_row(a, a.q, a.cos_sin, a.xpos_scale);
     if (a.variant.with_k) schedule_whole_row(a, a.k, cs_k, xpos_k);
   } else {

@@ -51,6 +51,10 @@ struct Call {
   // finite value, rounded to nearest even, as vLLM's fp8 KV cache), v_cache
   // of x / v_scale. Refused for caches that are not fp8 (and v_scale without v).
   std::optional<float> k_scale, v_scale;
+  // output_dtype fp8: out_q holds the codes of rotated q / q_scale and out_k
+  // of rotated k / k_scale (the same rule as the caches'; absent: 1).
+  // Refused for other specs.
+  std::optional<float> q_scale;
   // Backward with run-time frequencies (or qk_norm: saved_q, saved_k): the
   // forward inputs, and where dL/d(inv_freq) (float32 [rotary_dim / 2]) goes.
   std::optional<Tensor> saved_q, saved_k, d_freqs;

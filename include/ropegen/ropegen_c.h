@@ -113,7 +113,10 @@ typedef struct ropegen_tensor {
  *               saturated to the format's largest finite value, rounded to
  *               nearest even: vLLM's fp8 KV cache), v_cache of x / v_scale.
  *               Finite and > 0; 0: not given (1 for fp8 caches; any other
- *               value with a cache that is not fp8 is refused).
+ *               value with a cache that is not fp8 is refused). output_dtype fp8:
+ *               out_k holds the codes of rotated k / k_scale, likewise.
+ *   q_scale     output_dtype fp8 (out_q, out_k uint8 codes, whole rows): out_q
+ *               holds the code of rotated q / q_scale, as k_scale's rule. 0: not given.
  *   cache_positions  paged caches: int32 [T], the position in its request's
  *               pages each token goes to (FlashInfer's fused op: `positions`
  *               place, `pos_ids` rotate); NULL: positions place them too.
@@ -138,6 +141,7 @@ typedef struct ropegen_call {
   const ropegen_tensor *cache_positions;
   const ropegen_tensor *q_norm_weight, *k_norm_weight;
   const ropegen_tensor *d_q_norm_weight, *d_k_norm_weight;
+  float q_scale;
 } ropegen_call;
 
 typedef enum ropegen_status {

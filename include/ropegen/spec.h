@@ -41,6 +41,7 @@ enum class AlibiForm { Symmetric, Causal, Bloom };
 // kv_layout NHD / HND), contiguous [num_slots, Hk, D] (vLLM's slot_mapping).
 enum class KvLayout { PagedNhd, PagedHnd, Contiguous };
 // The cache's element type; fp8 formats are stored as uint8 (per-tensor scale).
+// Stored dtypes with fp8 codes (uint8): KV caches and rope outputs.
 enum class KvDType { F32, F16, BF16, Fp8E4m3, Fp8E5m2 };
 // Per-head RMSNorm of q and k before the rotation (Qwen3, Gemma 3, OLMo 2):
 // rms x * rsqrt(mean(x^2) + eps) * w, rms_one_plus (Gemma) ... * (1 + w).
@@ -136,6 +137,12 @@ struct RopeSpec {
   Axes axes;                // rope only
   KvCache kv_cache;         // rope only
   QkNorm qk_norm;           // rope only
+  // rope only: what out_q and out_k hold: the spec's dtype (the default),
+  // or fp8 codes (uint8, fp8_e4m3 | fp8_e5m2) of x / q_scale and x / k_scale,
+  // the call's scales, as FP8 attention takes q. fp8 outputs are written as
+  // whole rows (the dims outside the rotary range scaled and cast too), out
+  // of place, forward only.
+  KvDType output_dtype = KvDType::F32;
 
   // sinusoidal, learned: the model dim of x's rows.
   int dim = 0;
@@ -148,7 +155,13 @@ struct RopeSpec {
   int num_pairs() const { return rotary_dim / 2; }
   // Partial rotary RoPE: dims outside the rotary range are copied out of
   // place (with qk_norm the kernel writes them itself, normalised).
-  bool has_pass_through() const { return encoding == Encoding::Rope && rotary_dim < head_dim && !qk_norm.enabled; }
+  bool has_pass_through() const { return encoding == Encoding::Rope && rotary_dim < head_dim && !writes_whole_rows(); }
+  bool has_fp8_output() const {
+    return encoding == Encoding::Rope && (output_dtype == KvDType::Fp8E4m3 || output_dtype == KvDType::Fp8E5m2);
+  }
+  // Whether the kernel writes out_q and out_k whole (every head_dim dim),
+  // not only the rotary view.
+  bool writes_whole_rows() const { return encoding == Encoding::Rope && (qk_norm.enabled || has_fp8_output()); }
   // Whether the frequencies depend on the run-time sequence length.
   bool needs_seq_len() const {
     return scaling.type == ScalingType::Dynamic || xpos.enabled ||

@@ -72,7 +72,8 @@ class SpecKernel {
   // arrive as Python objects so that a wrong one is named (tensor_args.h);
   // the call is checked by the library's prepare_call, like every other.
   void call(nb::dict tensors, nb::handle offset_arg, nb::handle seq_len_arg, bool backward,
-            std::optional<float> k_scale, std::optional<float> v_scale, uintptr_t stream) {
+            std::optional<float> k_scale, std::optional<float> v_scale, std::optional<float> q_scale,
+            uintptr_t stream) {
     const bool single = spec_.encoding != Encoding::Rope;
     for (auto [key, value] : tensors) {
       const std::string name = nb::cast<std::string>(nb::str(key));
@@ -104,12 +105,15 @@ class SpecKernel {
         std::optional<Output> t =
             required ? std::optional<Output>(python::output(h, name)) : python::optional_output(h, name);
         if (!t) continue;
-        if (a.dtype == abi::DtypeRule::Spec) python::check_dtype(spec_, t->dtype(), name);
+        const bool codes = a.dtype == abi::DtypeRule::Output && spec_.has_fp8_output();  // uint8: prepare_call checks
+        if (a.dtype == abi::DtypeRule::Spec || (a.dtype == abi::DtypeRule::Output && !codes))
+          python::check_dtype(spec_, t->dtype(), name);
         into = tensor_of(*t, name.c_str());
         held_outputs.push_back(std::move(*t));
       }
     }
-    call.k_scale = k_scale, call.v_scale = v_scale;  // fp8 caches (uint8 codes); None: not given
+    // fp8 caches and outputs (uint8 codes); None: not given.
+    call.q_scale = q_scale, call.k_scale = k_scale, call.v_scale = v_scale;
     call.offset = python::integer(offset_arg, "offset");
     if (!seq_len_arg.is_none()) call.seq_len = python::integer(seq_len_arg, "seq_len");
     call.backward = backward;
@@ -129,6 +133,12 @@ class SpecKernel {
   std::string encoding() const { return to_string(spec_.encoding); }
   std::string hash() const { return spec_hash(spec_); }
   std::string layout() const { return to_string(spec_.layout); }
+  // output_dtype fp8 ("fp8_e4m3", "fp8_e5m2": out_q and out_k are uint8
+  // codes); None: the spec's dtype.
+  std::optional<std::string> output_fp8() const {
+    if (!spec_.has_fp8_output()) return std::nullopt;
+    return to_string(spec_.output_dtype);
+  }
   // The kv_cache section's dtype ("bf16", "fp8_e4m3", ...); None without one.
   std::optional<std::string> kv_cache_dtype() const {
     if (!spec_.kv_cache.enabled) return std::nullopt;
@@ -175,12 +185,13 @@ NB_MODULE(_ropegen, m) {
   nb::class_<SpecKernel>(m, "Kernel")
       .def("__call__", &SpecKernel::call, nb::arg("tensors"), nb::arg("offset").none(), nb::arg("seq_len").none(),
            nb::arg("backward"), nb::arg("k_scale").none() = nb::none(), nb::arg("v_scale").none() = nb::none(),
-           nb::arg("stream") = 0)
+           nb::arg("q_scale").none() = nb::none(), nb::arg("stream") = 0)
       .def_prop_ro("spec", &SpecKernel::spec_yaml)
       .def_prop_ro("encoding", &SpecKernel::encoding)
       .def_prop_ro("spec_hash", &SpecKernel::hash)
       .def_prop_ro("layout", &SpecKernel::layout)
-      .def_prop_ro("kv_cache_dtype", &SpecKernel::kv_cache_dtype);
+      .def_prop_ro("kv_cache_dtype", &SpecKernel::kv_cache_dtype)
+      .def_prop_ro("output_fp8", &SpecKernel::output_fp8);
   m.def(
       "compile",
       [](const std::string& text, const std::string& source, const std::string& target,
@@ -203,9 +214,7 @@ NB_MODULE(_ropegen, m) {
       const char* direction = a.direction == abi::Direction::In    ? "in"
                               : a.direction == abi::Direction::Out ? "out"
                                                                    : "inout";
-      const char* rules[] = {"spec", "float32", "ids", "int32", "kv_cache", "scalar"};
-      const char* kinds[] = {"rows", "ids", "whole", "int64", "float32"};
-      rows.emplace_back(a.name, direction, rules[static_cast<int>(a.dtype)], kinds[static_cast<int>(a.kind)]);
+      rows.emplace_back(a.name, direction, abi::to_string(a.dtype), abi::to_string(a.kind));
     }
     return rows;
   });

@@ -21,7 +21,7 @@ std::string upper(std::string s) {
 }
 
 // ropegen_aot.h's ropegen_contract, field by field, as a C initializer.
-static_assert(sizeof(ropegen_contract) == 19 * 4, "ropegen_contract changed: update contract_initializer");
+static_assert(sizeof(ropegen_contract) == 20 * 4, "ropegen_contract changed: update contract_initializer");
 std::string contract_initializer(const ropegen_contract& c) {
   return fmt::format(
       "{{\n"
@@ -30,12 +30,12 @@ std::string contract_initializer(const ropegen_contract& c) {
       "    {} /* pairing */, {} /* output_pairing */, {} /* explicit_positions */,\n"
       "    {} /* position_axes */, {} /* runtime_frequencies */, {} /* table_frequencies */,\n"
       "    {} /* kv_layout */, {} /* kv_page_size */, {{{}, {}, {}}} /* kv_dtype: code, bits, lanes */,\n"
-      "    {} /* kv_fp8 */, {} /* qk_norm */, {} /* qk_norm_weight */\n"
+      "    {} /* kv_fp8 */, {} /* qk_norm */, {} /* qk_norm_weight */, {} /* output_fp8 */\n"
       "  }}",
       c.encoding, c.layout, c.dtype.code, c.dtype.bits, c.dtype.lanes, c.row_dim, c.num_heads, c.rotary_offset,
       c.rotary_dim, c.pairing, c.output_pairing, c.explicit_positions, c.position_axes, c.runtime_frequencies,
       c.table_frequencies, c.kv_layout, c.kv_page_size, c.kv_dtype.code, c.kv_dtype.bits, c.kv_dtype.lanes, c.kv_fp8,
-      c.qk_norm, c.qk_norm_weight);
+      c.qk_norm, c.qk_norm_weight, c.output_fp8);
 }
 
 // The shape of q (x, the scores) in the spec's layout.
@@ -87,6 +87,8 @@ bool takes(const RopeSpec& spec, abi::Feature feature) {
     case abi::Feature::PagedKvCache: return rope && kv.enabled && kv.layout != KvLayout::Contiguous;
     case abi::Feature::ContiguousKvCache: return rope && kv.enabled && kv.layout == KvLayout::Contiguous;
     case abi::Feature::Fp8KvCache: return rope && kv.enabled && kv.is_fp8();
+    case abi::Feature::Fp8Output: return spec.has_fp8_output();
+    case abi::Feature::Fp8KCodes: return rope && ((kv.enabled && kv.is_fp8()) || spec.has_fp8_output());
     case abi::Feature::SequenceLength:
       return rope && (spec.xpos.enabled || spec.scaling.type == ScalingType::Dynamic ||
                       (spec.scaling.type == ScalingType::LongRope && spec.scaling.policy == LongRopePolicy::PerCall));
@@ -128,6 +130,10 @@ std::string shape_and_dtype(const RopeSpec& spec, const abi::ArgumentInfo& a) {
   }
   switch (a.dtype) {
     case abi::DtypeRule::Spec: return shape + " " + element(spec.dtype);
+    case abi::DtypeRule::Output:
+      return shape + " " +
+             (spec.has_fp8_output() ? fmt::format("uint8 ({} codes)", to_string(spec.output_dtype))
+                                    : element(spec.dtype));
     case abi::DtypeRule::SpecOrFloat32:
       return shape + " " + element(spec.dtype) + (spec.dtype == DType::F32 ? "" : " or float32");
     case abi::DtypeRule::Float32: return shape + " float32";

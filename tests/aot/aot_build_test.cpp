@@ -161,6 +161,7 @@ struct Scenario {
   bool float32_norm_weights = false;  // the weights passed as float32 (else in the dtype)
   std::optional<StridedTensor> saved_q, saved_k;
   int device_type = 1, device_id = 0;        // where the driver puts every tensor (tests/aot/device_memory.h)
+  std::optional<std::pair<float, float>> fp8_scales;  // output_dtype fp8: (q_scale, k_scale); outputs uint8 codes
 };
 
 std::string join(const std::vector<int64_t>& v) { return fmt::format("{}", fmt::join(v, " ")); }
@@ -171,11 +172,18 @@ std::string run_driver(const std::string& exe, const std::string& dir, DType dty
   std::string call = dtype == DType::F32 ? "2 32\n" : dtype == DType::BF16 ? "4 16\n" : "2 16\n";  // DLPack code, bits
   call += fmt::format("{} {} {} {}\n", s.q.shape.size(), join(s.q.shape), join(s.q.strides), s.q.elements);
   test::write_text(dir + "/q.bin", storage_of(dtype, s.q, kSentinel).bytes());
-  test::write_text(dir + "/out_q.bin", Storage{dtype, std::vector<float>(s.q.elements, kSentinel)}.bytes());
+  // fp8 outputs: one byte an element, the sentinel code 0x5a.
+  auto out_bytes = [&](int64_t elements) {
+    return s.fp8_scales ? std::string(static_cast<size_t>(elements), '\x5a')
+                        : Storage{dtype, std::vector<float>(elements, kSentinel)}.bytes();
+  };
+  if (s.fp8_scales)
+    test::write_text(dir + "/fp8_outputs", fmt::format("{} {}\n", s.fp8_scales->first, s.fp8_scales->second));
+  test::write_text(dir + "/out_q.bin", out_bytes(s.q.elements));
   if (s.k) {
     call += fmt::format("1 {} {} {}\n", join(s.k->shape), join(s.k->strides), s.k->elements);
     test::write_text(dir + "/k.bin", storage_of(dtype, *s.k, kSentinel).bytes());
-    test::write_text(dir + "/out_k.bin", Storage{dtype, std::vector<float>(s.k->elements, kSentinel)}.bytes());
+    test::write_text(dir + "/out_k.bin", out_bytes(s.k->elements));
   } else {
     call += "0\n";
   }
@@ -536,6 +544,51 @@ TEST_F(AotBuild, QkNormLibraryForwardBackwardAndTheWeightsGradients) {
   EXPECT_THAT(
       run_driver(exe, path("no_weights"), DType::BF16, s),
       ::testing::StartsWith("rc=1\ninvalid argument: q_norm_weight: the spec has `qk_norm: {weight: per_head}`"));
+}
+
+// output_dtype fp8 through the C call: uint8 codes of x / q_scale and
+// x / k_scale, pass-through dims cast, the scales' fields of ropegen_call.
+TEST_F(AotBuild, Fp8OutputLibraryWritesCodesFromC) {
+  const char* text =
+      "name: aot_f8\nhead_dim: 16\nrotary_dim: 8\nrotary_offset: 4\nlayout: bshd\ndtype: bf16\n"
+      "positions: explicit\noutput_dtype: fp8_e4m3\n";
+  const RopeSpec spec = parse(text);
+  const std::string lib = path("lib");
+  build_library(write_spec(text), kX86Pair, lib);
+  const std::string header = test::read_text(lib + "/aot_f8.h");
+  EXPECT_THAT(header, HasSubstr("uint8 (fp8_e4m3 codes)"));
+  EXPECT_THAT(header, Not(HasSubstr("aot_f8_q_backward")));  // no backward entries
+  const std::string exe = compile_driver(lib, "aot_f8", path("driver"));
+  Scenario s;
+  s.q = make_tensor(DType::BF16, {2, 3, 4, 16}, {3 * 4 * 16, 4 * 16, 16, 1}, 0.2);
+  s.k = make_tensor(DType::BF16, {2, 3, 2, 16}, {3 * 2 * 16, 2 * 16, 16, 1}, 0.9);
+  s.positions_shape = {2, 3}, s.positions = {0, 5, 9, 3, 70, 12};
+  s.fp8_scales = {{0.01f, 3.0f}};  // q saturates (|x| / 0.01 > 448); 3 is no power of two
+  EXPECT_EQ(run_driver(exe, path("forward"), DType::BF16, s), "rc=0\n");
+  ref::Call call;
+  call.positions = ref::Tensor{s.positions_shape, std::vector<double>(s.positions.begin(), s.positions.end())};
+  for (bool is_key : {false, true}) {
+    const StridedTensor& x = is_key ? *s.k : s.q;
+    const float scale = is_key ? s.fp8_scales->second : s.fp8_scales->first;
+    const std::vector<double> want = ref::reference_apply(spec, ref::Tensor{x.shape, x.dense}, is_key, call).data;
+    const std::string got = test::read_text(path(is_key ? "forward/result_k.bin" : "forward/result_q.bin"));
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      // The codes the value within float32 rounding of the reference can have (rounding is monotone).
+      const double eps = 3e-6 + 1e-6 * std::abs(want[i]);
+      const double lo =
+          ref::fp8_value(KvDType::Fp8E4m3, ref::fp8_code(KvDType::Fp8E4m3, static_cast<float>(want[i] - eps), scale));
+      const double hi =
+          ref::fp8_value(KvDType::Fp8E4m3, ref::fp8_code(KvDType::Fp8E4m3, static_cast<float>(want[i] + eps), scale));
+      const double value = ref::fp8_value(KvDType::Fp8E4m3, static_cast<uint8_t>(got[i]));
+      EXPECT_TRUE(value >= lo && value <= hi)
+          << (is_key ? "k" : "q") << "[" << i << "] = " << value << ", reference " << want[i] << " / " << scale;
+    }
+  }
+  // In place (no out_q): refused, naming it.
+  s.in_place = true;
+  EXPECT_THAT(run_driver(exe, path("in_place"), DType::BF16, s),
+              ::testing::StartsWith("rc=1\ninvalid argument: out_q: the spec's output_dtype is fp8_e4m3: pass out_q"));
 }
 
 // The e_machine of every ELF member of an ar archive.

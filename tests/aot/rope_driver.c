@@ -18,7 +18,9 @@
  * DIR/float32_norm_weights is there) and DIR/saved_{q,k}.bin the
  * backward's forward inputs (shaped as q, k); a backward given weights also
  * passes d_q_norm_weight (, d_k_norm_weight) and writes them to
- * DIR/result_d_{q,k}_norm_weight.bin. Writes DIR/result_{q,k}.bin (the output
+ * DIR/result_d_{q,k}_norm_weight.bin. output_dtype fp8 specs: DIR/fp8_outputs
+ * holds "q_scale k_scale", and out_q, out_k are uint8 codes (one byte an
+ * element). Writes DIR/result_{q,k}.bin (the output
  * buffers after the call) and prints "rc=N", then the message if N != 0. */
 #include <stdint.h>
 #include <stdio.h>
@@ -77,6 +79,7 @@ int main(int argc, char **argv) {
   int64_t q_elements, k_elements = 0, cu[64];
   int code, bits, bytes, rank, has_k, in_place, positions_rank, positions_are_int64 = 0, num_sequences, i, rc;
   int cu_int64 = 0, device_type, device_id = 0, repeat;
+  int out_code, out_bits, out_bytes;
   void *q, *k = NULL, *out_q, *out_k = NULL, *positions = NULL, *cu_data = NULL, *cache = NULL;
   void *d_weight[2] = {NULL, NULL};
   int weight_f32;
@@ -144,13 +147,21 @@ int main(int argc, char **argv) {
   if (fscanf(in, "%d %d", &device_type, &device_id) == 2) use_device(device_type, device_id);
   fclose(in);
 
+  /* fp8 outputs: uint8 codes, the scales with the call. */
+  out_code = code, out_bits = bits, out_bytes = bytes;
+  if (exists("fp8_outputs")) {
+    snprintf(path, sizeof path, "%s/fp8_outputs", dir);
+    if (!(in = fopen(path, "r")) || fscanf(in, "%f %f", &call.q_scale, &call.k_scale) != 2) return 109;
+    fclose(in);
+    out_code = ROPEGEN_DTYPE_UINT, out_bits = 8, out_bytes = 1;
+  }
   q = read_file("q.bin", (size_t)q_elements * bytes);
   tq = tensor(q, rank, q_shape, q_strides, code, bits);
   call.q = remember(&tq, (size_t)q_elements * bytes);
   if (!in_place) {
-    out_q = read_file("out_q.bin", (size_t)q_elements * bytes);
-    tout_q = tensor(out_q, rank, q_shape, q_strides, code, bits);
-    call.out_q = remember(&tout_q, (size_t)q_elements * bytes);
+    out_q = read_file("out_q.bin", (size_t)q_elements * out_bytes);
+    tout_q = tensor(out_q, rank, q_shape, q_strides, out_code, out_bits);
+    call.out_q = remember(&tout_q, (size_t)q_elements * out_bytes);
   } else {
     out_q = q; /* out_q NULL: in place */
   }
@@ -159,9 +170,9 @@ int main(int argc, char **argv) {
     tk = tensor(k, rank, k_shape, k_strides, code, bits);
     call.k = remember(&tk, (size_t)k_elements * bytes);
     if (!in_place) {
-      out_k = read_file("out_k.bin", (size_t)k_elements * bytes);
-      tout_k = tensor(out_k, rank, k_shape, k_strides, code, bits);
-      call.out_k = remember(&tout_k, (size_t)k_elements * bytes);
+      out_k = read_file("out_k.bin", (size_t)k_elements * out_bytes);
+      tout_k = tensor(out_k, rank, k_shape, k_strides, out_code, out_bits);
+      call.out_k = remember(&tout_k, (size_t)k_elements * out_bytes);
     } else {
       out_k = k;
     }
@@ -218,8 +229,8 @@ int main(int argc, char **argv) {
     for (i = 0; i < 2; ++i)
       if (d_weight[i]) fetch(d_weight[i]);
   }
-  write_file("result_q.bin", out_q, (size_t)q_elements * bytes);
-  if (has_k) write_file("result_k.bin", out_k, (size_t)k_elements * bytes);
+  write_file("result_q.bin", out_q, (size_t)q_elements * out_bytes);
+  if (has_k) write_file("result_k.bin", out_k, (size_t)k_elements * out_bytes);
   for (i = 0; i < 2; ++i)
     if (d_weight[i])
       write_file(i ? "result_d_k_norm_weight.bin" : "result_d_q_norm_weight.bin", d_weight[i], (size_t)head_dim[0] * 4);

@@ -247,8 +247,9 @@ TEST_F(KvCacheCall, Fp8CachesAndTheirScales) {
 
   c = paged();
   c.k_scale = 1.0f;
-  EXPECT_EQ(messages(kPaged, c), "k_scale: error: k_scale is for fp8 KV caches; the spec's kv_cache dtype float32 "
-                                 "stores values as they are: leave k_scale out\n");
+  EXPECT_EQ(messages(kPaged, c),
+            "k_scale: error: k_scale is for fp8 KV caches (and output_dtype fp8); the spec's "
+            "kv_cache dtype float32 stores values as they are: leave k_scale out\n");
   Call plain;
   plain.q = c.q, plain.k = c.k, plain.positions = c.positions;
   plain.v_scale = 1.0f;

@@ -324,6 +324,26 @@ TEST_F(Cli, ApplyAppendsToAnFp8Cache) {
   EXPECT_THAT(unwanted.err, HasSubstr("--k-scale: error: k_scale is for fp8 KV caches"));
 }
 
+// output_dtype fp8: out_q and out_k are written as uint8 codes of x / scale.
+TEST_F(Cli, Fp8OutputsAreUint8CodesOfXOverScale) {
+  const std::string spec = spec_file("name: f\nhead_dim: 8\nrotary_dim: 4\nrotary_offset: 4\noutput_dtype: fp8_e4m3\n");
+  cli::write_file_atomically(path("q.npy"),
+                             cli::npy_bytes(std::vector<float>{1, 2, 3, 1000, 0, 0, 0, 0}, {1, 1, 1, 8}));
+  const auto r =
+      run_command(kTool + " apply " + spec + " --q " + path("q.npy") + " --out-q " + path("oq.npy") + " --q-scale 0.5");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const cli::NpyArray oq = cli::read_npy(path("oq.npy"));
+  EXPECT_EQ(oq.dtype, "|u1");
+  EXPECT_EQ(oq.shape, (std::vector<int64_t>{1, 1, 1, 8}));
+  // 2, 4, 6, 2000 -> 448 (saturated): pass-through dims cast; the rotary dims at position 0 are zeros.
+  EXPECT_EQ(oq.data, (std::vector<uint8_t>{0x40, 0x48, 0x4c, 0x7e, 0, 0, 0, 0}));
+  const auto bad_scale =
+      run_command(kTool + " apply " + spec + " --q " + path("q.npy") + " --out-q " + path("oq.npy") + " --q-scale 0");
+  EXPECT_EQ(bad_scale.exit_code, 2);
+  EXPECT_THAT(bad_scale.err, HasSubstr("--q-scale: error: q_scale (0) must be finite and > 0: out_q holds the "
+                                       "fp8_e4m3 codes of x / q_scale"));
+}
+
 TEST_F(Cli, UsageErrorsExitTwo) {
   EXPECT_EQ(run_command(kTool).exit_code, 2);
   EXPECT_EQ(run_command(kTool + " frobnicate").exit_code, 2);

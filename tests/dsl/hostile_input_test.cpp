@@ -76,7 +76,8 @@ TEST(HostileInput, LongKeysAndValuesAreShownShortened) {
   EXPECT_EQ(errors_of("name: a\nhead_dim: 8\n" + std::string(1000, 'k') + ": 1\n"),
             "s.yaml:3:1: error: unknown key `" + std::string(80, 'k') +
                 "... (1000 characters)` for encoding `rope`; allowed: name, encoding, head_dim, rotary_dim, "
-                "rotary_offset, pairing, output_pairing, layout, dtype, frequency, scaling, xpos, positions, axes, kv_cache, qk_norm\n");
+                "rotary_offset, pairing, output_pairing, layout, dtype, frequency, scaling, xpos, positions, axes, "
+                "kv_cache, qk_norm, output_dtype\n");
 }
 
 TEST(HostileInput, ControlCharactersAreNotPrinted) {

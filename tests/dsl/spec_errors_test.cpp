@@ -25,7 +25,7 @@ TEST_P(SpecErrors, ReportsPreciseLocationAndMessage) {
 const ErrorCase kCases[] = {
     {"unknown_key_did_you_mean", "name: a\nhead_dim: 8\nrotary_dims: 4\n",
      "s.yaml:3:1: error: unknown key `rotary_dims` for encoding `rope`; allowed: name, encoding, head_dim, "
-     "rotary_dim, rotary_offset, pairing, output_pairing, layout, dtype, frequency, scaling, xpos, positions, axes, kv_cache, qk_norm; "
+     "rotary_dim, rotary_offset, pairing, output_pairing, layout, dtype, frequency, scaling, xpos, positions, axes, kv_cache, qk_norm, output_dtype; "
      "did you mean `rotary_dim`?\n"},
     {"missing_name", "head_dim: 8\n", "s.yaml:1:1: error: missing required key `name`\n"},
     {"head_dim_wrong_type", "name: a\nhead_dim: big\n",
@@ -94,7 +94,7 @@ const ErrorCase kCases[] = {
      "s.yaml:3:10: error: `scaling` must be a mapping, got `linear`\n"},
     {"several_errors_at_once", "name: A\nhead_dim: 8\nlayot: bshd\ndtype: f64\n",
      "s.yaml:3:1: error: unknown key `layot` for encoding `rope`; allowed: name, encoding, head_dim, rotary_dim, "
-     "rotary_offset, pairing, output_pairing, layout, dtype, frequency, scaling, xpos, positions, axes, kv_cache, qk_norm; did you mean "
+     "rotary_offset, pairing, output_pairing, layout, dtype, frequency, scaling, xpos, positions, axes, kv_cache, qk_norm, output_dtype; did you mean "
      "`layout`?\n"
      "s.yaml:4:8: error: unknown dtype `f64`; allowed: f32, f16, bf16; did you mean `f32`?\n"},
     {"missing_head_dim", "name: a\n", "s.yaml:1:1: error: encoding `rope` needs `head_dim`\n"},
@@ -182,6 +182,14 @@ const ErrorCase kCases[] = {
      "s.yaml:3:17: error: unknown type `layer`; allowed: rms, rms_one_plus\n"},
     {"qk_norm_weight_unknown", "name: a\nhead_dim: 8\nqk_norm: {eps: 1.0e-6, weight: per_token}\n",
      "s.yaml:3:32: error: unknown weight `per_token`; allowed: per_head, none\n"},
+    {"output_dtype_other_float", "name: a\nhead_dim: 8\ndtype: bf16\noutput_dtype: f32\n",
+     "s.yaml:4:15: error: output_dtype `f32` differs from dtype `bf16`: rope outputs have the spec's dtype or are fp8 "
+     "codes (fp8_e4m3, fp8_e5m2)\n"},
+    {"output_dtype_unknown", "name: a\nhead_dim: 8\noutput_dtype: fp8\n",
+     "s.yaml:3:15: error: unknown output_dtype `fp8`; allowed: f32, f16, bf16, fp8_e4m3, fp8_e5m2; did you mean "
+     "`f32`?\n"},
+    {"output_dtype_on_sinusoidal", "name: a\nencoding: sinusoidal\ndim: 8\noutput_dtype: fp8_e4m3\n",
+     "s.yaml:4:1: error: `output_dtype` does not belong to encoding `sinusoidal`; it is used by encoding rope\n"},
     {"qk_norm_on_alibi", "name: a\nencoding: alibi\nnum_heads: 4\nqk_norm: {eps: 1.0e-6}\n",
      "s.yaml:4:1: error: `qk_norm` does not belong to encoding `alibi`; it is used by encoding rope\n"},
     {"kv_cache_needs_thd", "name: a\nhead_dim: 8\npositions: explicit\nkv_cache: {layout: paged_nhd}\n", 

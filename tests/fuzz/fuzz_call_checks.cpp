@@ -35,6 +35,8 @@ const std::vector<ropegen::RopeSpec>& specs() {
         "name: a\nhead_dim: 8\nlayout: bhsd\npositions: explicit\nfrequency: {scheme: table}\n",
         "name: a\nhead_dim: 8\nlayout: sbhd\nfrequency: {scheme: runtime}\n",
         "name: a\nhead_dim: 16\nlayout: bshd\npositions: explicit\naxes: {sections: [2, 3, 3]}\n",
+        "name: a\nhead_dim: 8\nrotary_dim: 4\nlayout: thd\nqk_norm: {eps: 1.0e-6}\n",
+        "name: a\nhead_dim: 8\nrotary_dim: 4\nlayout: bshd\noutput_dtype: fp8_e4m3\n",
         "name: s\nencoding: sinusoidal\ndim: 8\n",
         "name: l\nencoding: learned\ndim: 8\n",
         "name: b\nencoding: alibi\nnum_heads: 4\n",
@@ -163,6 +165,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (scalars & 4) call.k_scale = float_of(in.next());
   if (scalars & 8) call.v_scale = float_of(in.next());
   call.backward = scalars & 16;
+  if (scalars & 32) call.q_scale = float_of(in.next());
 
   const ropegen::Result<ropegen::call::PreparedCall> prepared = ropegen::call::prepare_call(spec, call);
   if (!prepared) {

@@ -35,6 +35,7 @@ TEST(CpuKernel, OutputPairingDiffersFromInputPairing) { run_all(test::sweep_outp
 TEST(CpuKernel, XposLongRopeAndSchemes) { run_all(test::sweep_xpos_longrope_schemes()); }
 TEST(CpuKernel, QkNormThenRope) { run_all(test::sweep_qk_norm()); }
 TEST(CpuKernel, QkNormThenRopeBackward) { run_all(test::backward_of(test::sweep_qk_norm())); }
+TEST(CpuKernel, Fp8Outputs) { run_all(test::sweep_fp8_output()); }
 
 // Float32 weights of bf16 rows are read as they are: the same draws rounded
 // to bf16 first give other results (both within the dtype's tolerance of

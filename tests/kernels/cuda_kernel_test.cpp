@@ -42,6 +42,10 @@ TEST(CudaKernel, QkNormThenRopeAndItsBackward) {
   test::expect_parity("qk_norm", test::sweep_qk_norm(), *c.target);
   test::expect_parity("qk_norm backward", test::backward_of(test::sweep_qk_norm()), *c.target);
 }
+TEST(CudaKernel, Fp8Outputs) {
+  ROPEGEN_REQUIRE_GPU(c, "cuda");
+  test::expect_parity("fp8 outputs", test::sweep_fp8_output(), *c.target);
+}
 
 TEST(CudaKernelAccuracy, TrigAtLongPositionsSameBitsAsHost) {
   ROPEGEN_REQUIRE_GPU(c, "cuda");

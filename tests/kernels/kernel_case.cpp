@@ -69,6 +69,29 @@ double element(const Halide::Buffer<>& b, DType t, int64_t i) {
   return static_cast<double>(static_cast<const Halide::bfloat16_t*>(b.data())[i]);
 }
 
+// fp8 codes against the float64 reference's: the code of every value the
+// kernel's float32 rotation can have computed (within the f32 tolerance of
+// the reference) divided by scale, rounded once, saturated (the codes
+// between those of the interval's ends, rounding being monotone).
+void check_codes(const RopeSpec& spec, const ref::Tensor& want, const Halide::Buffer<>& out, float scale,
+                 const char* what) {
+  const KvDType format = spec.output_dtype;
+  auto ordered = [](uint8_t code) { return code & 0x80 ? -(code & 0x7f) : (code & 0x7f); };
+  int bad = 0;
+  for (size_t i = 0; i < want.data.size() && bad < 5; ++i) {
+    const uint8_t got = static_cast<const uint8_t*>(out.data())[i];
+    const double x = want.data[i], tol = tolerance(DType::F32, x);
+    const int lo = ordered(ref::fp8_code(format, static_cast<float>(x - tol), scale));
+    const int hi = ordered(ref::fp8_code(format, static_cast<float>(x + tol), scale));
+    if (ordered(got) < lo || ordered(got) > hi) {
+      ADD_FAILURE() << what << "[" << i << "] = fp8 code 0x" << std::hex << int{got} << std::dec << " ("
+                    << ref::fp8_value(format, got) << "), reference " << x << " / " << scale << " -> code 0x"
+                    << std::hex << int{ref::fp8_code(format, static_cast<float>(x), scale)} << std::dec;
+      ++bad;
+    }
+  }
+}
+
 CaseOutputs run_case_or_throw(const Case& c, const Halide::Target& target, Memory memory) {
   SCOPED_TRACE(c.describe());
   CaseOutputs outputs;
@@ -123,16 +146,29 @@ CaseOutputs run_case_or_throw(const Case& c, const Halide::Target& target, Memor
     return ropegen::Tensor::dense(const_cast<void*>(static_cast<const void*>(storage.data())), element_type, shape.data(),
                                   static_cast<int>(shape.size()));
   };
+  // fp8 outputs: uint8 codes, out of place.
+  const bool fp8 = spec.has_fp8_output();
+  const Halide::Type out_type = fp8 ? Halide::UInt(8) : type;
+  auto output = [&](const Tensor& in) {
+    Halide::Buffer<> out = c.in_place ? in.storage : Halide::Buffer<>(out_type, in.storage.number_of_elements());
+    return out;
+  };
+  auto output_tensor = [&](const Halide::Buffer<>& storage, const std::vector<int64_t>& shape) {
+    return fp8 ? ropegen::Tensor::dense(const_cast<void*>(static_cast<const void*>(storage.data())), ElementType::UInt8,
+                                        shape.data(), static_cast<int>(shape.size()))
+               : tensor(storage, shape);
+  };
   Call rc;
   rc.q = tensor(q.storage, q.shape);
-  Halide::Buffer<> out_q_storage = c.in_place ? q.storage : Halide::Buffer<>(type, q.storage.number_of_elements());
-  rc.out_q = tensor(out_q_storage, q.shape);
+  Halide::Buffer<> out_q_storage = output(q);
+  rc.out_q = output_tensor(out_q_storage, q.shape);
   Halide::Buffer<> out_k_storage;
   if (k) {
     rc.k = tensor(k->storage, k->shape);
-    out_k_storage = c.in_place ? k->storage : Halide::Buffer<>(type, k->storage.number_of_elements());
-    rc.out_k = tensor(out_k_storage, k->shape);
+    out_k_storage = output(*k);
+    rc.out_k = output_tensor(out_k_storage, k->shape);
   }
+  if (fp8) rc.q_scale = c.q_scale, rc.k_scale = c.k_scale;
   std::vector<int32_t> pos32(pos_values.begin(), pos_values.end());
   std::vector<int64_t> pos64 = pos_values;
   if (c.explicit_positions)
@@ -227,6 +263,7 @@ CaseOutputs run_case_or_throw(const Case& c, const Halide::Target& target, Memor
         c.backward ? ref::reference_backward(spec, x, forward_input ? &*forward_input : nullptr, is_key, call).dx
                    : ref::reference_apply(spec, x, is_key, call);
     int bad = 0;
+    if (fp8) return check_codes(spec, want, out, is_key ? c.k_scale : c.q_scale, what);
     for (size_t i = 0; i < want.data.size() && bad < 5; ++i) {
       const double got = element(out, spec.dtype, static_cast<int64_t>(i));
       if (!(std::abs(got - want.data[i]) <= tolerance(spec.dtype, want.data[i]))) {
@@ -259,19 +296,22 @@ CaseOutputs run_case_or_throw(const Case& c, const Halide::Target& target, Memor
 }  // namespace
 
 std::string Case::spec_text() const {
-  return fmt::format("name: t\nhead_dim: {}\nrotary_dim: {}\nrotary_offset: {}\npairing: {}\nlayout: {}\n"
-                     "dtype: {}\npositions: {}\n{}{}{}{}",
-                     head_dim, rotary_dim, rotary_offset, pairing, layout, dtype,
-                     explicit_positions ? "explicit" : "implicit", scaling, xpos,
-                     output_pairing.empty() ? "" : "output_pairing: " + output_pairing + "\n", qk_norm);
+  return fmt::format(
+      "name: t\nhead_dim: {}\nrotary_dim: {}\nrotary_offset: {}\npairing: {}\nlayout: {}\n"
+      "dtype: {}\npositions: {}\n{}{}{}{}{}",
+      head_dim, rotary_dim, rotary_offset, pairing, layout, dtype, explicit_positions ? "explicit" : "implicit",
+      scaling, xpos, output_pairing.empty() ? "" : "output_pairing: " + output_pairing + "\n", qk_norm,
+      output_dtype.empty() ? "" : "output_dtype: " + output_dtype + "\n");
 }
 
 std::string Case::describe() const {
-  return fmt::format("{}{} {} {} D={} R={} off={} B={} S={} H={} Hk={} pos={}{}{} offset={} in_place={} | {}{}{}{}",
-                     backward ? "backward " : "", layout, pairing, dtype, head_dim, rotary_dim, rotary_offset, B, S, H,
-                     Hk, explicit_positions ? "explicit" : "implicit", shared_positions ? "[S]" : "",
-                     int64_positions ? " i64" : "", offset, in_place, scaling, xpos, qk_norm,
-                     float32_norm_weights ? " (float32 weights)" : "");
+  return fmt::format(
+      "{}{} {} {} D={} R={} off={} B={} S={} H={} Hk={} pos={}{}{} offset={} in_place={} | {}{}{}{}{}",
+      backward ? "backward " : "", layout, pairing, dtype, head_dim, rotary_dim, rotary_offset, B, S, H, Hk,
+      explicit_positions ? "explicit" : "implicit", shared_positions ? "[S]" : "", int64_positions ? " i64" : "",
+      offset, in_place, scaling, xpos, qk_norm, float32_norm_weights ? " (float32 weights)" : "",
+      output_dtype.empty() ? ""
+                           : fmt::format(" output_dtype {} q_scale {} k_scale {}", output_dtype, q_scale, k_scale));
 }
 
 CaseOutputs run_case(const Case& c, const Halide::Target& target, Memory memory) {
@@ -289,6 +329,10 @@ int64_t ulp_distance(DType dtype, const Halide::Buffer<>& a, const Halide::Buffe
   // Map the bits to a line on which neighbouring values are neighbouring
   // integers: sign-magnitude -> two's complement.
   auto ordered = [&](const Halide::Buffer<>& buf) -> int64_t {
+    if (buf.type().bits() == 8) {
+      const uint8_t code = static_cast<const uint8_t*>(buf.data())[i];
+      return code & 0x80 ? -(code & 0x7f) : (code & 0x7f);
+    }
     if (dtype == DType::F32) {
       int32_t bits;
       std::memcpy(&bits, static_cast<const float*>(buf.data()) + i, 4);

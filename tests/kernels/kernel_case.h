@@ -29,15 +29,19 @@ struct Case {
   // dtype or (float32_norm_weights) float32, not rounded to the dtype.
   std::string qk_norm;
   bool float32_norm_weights = false;
+  // output_dtype ("fp8_e4m3", "fp8_e5m2"; empty: the spec's dtype): out_q
+  // and out_k are uint8 codes of x / q_scale and x / k_scale.
+  std::string output_dtype;
+  float q_scale = 1.0f, k_scale = 1.0f;
 
   std::string spec_text() const;
   std::string describe() const;
 };
 
-// What a case wrote: the outputs' storage (spec dtype, the layout's order).
+// What a case wrote: the outputs' storage (spec dtype or fp8 codes, the layout's order).
 struct CaseOutputs {
   DType dtype = DType::F32;
-  Halide::Buffer<> q, k;  // k undefined without k
+  Halide::Buffer<> q, k;  // k undefined without k; uint8 fp8 codes with output_dtype
   // The backward of qk_norm weight per_head: the weights' gradients (k's with k).
   Halide::Buffer<float> d_q_norm_weight, d_k_norm_weight;
 };
@@ -66,7 +70,8 @@ ropegen::Tensor host_tensor(const void* data, ElementType type, const std::vecto
 
 // Units in the last place between two stored values of the same dtype (the
 // distance between their positions on the dtype's number line; 0 = the same
-// bits, or +0 vs -0).
+// bits, or +0 vs -0). uint8 buffers hold fp8 codes (sign and magnitude),
+// whatever dtype says.
 int64_t ulp_distance(DType dtype, const Halide::Buffer<>& a, const Halide::Buffer<>& b, int64_t index);
 
 }  // namespace ropegen::test

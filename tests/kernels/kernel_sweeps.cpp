@@ -166,6 +166,35 @@ std::vector<Case> sweep_qk_norm() {
   return cases;
 }
 
+std::vector<Case> sweep_fp8_output() {
+  std::vector<Case> cases;
+  auto add = [&](Case c) { cases.push_back(c); };
+  Case c;
+  // GQA, whole rotary range; q's scale saturates most of it (|x| / 0.005 > 448).
+  c = Case{}, c.head_dim = c.rotary_dim = 64, c.B = 2, c.S = 7, c.H = 4, c.Hk = 2;
+  c.output_dtype = "fp8_e4m3", c.q_scale = 0.005f, c.k_scale = 3.0f, add(c);
+  // bf16, partial interleaved with dims on both sides, packed tokens at explicit ids, a scaling.
+  c = Case{}, c.layout = "thd", c.dtype = "bf16", c.pairing = "interleaved", c.head_dim = 64, c.rotary_dim = 32;
+  c.rotary_offset = 16, c.B = 1, c.S = 11, c.H = 3, c.Hk = 1, c.explicit_positions = true, c.cu_seqlens = {0, 5, 11};
+  c.scaling = "scaling: {type: llama3, factor: 8, original_max_position: 64}\n";
+  c.output_dtype = "fp8_e4m3", c.q_scale = 0.25f, c.k_scale = 0.7f, add(c);
+  // fp8_e5m2, f16, q alone, a head dim no vector multiple, bhsd; 57344 saturates at |x| > 5.7.
+  c = Case{}, c.layout = "bhsd", c.dtype = "f16", c.head_dim = 130, c.rotary_dim = 34, c.rotary_offset = 90;
+  c.B = 2, c.S = 5, c.H = 3, c.offset = 900, c.output_dtype = "fp8_e5m2", c.q_scale = 1e-4f, add(c);
+  // DeepSeek's MLA head: nope dims, then rope dims read interleaved and written half; sbhd.
+  c = Case{}, c.layout = "sbhd", c.dtype = "bf16", c.pairing = "interleaved", c.output_pairing = "half";
+  c.head_dim = 192, c.rotary_dim = 64, c.rotary_offset = 128, c.B = 2, c.S = 3, c.H = 4, c.Hk = 1;
+  c.output_dtype = "fp8_e4m3", add(c);
+  // QK-norm + RoPE + fp8: Qwen3's heads, bf16.
+  c = Case{}, c.dtype = "bf16", c.head_dim = c.rotary_dim = 128, c.B = 2, c.S = 4, c.H = 4, c.Hk = 2;
+  c.qk_norm = "qk_norm: {type: rms, eps: 1.0e-6, weight: per_head}\n";
+  c.output_dtype = "fp8_e4m3", c.q_scale = 0.01f, c.k_scale = 0.03f, add(c);
+  // One token, one head, the smallest head.
+  c = Case{}, c.dtype = "f16", c.head_dim = c.rotary_dim = 2, c.B = 1, c.S = 1, c.H = 1, c.Hk = 1, c.offset = 7;
+  c.output_dtype = "fp8_e5m2", c.q_scale = 0.3f, c.k_scale = 5.0f, add(c);
+  return cases;
+}
+
 std::vector<Case> backward_of(std::vector<Case> cases) {
   for (Case& c : cases) {
     c.backward = true;

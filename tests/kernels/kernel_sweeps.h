@@ -33,6 +33,12 @@ std::vector<Case> sweep_gpu_shapes();
 // alone, in place, every layout.
 std::vector<Case> sweep_qk_norm();
 
+// output_dtype fp8_e4m3 / fp8_e5m2: every dtype, partial rotary with dims
+// on both sides of the range, both pairings and an output pairing, scales
+// that saturate and scales that are no power of two (a scale applied on the
+// wrong side moves every code), GQA, q alone, qk_norm, odd head dims.
+std::vector<Case> sweep_fp8_output();
+
 // The same cases, backward (their q and k as upstream gradients; qk_norm
 // with weights out of place, as its backward runs).
 std::vector<Case> backward_of(std::vector<Case> cases);

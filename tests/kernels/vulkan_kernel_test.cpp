@@ -55,6 +55,10 @@ TEST(VulkanKernel, QkNormThenRopeBackward) {
   ROPEGEN_REQUIRE_GPU(v, "vulkan");
   test::expect_parity("qk_norm backward", test::backward_of(test::sweep_qk_norm()), *v.target);
 }
+TEST(VulkanKernel, Fp8Outputs) {
+  ROPEGEN_REQUIRE_GPU(v, "vulkan");
+  test::expect_parity("fp8 outputs", test::sweep_fp8_output(), *v.target);
+}
 TEST(VulkanEncodings, SinusoidalAndLearned) {
   ROPEGEN_REQUIRE_GPU(v, "vulkan");
   test::run_encoding_sweep(test::sweep_sinusoidal_and_learned(), "vulkan", true);
@@ -132,11 +136,13 @@ TEST_F(VulkanDeviceMemory, PartialRotaryOutOfPlaceAndOddSizes) {
   ROPEGEN_REQUIRE_GPU(v, "vulkan");
   test::expect_parity("device memory: output pairing", test::sweep_output_pairing(), *v.target, test::Memory::Device);
   test::expect_parity("device memory: odd sizes", test::sweep_odd_sizes(), *v.target, test::Memory::Device);
+  test::expect_parity("device memory: fp8 outputs", test::sweep_fp8_output(), *v.target, test::Memory::Device);
 }
 TEST_F(VulkanDeviceMemory, PackedThdAndGpuShapes) {
   ROPEGEN_REQUIRE_GPU(v, "vulkan");
   test::expect_parity("device memory: GPU schedule shapes (thd with cu_seqlens)", test::sweep_gpu_shapes(), *v.target,
                       test::Memory::Device);
+  test::expect_parity("device memory: qk_norm", test::sweep_qk_norm(), *v.target, test::Memory::Device);
 }
 TEST_F(VulkanDeviceMemory, Backward) {
   ROPEGEN_REQUIRE_GPU(v, "vulkan");

@@ -31,7 +31,7 @@ struct ApplyOptions {
   std::string x, out;                  // sinusoidal, learned, alibi: their spellings of --q, --out-q
   int64_t offset = 0;
   std::optional<int64_t> seq_len;
-  std::optional<float> k_scale, v_scale;  // fp8 caches
+  std::optional<float> q_scale, k_scale, v_scale;  // fp8 caches and outputs
   bool backward = false;
 };
 
@@ -146,7 +146,8 @@ void run_apply(ApplyOptions& o) {
   for (const abi::ArgumentInfo& a : abi::kArguments)
     if (abi::is_tensor(a.arg) && a.direction != abi::Direction::Out && !o.paths[a.arg].empty())
       r[a.arg] = read_argument(spec, a, o.paths[a.arg]);
-  r.offset = o.offset, r.seq_len = o.seq_len, r.k_scale = o.k_scale, r.v_scale = o.v_scale;
+  r.offset = o.offset, r.seq_len = o.seq_len;
+  r.q_scale = o.q_scale, r.k_scale = o.k_scale, r.v_scale = o.v_scale;
   r.backward = o.backward;
   r.target = o.target;
   r.out_k = !o.paths[Arg::OutK].empty();
@@ -173,6 +174,7 @@ void add_apply_command(CLI::App& app) {
     switch (a.arg) {
       case Arg::Offset: cmd->add_option(a.cli_flag, o->offset, a.doc)->excludes(positions); break;
       case Arg::SeqLen: cmd->add_option(a.cli_flag, o->seq_len, a.doc); break;
+      case Arg::QScale: cmd->add_option(a.cli_flag, o->q_scale, a.doc); break;
       case Arg::KScale: cmd->add_option(a.cli_flag, o->k_scale, a.doc); break;
       case Arg::VScale: cmd->add_option(a.cli_flag, o->v_scale, a.doc); break;
       default: {
