@@ -17,7 +17,13 @@ Then QK-norm + RoPE with Qwen3-8B's heads (q 32, k 8 of 128, weights per
 head): HF's own Qwen3RMSNorm per head and apply_rotary_pos_emb (eager, and
 torch.compile of the two), against rope-gen's fused kernel of a qk_norm spec
 (ropegen.torch.Rope with the weights; out of place, and in place: the out-of-place
-op's fresh outputs cost their page faults at prefill sizes). Then the per-call cost at decode sizes
+op's fresh outputs cost their page faults at prefill sizes). Then RoPE + FP8
+(float8_e4m3fn) q and k, scale 1: rope-gen's one kernel (an `output_dtype: fp8_e4m3`
+spec into preallocated outputs; GQA through FlashInfer's rope_quantize_fp8 op)
+against RoPE then a cast (rope-gen's in-place rope_, then torch's one-pass
+bf16 -> float8 copy_), for Llama-3-8B's GQA heads (q 32, k 8 of 128) and
+DeepSeek's MLA (q 128 heads, k 1, of 512 nope + 64 rope dims; also FlashInfer's
+op, whose nope parts torch casts). Then the per-call cost at decode sizes
 in microseconds: copy_ of the same bytes, the op, and the binding called
 directly (no dispatcher): the difference is what torch.library's dispatch
 costs a call.
@@ -108,6 +114,8 @@ def main():
     print()
     qk_norm(rt, torch, a)
     print()
+    fp8(rt, torch, a)
+    print()
     overhead(rt, torch, a.seconds)
 
 
@@ -150,6 +158,49 @@ def qk_norm(rt, torch, a):
             times = time_sides(sides, a.seconds, torch)
             for name, t in times.items():
                 print(f"| {label} [{b}, {s}] | {name} | {t * 1e6:.1f} | {times['copy_'] / t:.2f} |")
+
+
+def fp8(rt, torch, a):
+    """RoPE + FP8 out in one kernel against RoPE then a cast, bf16 in, float8_e4m3fn out, scale 1."""
+    g = torch.Generator().manual_seed(0)
+    dtype, f8 = torch.bfloat16, torch.float8_e4m3fn
+    print(f"RoPE + FP8 q and k (bf16 -> float8_e4m3fn), {a.threads} threads; ratio = copy_ time / side time "
+          "(copy_: the bf16 inputs into bf16 buffers); two / one = the two passes' time over the one kernel's\n")
+    print("| model | tokens | side | µs | ratio | two / one |")
+    print("|---|---|---|---|---|---|")
+    gqa = ("GQA 32/8 x 128", 32, 8, 128, 0, True)
+    mla = ("MLA 128 x (512 + 64)", 128, 1, 576, 512, False)
+    for (label, hq, hk, dim, nope, neox), tokens in ((gqa, 64), (gqa, 4096), (mla, 64), (mla, 1024)):
+        spec = {"name": "fp8_bench", "head_dim": dim, "rotary_dim": dim - nope, "rotary_offset": nope,
+                "pairing": "half" if neox else "interleaved", "layout": "thd", "frequency": {"theta": 10000}}
+        fused, plain = rt.Rope(dict(spec, output_dtype="fp8_e4m3")), rt.Rope(spec)
+        q = torch.randn(tokens, hq, dim, generator=g).to(dtype)
+        k = torch.randn(tokens, hk, dim, generator=g).to(dtype)
+        ids = torch.randint(0, 8192, (tokens,), generator=g)
+        q8, k8 = torch.empty(q.shape, dtype=f8), torch.empty(k.shape, dtype=f8)
+        q_, k_ = q.clone(), k.clone()  # rotated over and over in place: the time is the same
+        out_q, out_k = torch.empty_like(q), torch.empty_like(k)
+        sides = {"copy_": lambda: (out_q.copy_(q), out_k.copy_(k)),
+                 "one kernel": lambda: rt._run(fused.spec, q, k, ids, "thd", 0, None, None, q8, k8),
+                 "rope_ then cast": lambda: (plain.forward_(q_, k_, ids, layout="thd"), q8.copy_(q_), k8.copy_(k_))}
+        cache = torch.randn(8192, dim - nope, generator=g)
+        if nope:  # FlashInfer's op: rope parts by the kernel, nope parts cast by torch
+            sides["rope_quantize_fp8 op"] = lambda: rt.rope_quantize_fp8(
+                q[..., nope:], k[..., nope:], q[..., :nope], k[..., :nope], cache, ids, neox,
+                q_rope_out=q8[..., nope:], k_rope_out=k8[..., nope:], q_nope_out=q8[..., :nope],
+                k_nope_out=k8[..., :nope])
+        else:
+            sides["rope_quantize_fp8 op"] = lambda: rt.rope_quantize_fp8(
+                q, k, None, None, cache, ids, neox, q_rope_out=q8, k_rope_out=k8)
+        with torch.no_grad():
+            times = time_sides(sides, a.seconds, torch)
+        for name, t in times.items():
+            two = f"{times['rope_ then cast'] / t:.2f}" if name != "copy_" else ""
+            print(f"| {label} | {tokens} | {name} | {t * 1e6:.1f} | {times['copy_'] / t:.2f} | {two} |")
+            if a.json:
+                with open(a.json, "a") as f:
+                    f.write(json.dumps({"fp8": label, "tokens": tokens, "side": name, "seconds": t,
+                                        "threads": a.threads}) + "\n")
 
 
 def overhead(rt, torch, seconds):

@@ -49,6 +49,15 @@ def _empty_like(t):
     return numpy.empty_like(t)  # not a tensor: the binding says so, naming the argument
 
 
+def _empty_codes_like(t):
+    """A new dense uint8 array shaped as t: where fp8 codes go."""
+    if hasattr(t, "new_empty"):  # torch
+        import torch
+        return t.new_empty(t.shape, dtype=torch.uint8)
+    import numpy
+    return numpy.empty(numpy.shape(t), numpy.uint8)
+
+
 def _summed_gradients(tensors, with_k):
     """{name: what it is the gradient of} for the gradients a backward call sums
     over its rows: d_freqs of freqs, the norm weights' of the weights (k's with
@@ -86,7 +95,8 @@ class Kernel:
         return self._kernel.encoding
 
     def __call__(self, q, k=None, positions=None, offset=0, seq_len=None, out_q=None, out_k=None, cu_seqlens=None,
-                 table=None, freqs=None, out=None, cos_sin_cache=None, *, k_scale=None, v_scale=None, **tensors):
+                 table=None, freqs=None, out=None, cos_sin_cache=None, *, k_scale=None, v_scale=None, q_scale=None,
+                 **tensors):
         """Rope: rotate q (and k); returns out_q, or (out_q, out_k) when k is
         given; pass out_q=q (out_k=k) to rotate in place; freqs: inv_freq for
         `scheme: runtime`; cos_sin_cache: float32 [max_pos, rotary_dim] (row p:
@@ -104,13 +114,16 @@ class Kernel:
         fused op: positions place, pos_ids rotate); default: positions.
         Specs with `qk_norm: {weight: per_head}` take q_norm_weight (and,
         with k, k_norm_weight): [head_dim] in the spec's dtype.
+        Specs with `output_dtype: fp8_e4m3 | fp8_e5m2`: out_q (out_k) are
+        uint8 arrays of the codes of rotated q / q_scale (k / k_scale), the
+        same rule as fp8 caches'; made here when not passed; not in place.
         Other encodings: q is x (or the scores), table the learned table;
         returns the result (out=x: in place). Any other argument of the call
         table (`ropegen.call_arguments()`) is passed by its name."""
         tensors.update(positions=positions, cu_seqlens=cu_seqlens, table=table, freqs=freqs,
                        cos_sin_cache=cos_sin_cache)
         return self._run(q, k, out if out is not None else out_q, out_k, offset, seq_len, False, tensors,
-                         k_scale=k_scale, v_scale=v_scale)
+                         k_scale=k_scale, v_scale=v_scale, q_scale=q_scale)
 
     def backward(self, grad_q, grad_k=None, positions=None, offset=0, seq_len=None, out_q=None, out_k=None,
                  cu_seqlens=None, freqs=None, saved_q=None, saved_k=None, cos_sin_cache=None, q_norm_weight=None,
@@ -126,16 +139,18 @@ class Kernel:
                        cos_sin_cache=cos_sin_cache, q_norm_weight=q_norm_weight, k_norm_weight=k_norm_weight)
         return self._run(grad_q, grad_k, out_q, out_k, offset, seq_len, True, tensors)
 
-    def _run(self, q, k, out_q, out_k, offset, seq_len, backward, tensors, k_scale=None, v_scale=None):
+    def _run(self, q, k, out_q, out_k, offset, seq_len, backward, tensors, k_scale=None, v_scale=None,
+             q_scale=None):
         appending = tensors.get("k_cache") is not None
-        out_q = _empty_like(q) if out_q is None else out_q
+        new = _empty_codes_like if self._kernel.output_fp8 and not backward else _empty_like
+        out_q = new(q) if out_q is None else out_q
         if k is not None and out_k is None and not appending:
-            out_k = _empty_like(k)
+            out_k = new(k)
         summed = {name: _zeros_like_vector(of)
                   for name, of in (_summed_gradients(tensors, k is not None) if backward else {}).items()}
         tensors.update(q=q, k=k, out_q=out_q, out_k=out_k, **summed)
         self._kernel({name: t for name, t in tensors.items() if t is not None}, offset, seq_len, backward,
-                     k_scale=k_scale, v_scale=v_scale)
+                     k_scale=k_scale, v_scale=v_scale, q_scale=q_scale)
         results = (out_q,) + ((out_k,) if out_k is not None else ()) + tuple(summed.values())
         return results[0] if len(results) == 1 else results
 

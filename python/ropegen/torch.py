@@ -10,7 +10,8 @@
 
 The ops (namespace `ropegen`, registered on import):
     rope(spec, q, k, positions, layout, offset, cu_seqlens, freqs,
-         q_norm_weight=None, k_norm_weight=None) -> (out_q, out_k)
+         q_norm_weight=None, k_norm_weight=None, q_scale=None, k_scale=None) -> (out_q, out_k)
+                                                                        (output_dtype fp8: float8 codes)
     rope_(spec, q!, k!, positions, layout, offset, cu_seqlens, freqs,
           q_norm_weight=None, k_norm_weight=None) -> ()                              in place
     rope_backward(spec, grad_q, grad_k, positions, layout, offset, cu_seqlens, freqs,
@@ -20,6 +21,9 @@ The ops (namespace `ropegen`, registered on import):
                      rope_dim_offset=0, inverse=False) -> ()                          vLLM's
     fused_qk_norm_rope(qkv!, num_heads_q, num_heads_k, num_heads_v, head_dim, eps, q_weight, k_weight,
                        cos_sin_cache, is_neox, position_ids) -> ()   vLLM's (ropegen/_qk_norm_op.py)
+    rope_quantize_fp8(q_rope, k_rope, q_nope, k_nope, cos_sin_cache, pos_ids, is_neox, q_rope_out!,
+                      k_rope_out!, q_nope_out!, k_nope_out!, quant_scale_q, quant_scale_kv) -> ()
+                                                 FlashInfer's (ropegen/_fp8_ops.py; wrapper rope_quantize_fp8)
     rope_append_kv_cache(spec, q!, k, v, batch_indices, positions, k_cache!, v_cache!,
                          kv_indices, kv_indptr, slot_mapping, k_scale=None, v_scale=None,
                          cache_positions=None) -> ()
@@ -48,9 +52,13 @@ from torch.utils.dlpack import to_dlpack as _to_dlpack
 
 from . import _ropegen, _spec_text, _summed_gradients, from_hf
 
-__all__ = ["Rope", "kernel"]
+__all__ = ["Rope", "kernel", "rope_quantize_fp8", "mla_rope_quantize_fp8"]
 
 _DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
+# fp8 codes (caches, output_dtype fp8) as torch keeps them; the kernels take uint8 views of the same memory.
+_FP8_DTYPES = {getattr(torch, name): spec_name for name, spec_name in
+               (("float8_e4m3fn", "fp8_e4m3"), ("float8_e5m2", "fp8_e5m2")) if hasattr(torch, name)}
+_FP8_TORCH = {spec_name: dtype for dtype, spec_name in _FP8_DTYPES.items()}
 _LAYOUTS = ("bhsd", "bshd", "sbhd", "thd")
 
 _kernels = {}
@@ -96,10 +104,11 @@ def _dl(t):
 
 
 def _run(spec, q, k, positions, layout, offset, cu_seqlens, freqs, out_q, out_k, backward=False, saved_q=None,
-         saved_k=None, d_freqs=None, k_scale=None, v_scale=None, **tensors):
+         saved_k=None, d_freqs=None, k_scale=None, v_scale=None, q_scale=None, **tensors):
     """The one call of a kernel from this module; `tensors`: the call's other
     tensor arguments by name (cos_sin_cache, v, k_cache, kv_indices, ...);
-    k_scale, v_scale: fp8 caches' scales (None: not given)."""
+    q_scale, k_scale, v_scale: fp8 codes' scales (None: not given). float8
+    outputs go as uint8 views."""
     device = q.device.type
     run = kernel(spec, q.dtype, layout, positions is not None, device)
     stream = 0
@@ -113,8 +122,11 @@ def _run(spec, q, k, positions, layout, offset, cu_seqlens, freqs, out_q, out_k,
     if device != "cpu":
         for name in _DEVICE_INT32:
             tensors[name] = _device_int32(tensors.get(name))
+    for name in ("out_q", "out_k"):
+        if tensors[name] is not None and tensors[name].dtype in _FP8_DTYPES:
+            tensors[name] = tensors[name].view(torch.uint8)
     run({name: _dl(t) for name, t in tensors.items() if t is not None}, offset, None, backward, k_scale=k_scale,
-        v_scale=v_scale, stream=stream)
+        v_scale=v_scale, q_scale=q_scale, stream=stream)
 
 
 # What device calls' kernels read as int32 (their values are never read on
@@ -179,7 +191,7 @@ def _no_k(q):
 _lib = torch.library.Library("ropegen", "DEF")
 _NORM_WEIGHTS = "Tensor? q_norm_weight=None, Tensor? k_norm_weight=None"
 _lib.define("rope(str spec, Tensor q, Tensor? k, Tensor? positions, str layout, int offset, Tensor? cu_seqlens, "
-            f"Tensor? freqs, {_NORM_WEIGHTS}) -> (Tensor, Tensor)")
+            f"Tensor? freqs, {_NORM_WEIGHTS}, float? q_scale=None, float? k_scale=None) -> (Tensor, Tensor)")
 _lib.define("rope_(str spec, Tensor(a!) q, Tensor(b!)? k, Tensor? positions, str layout, int offset, "
             f"Tensor? cu_seqlens, Tensor? freqs, {_NORM_WEIGHTS}) -> ()")
 _lib.define("rope_backward(str spec, Tensor grad_q, Tensor? grad_k, Tensor? positions, str layout, int offset, "
@@ -200,20 +212,35 @@ def _impl(name):
     return register
 
 
+@functools.lru_cache(maxsize=None)
+def _spec_fields(spec):
+    """The normalised spec's top-level scalar fields ({"output_dtype": "fp8_e4m3", ...})."""
+    compiled = _ropegen.compile(spec, "<spec>", "host", None, None, True)
+    return dict(line.split(": ", 1) for line in compiled.spec.splitlines() if line[:1].isalpha() and ": " in line)
+
+
+def _new_output(spec, t):
+    """_new(t), or with `output_dtype: fp8_*` a float8 tensor for the codes."""
+    fp8 = _FP8_TORCH.get(_spec_fields(spec).get("output_dtype"))
+    return _new(t) if fp8 is None else torch.empty(t.shape, dtype=fp8, device=t.device)
+
+
 @_impl("rope")
-def _rope(spec, q, k, positions, layout, offset, cu_seqlens, freqs, q_norm_weight=None, k_norm_weight=None):
-    out_q = _new(q)
-    out_k = _new(k) if k is not None else None
+def _rope(spec, q, k, positions, layout, offset, cu_seqlens, freqs, q_norm_weight=None, k_norm_weight=None,
+          q_scale=None, k_scale=None):
+    out_q = _new_output(spec, q)
+    out_k = _new_output(spec, k) if k is not None else None
     _run(spec, q, k, positions, layout, offset, cu_seqlens, freqs, out_q, out_k, q_norm_weight=q_norm_weight,
-         k_norm_weight=k_norm_weight)
+         k_norm_weight=k_norm_weight, q_scale=q_scale, k_scale=k_scale)
     return out_q, (out_k if out_k is not None else _no_k(q))
 
 
 @torch.library.register_fake("ropegen::rope", lib=_lib)
-def _(spec, q, k, positions, layout, offset, cu_seqlens, freqs, q_norm_weight=None, k_norm_weight=None):
+def _(spec, q, k, positions, layout, offset, cu_seqlens, freqs, q_norm_weight=None, k_norm_weight=None, q_scale=None,
+      k_scale=None):
     _one_device(q, k=k, positions=positions, cu_seqlens=cu_seqlens, freqs=freqs, q_norm_weight=q_norm_weight,
                 k_norm_weight=k_norm_weight)
-    return _new(q), (_new(k) if k is not None else _no_k(q))
+    return _new_output(spec, q), (_new_output(spec, k) if k is not None else _no_k(q))
 
 
 @_impl("rope_")
@@ -272,7 +299,9 @@ def _has_qk_norm(spec):
 
 
 def _setup_context(ctx, inputs, output):
-    spec, q, k, positions, layout, offset, cu_seqlens, freqs, q_norm_weight, k_norm_weight = inputs
+    spec, q, k, positions, layout, offset, cu_seqlens, freqs, q_norm_weight, k_norm_weight = inputs[:10]
+    if "output_dtype" in _spec_fields(spec):  # fp8 codes: no gradient flows through them
+        ctx.mark_non_differentiable(*output)
     ctx.spec, ctx.layout, ctx.offset, ctx.with_k = spec, layout, offset, k is not None
     # dL/d(freqs) and the norm's gradient need the forward's inputs; dL/dq
     # and dL/dk of a plain rope only the rotation.
@@ -296,7 +325,7 @@ def _backward(ctx, grad_q, grad_k):
     weights = tuple(g.to(w.dtype) if w is not None and g.numel() else None
                     for g, w in ((d_wq, q_norm_weight), (d_wk, k_norm_weight)))
     grads = (None, dq, dk if ctx.with_k else None, None, None, None, None, d_freqs if ctx.freqs_grad else None)
-    return (grads + weights)[:len(ctx.needs_input_grad)]
+    return (grads + weights + (None, None))[:len(ctx.needs_input_grad)]  # (q_scale, k_scale)
 
 
 torch.library.register_autograd("ropegen::rope", _backward, setup_context=_setup_context, lib=_lib)
@@ -316,10 +345,6 @@ torch.library.register_autograd("ropegen::rope", _backward, setup_context=_setup
 # x / k_scale (v / v_scale), vLLM's fp8 KV cache; FlashInfer keeps them as
 # torch.float8_e4m3fn / float8_e5m2 tensors, passed here as uint8 views of the
 # same memory once their format is checked against the spec's.
-_FP8_DTYPES = {getattr(torch, name): spec_name for name, spec_name in
-               (("float8_e4m3fn", "fp8_e4m3"), ("float8_e5m2", "fp8_e5m2")) if hasattr(torch, name)}
-
-
 def _fp8_codes(cache, name, kv_cache_dtype):
     if cache is None or cache.dtype not in _FP8_DTYPES:
         return cache
@@ -378,6 +403,11 @@ class Rope(torch.nn.Module):
     qk_norm specs with `weight: per_head`: q_norm_weight and k_norm_weight
     ([head_dim], the tensors' dtype), given at construction (held as trainable
     parameters) or with each call (overriding them); differentiable in them too.
+
+    Specs with `output_dtype: fp8_e4m3 | fp8_e5m2`: forward returns float8
+    tensors (float8_e4m3fn, float8_e5m2) of the codes of rotated q / q_scale
+    and k / k_scale (default 1; fp8_satfinite of the float32 quotient), not
+    differentiable; forward_ is refused (q and k keep their dtype).
     """
 
     def __init__(self, spec, freqs=None, *, q_norm_weight=None, k_norm_weight=None):
@@ -389,8 +419,9 @@ class Rope(torch.nn.Module):
             raise ValueError(f"Rope needs a rope spec, not {compiled.encoding}")
         # A spec that reads pairs one way and writes them another (DeepSeek's
         # interleaved in, half out) cannot rotate in place: forward_ copies back.
-        fields = dict(line.split(": ", 1) for line in compiled.spec.splitlines() if line[:1].isalpha() and ": " in line)
+        fields = _spec_fields(self.spec)
         self._in_place = fields.get("pairing") == fields.get("output_pairing")
+        self._fp8 = fields.get("output_dtype")  # fp8 codes out: forward only, out of place
         # scheme: runtime: the inverse frequencies, trainable.
         self.freqs = torch.nn.Parameter(torch.as_tensor(freqs, dtype=torch.float32)) if freqs is not None else None
         trainable = lambda w: torch.nn.Parameter(torch.as_tensor(w)) if w is not None else None
@@ -401,10 +432,11 @@ class Rope(torch.nn.Module):
                 k_norm_weight if k_norm_weight is not None else self.k_norm_weight)
 
     def forward(self, q, k=None, position_ids=None, *, layout="bhsd", offset=0, cu_seqlens=None, q_norm_weight=None,
-                k_norm_weight=None):
+                k_norm_weight=None, q_scale=None, k_scale=None):
         wq, wk = self._weights(q_norm_weight, k_norm_weight)
         out_q, out_k = torch.ops.ropegen.rope(self.spec, q, k, position_ids, layout, offset, cu_seqlens, self.freqs,
-                                              wq, wk if k is not None else None)
+                                              wq, wk if k is not None else None, q_scale,
+                                              k_scale if k is not None else None)
         return out_q, (out_k if k is not None else None)
 
     def forward_(self, q, k=None, position_ids=None, *, layout="bhsd", offset=0, cu_seqlens=None, q_norm_weight=None,
@@ -413,6 +445,9 @@ class Rope(torch.nn.Module):
         (an input, freqs or a norm weight that needs a gradient), and for specs
         whose output pairing differs from the input's, the rotation is computed
         out of place and copied back, so the graph stays correct."""
+        if self._fp8:
+            raise ValueError(f"this spec's output_dtype is {self._fp8}: its codes cannot replace q and k in place; "
+                             "use forward (out of place)")
         wq, wk = self._weights(q_norm_weight, k_norm_weight)
         tracked = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (q, k, self.freqs, wq, wk))
         if tracked or not self._in_place:
@@ -438,3 +473,4 @@ class Rope(torch.nn.Module):
 
 
 from . import _vllm_op, _qk_norm_op  # noqa: E402,F401  (register rotary_embedding, fused_qk_norm_rope on _lib)
+from ._fp8_ops import rope_quantize_fp8, mla_rope_quantize_fp8  # noqa: E402  (registers rope_quantize_fp8)

@@ -1,0 +1,148 @@
+"""FlashInfer's RoPE + FP8 quantization as a rope-gen op (registered by ropegen.torch).
+
+    rope_quantize_fp8(q_rope, k_rope, q_nope, k_nope, cos_sin_cache, pos_ids, is_neox,
+                      q_rope_out!, k_rope_out!, q_nope_out!, k_nope_out!, quant_scale_q, quant_scale_kv) -> ()
+
+FlashInfer's argument names, shapes and semantics (flashinfer/rope.py rope_quantize_fp8, its kernel
+RopeQuantizeKernel in include/flashinfer/pos_enc.cuh): q_rope [nnz, Hq, rope_dim], k_rope [nnz, Hk,
+rope_dim] or [nnz, rope_dim] (MLA), the nope parts likewise with their own width (or None), float16 or
+bfloat16; cos_sin_cache float32 [max_pos, rope_dim] (cos of the pairs, then their sin); pos_ids int32 or
+int64 [nnz]; is_neox: half pairing, else interleaved. Outputs float8_e4m3fn or float8_e5m2 (the same
+format for all four), views with a dense last dim allowed (slices of one [nnz, H, 576] buffer).
+
+Codes: FlashInfer multiplies the float32 value by the scale, then converts with saturation
+(satfinite, round to nearest even). rope-gen's kernels (`output_dtype` fp8, `frequency: {scheme:
+table}`) write codes of x / q_scale: they are passed 1 / quant_scale, which is exact for a power of two
+(FlashInfer's default 1.0) and otherwise within one float32 rounding of FlashInfer's product, as close
+as the two rotations' own float32 roundings are. Where each nope part sits right before its rope part
+in one row, inputs and outputs alike (MLA's [nnz, H, 512 + 64] buffers, as FlashInfer's own example
+slices them), one kernel writes the whole [nope | rope] row; otherwise the rope parts run on the kernel
+and torch scales and casts the nope parts with FlashInfer's formula, (x.float() * scale) saturated, then
+converted.
+"""
+import functools
+import json
+import math
+
+import torch
+
+from .torch import _FP8_DTYPES, _impl, _lib, _one_device, _run
+
+_lib.define("rope_quantize_fp8(Tensor q_rope, Tensor k_rope, Tensor? q_nope, Tensor? k_nope, Tensor cos_sin_cache, "
+            "Tensor pos_ids, bool is_neox, Tensor(a!) q_rope_out, Tensor(b!) k_rope_out, Tensor(c!)? q_nope_out, "
+            "Tensor(d!)? k_nope_out, float quant_scale_q, float quant_scale_kv) -> ()")
+
+_FP8_MAX = {"fp8_e4m3": 448.0, "fp8_e5m2": 57344.0}
+
+
+@functools.lru_cache(maxsize=None)
+def _spec(head_dim, nope_dim, is_neox, output_dtype):
+    """Rows of head_dim dims, the last head_dim - nope_dim rotated by the cache's rows."""
+    return json.dumps({"name": "flashinfer_rope_quantize_fp8", "encoding": "rope", "head_dim": head_dim,
+                       "rotary_dim": head_dim - nope_dim, "rotary_offset": nope_dim,
+                       "pairing": "half" if is_neox else "interleaved", "frequency": {"scheme": "table"},
+                       "output_dtype": output_dtype})
+
+
+def _heads(t, name):
+    """MLA's [nnz, d] k as [nnz, 1, d] (a view)."""
+    if t is None or t.dim() == 3:
+        return t
+    if t.dim() != 2:
+        raise ValueError(f"{name} is {list(t.shape)}: it must be [nnz, heads, dim] or (MLA) [nnz, dim]")
+    return t.unsqueeze(1)
+
+
+def _format(outputs):
+    formats = {_FP8_DTYPES.get(t.dtype) for t in outputs if t is not None}
+    if None in formats or len(formats) != 1:
+        raise ValueError("q_rope_out, k_rope_out, q_nope_out, k_nope_out must all be float8_e4m3fn or all "
+                         f"float8_e5m2, not {sorted(str(t.dtype) for t in outputs if t is not None)}")
+    return formats.pop()
+
+
+def _check_scale(value, name):
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} ({value}) must be finite and > 0")
+
+
+def _joined(nope, rope):
+    """The [.., nope | rope] row view when nope's dims sit right before rope's in one buffer, else None."""
+    if nope is None or nope.shape[-1] == 0 or nope.shape[:-1] != rope.shape[:-1] or nope.dtype != rope.dtype:
+        return None
+    if (nope.stride() != rope.stride() or nope.stride(-1) != 1 or nope.untyped_storage().data_ptr() !=
+            rope.untyped_storage().data_ptr() or rope.storage_offset() != nope.storage_offset() + nope.shape[-1]):
+        return None
+    return nope.as_strided((*nope.shape[:-1], nope.shape[-1] + rope.shape[-1]), nope.stride())
+
+
+def _cast(x, out, scale, fp8_max, name):
+    """FlashInfer's nope path: float(x) * scale, saturated, converted (round to nearest even; NaN stays NaN)."""
+    if x is None:
+        return
+    if out is None or out.shape != x.shape:
+        raise ValueError(f"{name}_out must be given shaped like {name} {list(x.shape)}")
+    out.copy_((x.float() * scale).clamp(-fp8_max, fp8_max))
+
+
+@_impl("rope_quantize_fp8")
+def _rope_quantize_fp8(q_rope, k_rope, q_nope, k_nope, cos_sin_cache, pos_ids, is_neox, q_rope_out, k_rope_out,
+                       q_nope_out, k_nope_out, quant_scale_q, quant_scale_kv):
+    output_dtype = _format((q_rope_out, k_rope_out, q_nope_out, k_nope_out))
+    _check_scale(quant_scale_q, "quant_scale_q")
+    _check_scale(quant_scale_kv, "quant_scale_kv")
+    if cos_sin_cache.dtype != torch.float32:
+        raise ValueError(f"cos_sin_cache: error: cos_sin_cache is {cos_sin_cache.dtype}; it must be float32")
+    if q_rope.dim() != 3:
+        raise ValueError(f"q_rope is {list(q_rope.shape)}: it must be [nnz, num_qo_heads, rope_dim]")
+    k, k_out = _heads(k_rope, "k_rope"), _heads(k_rope_out, "k_rope_out")
+    k_nope, k_nope_out = _heads(k_nope, "k_nope"), _heads(k_nope_out, "k_nope_out")
+    rows = [_joined(*pair) for pair in ((q_nope, q_rope), (k_nope, k), (q_nope_out, q_rope_out), (k_nope_out, k_out))]
+    nope = q_nope.shape[-1] if all(r is not None for r in rows) and q_nope.shape[-1] == k_nope.shape[-1] else 0
+    if nope:  # one kernel over whole [nope | rope] rows: the nope dims are scaled and cast, not rotated
+        q_rope, k, q_rope_out, k_out = rows
+    spec = _spec(q_rope.shape[-1], nope, bool(is_neox), output_dtype)
+    # 1 / scale rounded once from float64: x / q_scale is the kernel's rule.
+    _run(spec, q_rope, k, pos_ids.reshape(-1), "thd", 0, None, None, q_rope_out, k_out,
+         cos_sin_cache=cos_sin_cache, q_scale=1.0 / quant_scale_q, k_scale=1.0 / quant_scale_kv)
+    if not nope:
+        fp8_max = _FP8_MAX[output_dtype]
+        _cast(q_nope, q_nope_out, quant_scale_q, fp8_max, "q_nope")
+        _cast(k_nope, k_nope_out, quant_scale_kv, fp8_max, "k_nope")
+
+
+@torch.library.register_fake("ropegen::rope_quantize_fp8", lib=_lib)
+def _(q_rope, k_rope, q_nope, k_nope, cos_sin_cache, pos_ids, is_neox, q_rope_out, k_rope_out, q_nope_out,
+      k_nope_out, quant_scale_q, quant_scale_kv):
+    _one_device(q_rope, k_rope=k_rope, q_nope=q_nope, k_nope=k_nope, cos_sin_cache=cos_sin_cache, pos_ids=pos_ids,
+                q_rope_out=q_rope_out, k_rope_out=k_rope_out, q_nope_out=q_nope_out, k_nope_out=k_nope_out)
+    return None
+
+
+def rope_quantize_fp8(q_rope, k_rope, q_nope=None, k_nope=None, cos_sin_cache=None, pos_ids=None, is_neox=True,
+                      quantize_dtype=None, quant_scale_q=1.0, quant_scale_kv=1.0, q_rope_out=None, k_rope_out=None,
+                      q_nope_out=None, k_nope_out=None):
+    """FlashInfer's rope_quantize_fp8 (and mla_rope_quantize_fp8: k 2-D) on rope-gen: returns (q_rope_out,
+    k_rope_out, q_nope_out, k_nope_out), made here when not given; quantize_dtype: float8_e4m3fn (default, or
+    the outputs' given dtype) or float8_e5m2; absent nope parts come back as empty tensors."""
+    if cos_sin_cache is None or pos_ids is None:
+        raise ValueError("rope_quantize_fp8 needs cos_sin_cache and pos_ids")
+    nnz, heads = q_rope.shape[0], q_rope.shape[1]
+    k_shape = k_rope.shape[:-1]
+    if q_nope is None:
+        q_nope = q_rope.new_empty(nnz, heads, 0)
+    if k_nope is None:
+        k_nope = k_rope.new_empty(*k_shape, 0)
+    if quantize_dtype is None:
+        given = [t.dtype for t in (q_rope_out, k_rope_out, q_nope_out, k_nope_out) if t is not None]
+        quantize_dtype = given[0] if given else torch.float8_e4m3fn
+    new = lambda t, out: out if out is not None else torch.empty(t.shape, dtype=quantize_dtype, device=t.device)
+    q_rope_out, k_rope_out = new(q_rope, q_rope_out), new(k_rope, k_rope_out)
+    q_nope_out, k_nope_out = new(q_nope, q_nope_out), new(k_nope, k_nope_out)
+    torch.ops.ropegen.rope_quantize_fp8(q_rope, k_rope, q_nope, k_nope, cos_sin_cache, pos_ids, is_neox, q_rope_out,
+                                        k_rope_out, q_nope_out, k_nope_out, float(quant_scale_q),
+                                        float(quant_scale_kv))
+    return q_rope_out, k_rope_out, q_nope_out, k_nope_out
+
+
+mla_rope_quantize_fp8 = rope_quantize_fp8

@@ -1,0 +1,214 @@
+"""output_dtype fp8 (RoPE + FP8 codes of q and k in one kernel) and FlashInfer's rope_quantize_fp8 op.
+
+The truth is a float64 rotation written here (sharing nothing with the kernels), divided (specs) or multiplied
+(FlashInfer's op) by the scale and converted by torch's own float8 conversion after saturation. A kernel code
+may differ from it only where the float64 value is within float32 rounding of two codes' midpoint (checked:
+the codes of the value nudged by 1e-6 either way bracket the kernel's)."""
+import math
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import ropegen  # noqa: E402
+import ropegen.torch as rt  # noqa: E402
+
+FORMATS = {"fp8_e4m3": (torch.float8_e4m3fn, 448.0), "fp8_e5m2": (torch.float8_e5m2, 57344.0)}
+
+
+def codes(values, fmt):
+    """torch's float8 codes of float64 values, saturated first (satfinite), as uint8."""
+    dtype, top = FORMATS[fmt]
+    return torch.as_tensor(values, dtype=torch.float64).clamp(-top, top).to(torch.float32).to(dtype).view(torch.uint8)
+
+
+def ordered(c):
+    c = c.to(torch.int32)
+    return torch.where(c >= 128, -(c - 128), c)
+
+
+def assert_codes(got, want_values, fmt):
+    """got (uint8 codes) equal to the codes of want_values, but where float32 rounding can move a value across a
+    rounding boundary (the codes of want * (1 -+ 1e-6) bracket it)."""
+    want_values = torch.as_tensor(want_values, dtype=torch.float64)
+    got = ordered(got.reshape(-1).view(torch.uint8))
+    w = want_values.reshape(-1)
+    lo, hi = ordered(codes(w - 1e-6 * w.abs() - 1e-30, fmt)), ordered(codes(w + 1e-6 * w.abs() + 1e-30, fmt))
+    bad = (got < torch.minimum(lo, hi)) | (got > torch.maximum(lo, hi))
+    assert not bool(bad.any()), f"{int(bad.sum())} of {got.numel()} codes differ, e.g. at {int(bad.nonzero()[0])}"
+    exact = int((got == ordered(codes(w, fmt))).sum())
+    assert exact >= 0.99 * got.numel()  # bracketing is the exception
+
+
+def rotate64(x, positions, theta, rotary_dim, offset, half):
+    """float64 RoPE of x [..., T, H, D] at positions [T] (lang frequencies), dims [offset, offset + rotary_dim)."""
+    x = np.asarray(x, dtype=np.float64).copy()
+    pairs = rotary_dim // 2
+    inv_freq = theta ** (-np.arange(pairs, dtype=np.float64) * 2 / rotary_dim)
+    angle = np.asarray(positions, dtype=np.float64)[:, None] * inv_freq  # [T, pairs]
+    c, s = np.cos(angle)[:, None, :], np.sin(angle)[:, None, :]
+    part = x[..., offset:offset + rotary_dim]
+    a, b = (part[..., :pairs], part[..., pairs:]) if half else (part[..., 0::2], part[..., 1::2])
+    ra, rb = a * c - b * s, b * c + a * s
+    if half:
+        x[..., offset:offset + rotary_dim] = np.concatenate([ra, rb], -1)
+    else:
+        x[..., offset:offset + rotary_dim:2], x[..., offset + 1:offset + rotary_dim:2] = ra, rb
+    return x
+
+
+def spec(fmt, half=True, rotary_dim=32, offset=8, dtype="bf16"):
+    return dict(name="fp8_out", encoding="rope", head_dim=64, rotary_dim=rotary_dim, rotary_offset=offset,
+                pairing="half" if half else "interleaved", layout="thd", dtype=dtype, positions="explicit",
+                frequency=dict(theta=10000.0), output_dtype=fmt)
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+@pytest.mark.parametrize("half", [True, False])
+def test_codes_are_the_rotation_divided_by_the_scale(fmt, half):
+    gen = torch.Generator().manual_seed(0)
+    T, H = 9, 3
+    q = (torch.randn(T, H, 64, generator=gen) * 4).bfloat16()
+    k = (torch.randn(T, 1, 64, generator=gen) * 4).bfloat16()
+    pos = torch.randint(0, 5000, (T,), generator=gen)
+    q_scale, k_scale = (0.0123, 3.0) if fmt == "fp8_e4m3" else (1e-4, 0.37)  # e4m3: q saturates often
+    out_q, out_k = ropegen.compile(spec(fmt, half))(q, k, pos, q_scale=q_scale, k_scale=k_scale)
+    assert out_q.dtype == torch.uint8 and out_q.shape == q.shape
+    for got, x, scale in ((out_q, q, q_scale), (out_k, k, k_scale)):
+        want = rotate64(x.double().numpy(), pos.numpy(), 10000.0, 32, 8, half) / np.float64(np.float32(scale))
+        assert_codes(got, want, fmt)
+
+
+def test_a_scale_applied_on_the_wrong_side_fails():
+    """The codes are of x / scale: with scale 3, x * 3's codes differ almost everywhere."""
+    gen = torch.Generator().manual_seed(1)
+    q = torch.randn(4, 2, 64, generator=gen).bfloat16()
+    pos = torch.arange(4)
+    got = ropegen.compile(spec("fp8_e4m3"))(q, positions=pos, q_scale=3.0)
+    rotated = rotate64(q.double().numpy(), pos.numpy(), 10000.0, 32, 8, True)
+    assert_codes(got, rotated / 3.0, "fp8_e4m3")
+    assert float((got == codes(rotated * 3.0, "fp8_e4m3")).double().mean()) < 0.2
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+def test_saturation_infinities_and_nan(fmt):
+    """Past the format's largest value (infinities too) a code saturates; NaN stays NaN (0x7f, x's sign)."""
+    q = torch.zeros(1, 1, 64, dtype=torch.float32)
+    special = [1e30, -1e30, math.inf, -math.inf, math.nan, -math.nan, 1e-30, 0.0]
+    q[0, 0, :len(special)] = torch.tensor(special)  # pass-through dims 0..7: cast, not rotated
+    got = ropegen.compile(spec(fmt, dtype="f32"))(q, positions=torch.zeros(1, dtype=torch.int64))[0, 0, :8]
+    top = codes([FORMATS[fmt][1]], fmt)[0]
+    assert got[:4].tolist() == [int(top), int(top) | 0x80, int(top), int(top) | 0x80]
+    value = got[4:6].clone().view(FORMATS[fmt][0]).float()
+    assert bool(value.isnan().all()) and got[4] & 0x80 == 0 and got[5] & 0x80 == 0x80
+    assert got[6:].tolist() == [0, 0]
+
+
+def test_refusals_name_the_argument():
+    kernel = ropegen.compile(spec("fp8_e4m3"))
+    q = torch.randn(2, 2, 64).bfloat16()
+    pos = torch.arange(2)
+    with pytest.raises(ValueError, match=r"out_q: error: out_q has dtype bfloat16 but uint8"):
+        kernel(q, positions=pos, out_q=q)
+    with pytest.raises(ValueError, match=r"q_scale: error: q_scale \(-1\) must be finite and > 0: out_q holds"):
+        kernel(q, positions=pos, q_scale=-1.0)
+    with pytest.raises(ValueError, match=r"backward: error: a spec with output_dtype fp8_e4m3 has no backward"):
+        kernel.backward(q, positions=pos, out_q=torch.empty(2, 2, 64, dtype=torch.uint8))
+    plain = ropegen.compile(dict(spec("fp8_e4m3"), output_dtype="bf16"))
+    with pytest.raises(ValueError, match=r"q_scale: error: q_scale is for specs with output_dtype fp8"):
+        plain(q, positions=pos, q_scale=2.0)
+    with pytest.raises(ValueError, match=r"output_dtype `f16` differs from dtype `bf16`"):
+        ropegen.compile(dict(spec("fp8_e4m3"), output_dtype="f16"))
+
+
+def test_torch_rope_returns_float8_not_differentiable_and_compiles():
+    rope = rt.Rope(spec("fp8_e5m2"))
+    q = torch.randn(5, 4, 64, dtype=torch.bfloat16, requires_grad=True)
+    k = torch.randn(5, 2, 64, dtype=torch.bfloat16)
+    pos = torch.arange(5)
+    out_q, out_k = rope(q, k, pos, layout="thd", q_scale=0.5, k_scale=0.25)
+    assert out_q.dtype == out_k.dtype == torch.float8_e5m2 and not out_q.requires_grad
+    direct = ropegen.compile(spec("fp8_e5m2"))(q.detach(), k, pos, q_scale=0.5, k_scale=0.25)
+    assert torch.equal(out_q.view(torch.uint8), direct[0]) and torch.equal(out_k.view(torch.uint8), direct[1])
+    with pytest.raises(ValueError, match="cannot replace q and k in place"):
+        rope.forward_(q.detach(), k, pos, layout="thd")
+    compiled = torch.compile(lambda q, k, p: rope(q, k, p, layout="thd", q_scale=0.5, k_scale=0.25), fullgraph=True,
+                             backend="aot_eager")
+    again = compiled(q.detach(), k, pos)
+    assert torch.equal(again[0].view(torch.uint8), direct[0])
+
+
+def flashinfer_truth(x, cos_sin_cache, pos, is_neox, scale, fmt):
+    """FlashInfer's rope_quantize_fp8 on the rope part, in float64: rotate by the cache's rows, times scale."""
+    cs = cos_sin_cache.double()[pos]  # [T, rope_dim]
+    half = cs.shape[-1] // 2
+    c, s = cs[:, None, :half], cs[:, None, half:]
+    x = x.double()
+    a, b = (x[..., :half], x[..., half:]) if is_neox else (x[..., 0::2], x[..., 1::2])
+    ra, rb = a * c - b * s, b * c + a * s
+    out = torch.cat([ra, rb], -1) if is_neox else torch.stack([ra, rb], -1).flatten(-2)
+    return out * np.float64(np.float32(scale))
+
+
+@pytest.mark.parametrize("is_neox", [True, False])
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+def test_rope_quantize_fp8_gqa_against_flashinfer_semantics(is_neox, fmt):
+    gen = torch.Generator().manual_seed(2)
+    T, Hq, Hk, rope_dim, nope_dim = 7, 8, 2, 64, 64
+    q_rope, q_nope = torch.randn(T, Hq, rope_dim, generator=gen).half(), torch.randn(T, Hq, nope_dim, generator=gen).half()
+    k_rope, k_nope = torch.randn(T, Hk, rope_dim, generator=gen).half(), torch.randn(T, Hk, nope_dim, generator=gen).half()
+    angles = torch.arange(100, dtype=torch.float64)[:, None] * 10000.0 ** (-torch.arange(32) / 32.0)
+    cache = torch.cat([angles.cos(), angles.sin()], -1).float()
+    pos = torch.randint(0, 100, (T,), generator=gen, dtype=torch.int32)
+    dtype = FORMATS[fmt][0]
+    outs = rt.rope_quantize_fp8(q_rope, k_rope, q_nope, k_nope, cache, pos, is_neox, quantize_dtype=dtype,
+                                quant_scale_q=2.0, quant_scale_kv=0.5)
+    assert all(o.dtype == dtype for o in outs)
+    assert_codes(outs[0].view(torch.uint8), flashinfer_truth(q_rope, cache, pos.long(), is_neox, 2.0, fmt), fmt)
+    assert_codes(outs[1].view(torch.uint8), flashinfer_truth(k_rope, cache, pos.long(), is_neox, 0.5, fmt), fmt)
+    # The nope parts: FlashInfer's formula exactly.
+    top = FORMATS[fmt][1]
+    assert torch.equal(outs[2].view(torch.uint8), (q_nope.float() * 2.0).clamp(-top, top).to(dtype).view(torch.uint8))
+    assert torch.equal(outs[3].view(torch.uint8), (k_nope.float() * 0.5).clamp(-top, top).to(dtype).view(torch.uint8))
+
+
+def test_mla_rope_quantize_fp8_into_slices_of_one_buffer():
+    """DeepSeek's MLA: k 2-D, outputs written into [nnz, H, 576] / [nnz, 576] buffers as [nope | rope] slices."""
+    gen = torch.Generator().manual_seed(3)
+    T, H = 6, 16
+    q = torch.randn(T, H, 576, generator=gen).bfloat16()
+    k = torch.randn(T, 576, generator=gen).bfloat16()
+    angles = torch.arange(64, dtype=torch.float64)[:, None] * 10000.0 ** (-torch.arange(32) / 32.0)
+    cache = torch.cat([angles.cos(), angles.sin()], -1).float()
+    pos = torch.randint(0, 64, (T,), generator=gen)
+    q_out = torch.full((T, H, 576), 7.0).to(torch.float8_e4m3fn)
+    k_out = torch.full((T, 576), 7.0).to(torch.float8_e4m3fn)
+    rt.mla_rope_quantize_fp8(q[..., 512:], k[..., 512:], q[..., :512], k[..., :512], cache, pos, False,
+                             q_rope_out=q_out[..., 512:], k_rope_out=k_out[..., 512:], q_nope_out=q_out[..., :512],
+                             k_nope_out=k_out[..., :512])
+    assert_codes(q_out[..., 512:].contiguous().view(torch.uint8),
+                 flashinfer_truth(q[..., 512:], cache, pos, False, 1.0, "fp8_e4m3"), "fp8_e4m3")
+    assert_codes(k_out[..., 512:].contiguous().view(torch.uint8),
+                 flashinfer_truth(k[..., 512:].unsqueeze(1), cache, pos, False, 1.0, "fp8_e4m3"), "fp8_e4m3")
+    assert torch.equal(q_out[..., :512].view(torch.uint8), q[..., :512].float().to(torch.float8_e4m3fn).view(torch.uint8))
+
+
+def test_rope_quantize_fp8_opcheck_and_refusals():
+    gen = torch.Generator().manual_seed(4)
+    q, k = torch.randn(3, 2, 16, generator=gen).bfloat16(), torch.randn(3, 1, 16, generator=gen).bfloat16()
+    cache = torch.rand(8, 16)
+    pos = torch.arange(3)
+    outs = [torch.empty(3, 2, 16, dtype=torch.float8_e4m3fn), torch.empty(3, 1, 16, dtype=torch.float8_e4m3fn)]
+    # (opcheck's schema test multiplies the outputs, which float8 tensors cannot: the fake kernel and the
+    # autograd registration are checked.)
+    torch.library.opcheck(torch.ops.ropegen.rope_quantize_fp8,
+                          (q, k, None, None, cache, pos, True, outs[0], outs[1], None, None, 1.0, 1.0),
+                          test_utils=("test_faketensor", "test_autograd_registration", "test_aot_dispatch_dynamic"))
+    with pytest.raises(ValueError, match=r"quant_scale_q \(0\.0\) must be finite and > 0"):
+        rt.rope_quantize_fp8(q, k, cos_sin_cache=cache, pos_ids=pos, quant_scale_q=0.0)
+    with pytest.raises(ValueError, match="cos_sin_cache is torch.bfloat16; it must be float32"):
+        rt.rope_quantize_fp8(q, k, cos_sin_cache=cache.bfloat16(), pos_ids=pos)
+    with pytest.raises(ValueError, match="must all be float8_e4m3fn or all float8_e5m2"):
+        rt.rope_quantize_fp8(q, k, cos_sin_cache=cache, pos_ids=pos, q_rope_out=outs[0],
+                             k_rope_out=torch.empty(3, 1, 16, dtype=torch.float8_e5m2))
