@@ -1,7 +1,10 @@
-"""FlashInfer's RoPE + FP8 quantization as a rope-gen op (registered by ropegen.torch).
+"""FlashInfer's RoPE + FP8 quantization as rope-gen ops (registered by ropegen.torch).
 
     rope_quantize_fp8(q_rope, k_rope, q_nope, k_nope, cos_sin_cache, pos_ids, is_neox,
                       q_rope_out!, k_rope_out!, q_nope_out!, k_nope_out!, quant_scale_q, quant_scale_kv) -> ()
+    rope_quantize_fp8_append_paged_kv_cache(q_rope, k_rope, q_nope, k_nope, v, cos_sin_cache, pos_ids,
+                      cache_0!, cache_1!, kv_indices, kv_indptr, batch_indices, positions, is_neox, page_size,
+                      kv_layout, q_rope_out!, q_nope_out!, quant_scale_q, quant_scale_kv) -> ()
 
 FlashInfer's argument names, shapes and semantics (flashinfer/rope.py rope_quantize_fp8, its kernel
 RopeQuantizeKernel in include/flashinfer/pos_enc.cuh): q_rope [nnz, Hq, rope_dim], k_rope [nnz, Hk,
@@ -26,7 +29,7 @@ import math
 
 import torch
 
-from .torch import _FP8_DTYPES, _impl, _lib, _one_device, _run
+from .torch import _FP8_DTYPES, _impl, _lib, _mutated, _one_device, _run
 
 _lib.define("rope_quantize_fp8(Tensor q_rope, Tensor k_rope, Tensor? q_nope, Tensor? k_nope, Tensor cos_sin_cache, "
             "Tensor pos_ids, bool is_neox, Tensor(a!) q_rope_out, Tensor(b!) k_rope_out, Tensor(c!)? q_nope_out, "
@@ -109,6 +112,7 @@ def _rope_quantize_fp8(q_rope, k_rope, q_nope, k_nope, cos_sin_cache, pos_ids, i
         fp8_max = _FP8_MAX[output_dtype]
         _cast(q_nope, q_nope_out, quant_scale_q, fp8_max, "q_nope")
         _cast(k_nope, k_nope_out, quant_scale_kv, fp8_max, "k_nope")
+    _mutated(q_rope_out, k_rope_out, q_nope_out, k_nope_out)
 
 
 @torch.library.register_fake("ropegen::rope_quantize_fp8", lib=_lib)
@@ -146,3 +150,107 @@ def rope_quantize_fp8(q_rope, k_rope, q_nope=None, k_nope=None, cos_sin_cache=No
 
 
 mla_rope_quantize_fp8 = rope_quantize_fp8
+
+
+# The paged variant (flashinfer/rope.py rope_quantize_fp8_append_paged_kv_cache): q quantized as above, k
+# rotated and v cast into fp8 paged caches by rope-gen's fused KV append (a `kv_cache` spec of the caches'
+# format, `output_dtype` the same): token t of request batch_indices[t] (< 0: not appended) goes to
+# entry positions[t] of its pages, rotated by pos_ids[t] (rope-gen's cache_positions and positions).
+# GQA/MHA: (k_cache, v_cache) [pages, page_size, Hk, D] (NHD) or [pages, Hk, page_size, D] (HND), each k
+# head stored [rope | nope]. MLA (k 2-D, no v): (ckv_cache, kpe_cache) [pages, page_size, nope | rope]:
+# k_rope is the kernel's k into kpe_cache, k_nope its v into ckv_cache (cast, as FlashInfer does).
+_lib.define("rope_quantize_fp8_append_paged_kv_cache(Tensor q_rope, Tensor k_rope, Tensor? q_nope, Tensor? k_nope, "
+            "Tensor? v, Tensor cos_sin_cache, Tensor pos_ids, Tensor(a!) cache_0, Tensor(b!) cache_1, "
+            "Tensor kv_indices, Tensor kv_indptr, Tensor batch_indices, Tensor positions, bool is_neox, "
+            "int page_size, str kv_layout, Tensor(c!) q_rope_out, Tensor(d!)? q_nope_out, float quant_scale_q, "
+            "float quant_scale_kv) -> ()")
+
+
+@functools.lru_cache(maxsize=None)
+def _paged_spec(head_dim, rope_dim, is_neox, page_size, layout, output_dtype):
+    return json.dumps({"name": "flashinfer_rope_quantize_fp8_paged", "encoding": "rope", "head_dim": head_dim,
+                       "rotary_dim": rope_dim, "pairing": "half" if is_neox else "interleaved",
+                       "frequency": {"scheme": "table"}, "layout": "thd", "positions": "explicit",
+                       "kv_cache": {"layout": layout, "page_size": page_size, "dtype": output_dtype},
+                       "output_dtype": output_dtype})
+
+
+def _codes(cache, output_dtype, name):
+    if _FP8_DTYPES.get(cache.dtype) != output_dtype:
+        raise ValueError(f"{name}: error: {name} is {cache.dtype} but the outputs are {output_dtype} codes: the "
+                         "caches and the outputs share one fp8 format")
+    return cache.view(torch.uint8)
+
+
+@_impl("rope_quantize_fp8_append_paged_kv_cache")
+def _rope_quantize_fp8_append_paged_kv_cache(q_rope, k_rope, q_nope, k_nope, v, cos_sin_cache, pos_ids, cache_0,
+                                             cache_1, kv_indices, kv_indptr, batch_indices, positions, is_neox,
+                                             page_size, kv_layout, q_rope_out, q_nope_out, quant_scale_q,
+                                             quant_scale_kv):
+    output_dtype = _format((q_rope_out, q_nope_out))
+    _check_scale(quant_scale_q, "quant_scale_q")
+    _check_scale(quant_scale_kv, "quant_scale_kv")
+    if kv_layout not in ("NHD", "HND"):
+        raise ValueError(f"kv_layout must be NHD or HND, not {kv_layout!r}")
+    if cos_sin_cache.dtype != torch.float32:
+        raise ValueError(f"cos_sin_cache: error: cos_sin_cache is {cos_sin_cache.dtype}; it must be float32")
+    mla = k_rope.dim() == 2
+    has_nope = q_nope is not None and q_nope.shape[-1] > 0
+    rope_dim = q_rope.shape[-1]
+    if mla:  # kpe_cache <- rotated k_rope, ckv_cache <- k_nope as the append's v
+        if v is not None and v.numel():
+            raise ValueError("v: error: MLA (2-D k_rope) appends no v: k_nope goes to ckv_cache")
+        k, v = k_rope.unsqueeze(1), (k_nope.unsqueeze(1) if k_nope is not None and k_nope.shape[-1] else None)
+        k_cache, v_cache, layout = cache_1.unsqueeze(2), cache_0.unsqueeze(2), "paged_nhd"
+        q, q_out = q_rope, q_rope_out
+    else:  # each k head [rope | nope] in k_cache; q the same rows
+        if v is None:
+            raise ValueError("v: error: GQA/MHA (3-D k_rope) appends v: pass it")
+        k = torch.cat([k_rope, k_nope], -1) if k_nope is not None and k_nope.shape[-1] else k_rope
+        k_cache, v_cache, layout = cache_0, cache_1, "paged_nhd" if kv_layout == "NHD" else "paged_hnd"
+        q = torch.cat([q_rope, q_nope], -1) if has_nope else q_rope
+        q_out = torch.empty(q.shape, dtype=q_rope_out.dtype, device=q.device) if has_nope else q_rope_out
+    spec = _paged_spec(k.shape[-1], rope_dim, bool(is_neox), int(page_size), layout, output_dtype)
+    kv_scale = 1.0 / quant_scale_kv  # codes of x / scale: FlashInfer's x * quant_scale (exact for powers of two)
+    _run(spec, q, k, pos_ids.reshape(-1), "thd", 0, None, None, q_out, None, q_scale=1.0 / quant_scale_q,
+         k_scale=kv_scale, v_scale=kv_scale if v is not None else None, cos_sin_cache=cos_sin_cache, v=v,
+         k_cache=_codes(k_cache, output_dtype, "k_cache"), v_cache=_codes(v_cache, output_dtype, "v_cache"),
+         kv_indices=kv_indices, kv_indptr=kv_indptr, batch_indices=batch_indices,
+         cache_positions=positions.reshape(-1))
+    if has_nope and not mla:  # the joined rows' codes back into FlashInfer's two outputs
+        q_rope_out.copy_(q_out[..., :rope_dim])
+        q_nope_out.copy_(q_out[..., rope_dim:])
+    elif has_nope:
+        _cast(q_nope, q_nope_out, quant_scale_q, _FP8_MAX[output_dtype], "q_nope")
+    _mutated(cache_0, cache_1, q_rope_out, q_nope_out)
+
+
+@torch.library.register_fake("ropegen::rope_quantize_fp8_append_paged_kv_cache", lib=_lib)
+def _(q_rope, k_rope, q_nope, k_nope, v, cos_sin_cache, pos_ids, cache_0, cache_1, kv_indices, kv_indptr,
+      batch_indices, positions, is_neox, page_size, kv_layout, q_rope_out, q_nope_out, quant_scale_q, quant_scale_kv):
+    _one_device(q_rope, k_rope=k_rope, q_nope=q_nope, k_nope=k_nope, v=v, cos_sin_cache=cos_sin_cache,
+                pos_ids=pos_ids, cache_0=cache_0, cache_1=cache_1, kv_indices=kv_indices, kv_indptr=kv_indptr,
+                batch_indices=batch_indices, positions=positions, q_rope_out=q_rope_out, q_nope_out=q_nope_out)
+    return None
+
+
+def rope_quantize_fp8_append_paged_kv_cache(q_rope, k_rope, q_nope, k_nope, v, cos_sin_cache, pos_ids,
+                                            paged_kv_cache, kv_indices, kv_indptr, batch_indices, positions,
+                                            is_neox=True, quantize_dtype=None, quant_scale_q=1.0, quant_scale_kv=1.0,
+                                            page_size=16, kv_layout="NHD", q_rope_out=None, q_nope_out=None):
+    """FlashInfer's rope_quantize_fp8_append_paged_kv_cache on rope-gen: returns (q_rope_out, q_nope_out), the
+    caches (paged_kv_cache: GQA (k_cache, v_cache), MLA (ckv_cache, kpe_cache), float8) updated in place."""
+    if len(paged_kv_cache) != 2:
+        raise ValueError("paged_kv_cache must be a tuple of 2 tensors")
+    if q_nope is None:
+        q_nope = q_rope.new_empty(*q_rope.shape[:-1], 0)
+    if quantize_dtype is None:
+        given = [t.dtype for t in (q_rope_out, q_nope_out) if t is not None]
+        quantize_dtype = given[0] if given else torch.float8_e4m3fn
+    new = lambda t, out: out if out is not None else torch.empty(t.shape, dtype=quantize_dtype, device=t.device)
+    q_rope_out, q_nope_out = new(q_rope, q_rope_out), new(q_nope, q_nope_out)
+    torch.ops.ropegen.rope_quantize_fp8_append_paged_kv_cache(
+        q_rope, k_rope, q_nope, k_nope, v, cos_sin_cache, pos_ids, paged_kv_cache[0], paged_kv_cache[1], kv_indices,
+        kv_indptr, batch_indices, positions, is_neox, int(page_size), kv_layout, q_rope_out, q_nope_out,
+        float(quant_scale_q), float(quant_scale_kv))
+    return q_rope_out, q_nope_out

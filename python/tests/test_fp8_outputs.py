@@ -212,3 +212,85 @@ def test_rope_quantize_fp8_opcheck_and_refusals():
     with pytest.raises(ValueError, match="must all be float8_e4m3fn or all float8_e5m2"):
         rt.rope_quantize_fp8(q, k, cos_sin_cache=cache, pos_ids=pos, q_rope_out=outs[0],
                              k_rope_out=torch.empty(3, 1, 16, dtype=torch.float8_e5m2))
+
+
+def paged_truth(x, cache, pos, is_neox, scale, rope_dim):
+    """x [T, H, D] rows: the first rope_dim dims rotated as FlashInfer's, all times scale (float64)."""
+    rotated = flashinfer_truth(x[..., :rope_dim], cache, pos, is_neox, scale, None)
+    return torch.cat([rotated, x[..., rope_dim:].double() * np.float64(np.float32(scale))], -1)
+
+
+@pytest.mark.parametrize("layout,nope", [("NHD", 0), ("HND", 32)])
+def test_rope_quantize_fp8_append_paged_kv_cache_gqa(layout, nope):
+    """q quantized, k rotated and v cast into fp8 pages; rotated by pos_ids, placed by positions; a token of
+    request -1 appends nothing; entries no token goes to keep their bytes."""
+    gen = torch.Generator().manual_seed(5)
+    T, Hq, Hk, rope_dim, page = 5, 4, 2, 32, 4
+    D = rope_dim + nope
+    q_rope, k_rope = torch.randn(T, Hq, rope_dim, generator=gen).bfloat16(), torch.randn(T, Hk, rope_dim, generator=gen).bfloat16()
+    q_nope = torch.randn(T, Hq, nope, generator=gen).bfloat16() if nope else None
+    k_nope = torch.randn(T, Hk, nope, generator=gen).bfloat16() if nope else None
+    v = torch.randn(T, Hk, D, generator=gen).bfloat16()
+    angles = torch.arange(64, dtype=torch.float64)[:, None] * 10000.0 ** (-torch.arange(rope_dim // 2) / (rope_dim / 2))
+    cache = torch.cat([angles.cos(), angles.sin()], -1).float()
+    pos_ids = torch.tensor([3, 9, 0, 40, 7])
+    batch_indices = torch.tensor([0, 0, 1, -1, 1], dtype=torch.int32)
+    positions = torch.tensor([0, 1, 0, 0, 5], dtype=torch.int32)  # entries within each request's pages
+    kv_indices, kv_indptr = torch.tensor([2, 0, 1], dtype=torch.int32), torch.tensor([0, 1, 3], dtype=torch.int32)
+    shape = (3, page, Hk, D) if layout == "NHD" else (3, Hk, page, D)
+    k_cache = torch.full(shape, 0x5a, dtype=torch.uint8).view(torch.float8_e4m3fn)
+    v_cache = k_cache.clone()
+    q_out, q_nope_out = rt.rope_quantize_fp8_append_paged_kv_cache(
+        q_rope, k_rope, q_nope, k_nope, v, cache, pos_ids, (k_cache, v_cache), kv_indices, kv_indptr, batch_indices,
+        positions, is_neox=True, quant_scale_q=0.5, quant_scale_kv=2.0, page_size=page, kv_layout=layout)
+    assert_codes(q_out.view(torch.uint8), flashinfer_truth(q_rope, cache, pos_ids, True, 0.5, None), "fp8_e4m3")
+    if nope:
+        assert torch.equal(q_nope_out.view(torch.uint8),
+                           (q_nope.float() * 0.5).clamp(-448, 448).to(torch.float8_e4m3fn).view(torch.uint8))
+    k_full = torch.cat([k_rope, k_nope], -1) if nope else k_rope
+    want_k = paged_truth(k_full, cache, pos_ids, True, 2.0, rope_dim)
+    written = set()
+    for t in range(T):
+        b = int(batch_indices[t])
+        if b < 0:
+            continue
+        p = int(positions[t])
+        pg, entry = int(kv_indices[int(kv_indptr[b]) + p // page]), p % page
+        written.add((pg, entry))
+        at = (pg, entry) if layout == "NHD" else (pg, slice(None), entry)
+        assert_codes(k_cache[at].view(torch.uint8), want_k[t], "fp8_e4m3")
+        assert torch.equal(v_cache[at].view(torch.uint8),
+                           (v[t].float() * 2.0).clamp(-448, 448).to(torch.float8_e4m3fn).view(torch.uint8))
+    for pg in range(3):
+        for entry in range(page):
+            if (pg, entry) not in written:
+                at = (pg, entry) if layout == "NHD" else (pg, slice(None), entry)
+                assert bool((k_cache[at].view(torch.uint8) == 0x5a).all()) and bool((v_cache[at].view(torch.uint8) == 0x5a).all())
+
+
+def test_rope_quantize_fp8_append_paged_kv_cache_mla():
+    """MLA: k_rope rotated into kpe_cache, k_nope cast into ckv_cache, [pages, page_size, dim] each."""
+    gen = torch.Generator().manual_seed(6)
+    T, H, page = 3, 8, 2
+    q_rope, q_nope = torch.randn(T, H, 64, generator=gen).bfloat16(), torch.randn(T, H, 512, generator=gen).bfloat16()
+    k_rope, k_nope = torch.randn(T, 64, generator=gen).bfloat16(), torch.randn(T, 512, generator=gen).bfloat16()
+    angles = torch.arange(32, dtype=torch.float64)[:, None] * 10000.0 ** (-torch.arange(32) / 32.0)
+    cache = torch.cat([angles.cos(), angles.sin()], -1).float()
+    pos = torch.tensor([4, 0, 31])
+    ckv = torch.zeros(4, page, 512, dtype=torch.float8_e4m3fn)
+    kpe = torch.zeros(4, page, 64, dtype=torch.float8_e4m3fn)
+    q_out, q_nope_out = rt.rope_quantize_fp8_append_paged_kv_cache(
+        q_rope, k_rope, q_nope, k_nope, None, cache, pos, (ckv, kpe), torch.tensor([3, 1], dtype=torch.int32),
+        torch.tensor([0, 2], dtype=torch.int32), torch.zeros(T, dtype=torch.int32), torch.tensor([0, 1, 2], dtype=torch.int32),
+        is_neox=False, page_size=page)
+    assert_codes(q_out.view(torch.uint8), flashinfer_truth(q_rope, cache, pos, False, 1.0, None), "fp8_e4m3")
+    assert torch.equal(q_nope_out.view(torch.uint8), q_nope.float().to(torch.float8_e4m3fn).view(torch.uint8))
+    for t, (pg, entry) in enumerate(((3, 0), (3, 1), (1, 0))):
+        assert_codes(kpe[pg, entry].view(torch.uint8),
+                     flashinfer_truth(k_rope[t:t + 1, None], cache, pos[t:t + 1], False, 1.0, None)[0, 0], "fp8_e4m3")
+        assert torch.equal(ckv[pg, entry].view(torch.uint8), k_nope[t].float().to(torch.float8_e4m3fn).view(torch.uint8))
+    with pytest.raises(ValueError, match="the caches and the outputs share one fp8 format"):
+        rt.rope_quantize_fp8_append_paged_kv_cache(
+            q_rope, k_rope, q_nope, k_nope, None, cache, pos, (ckv.view(torch.uint8).view(torch.float8_e5m2), kpe),
+            torch.tensor([3, 1], dtype=torch.int32), torch.tensor([0, 2], dtype=torch.int32),
+            torch.zeros(T, dtype=torch.int32), torch.tensor([0, 1, 2], dtype=torch.int32), page_size=page)
