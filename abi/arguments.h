@@ -25,13 +25,13 @@ enum class Arg : uint8_t {
   Q, K, V, Positions, CuSeqlens, Table, Freqs, CosSinCache, KvIndices, KvIndptr, BatchIndices, CachePositions,
   SlotMapping, SavedQ, SavedK, QNormWeight, KNormWeight,
   // Tensor outputs (the caches are updated in place).
-  OutQ, OutK, KCache, VCache, DFreqs, DQNormWeight, DKNormWeight,
+  OutQ, OutK, KCache, VCache, DFreqs, DQNormWeight, DKNormWeight, OutScales,
   // Scalars.
   Offset, SeqLen, QScale, KScale, VScale, PoolThreads,
 };
 // clang-format on
-inline constexpr int kArgCount = 30;
-inline constexpr int kTensorArgCount = 24;  // Q .. DKNormWeight
+inline constexpr int kArgCount = 31;
+inline constexpr int kTensorArgCount = 25;  // Q .. OutScales
 inline constexpr int kFirstOutput = 17;     // OutQ
 
 constexpr int index(Arg a) { return static_cast<int>(a); }
@@ -112,6 +112,7 @@ enum class Feature : uint8_t {
   Fp8KvCache,          // v_scale
   Fp8Output,           // q_scale (output_dtype fp8)
   Fp8KCodes,           // k_scale: fp8 kv_cache or output_dtype fp8
+  OutputQuant,         // out_scales: output_quant (per-group scales of q's fp8 codes)
   SequenceLength,      // seq_len (dynamic NTK, LongRoPE per call, xPos)
   QkNormWeight,        // q_norm_weight (k_norm_weight with k): qk_norm weight per_head
   QkNormGradient,      // d_q_norm_weight (d_k_norm_weight with k): backward of qk_norm weight per_head
@@ -214,6 +215,9 @@ inline constexpr std::array<ArgumentInfo, kArgCount> kArguments = {{
    ShapeRule::Vector, Feature::QkNormGradient, Arg::KNormWeight, "head_dim", "--out-k-norm-weight",
    &Call::d_k_norm_weight, &ropegen_call::d_k_norm_weight,
    "backward of qk_norm weight per_head: receives dL/d(k_norm_weight), float32 [head_dim] (with k)"},
+  {Arg::OutScales, "out_scales", nullptr, nullptr, ArgKind::Rows, Direction::Out, DtypeRule::Float32, ShapeRule::Layout,
+   Feature::OutputQuant, Arg::Q, "head_dim / group", "--out-scales", &Call::out_scales, &ropegen_call::out_scales,
+   "output_quant: q's group scales, float32 shaped as q with head_dim / group in the last dim (code x scale ~ x)"},
   {Arg::Offset, "offset", nullptr, nullptr, ArgKind::Int64, Direction::In, DtypeRule::Scalar, ShapeRule::Scalar,
    Feature::Always, Arg::Offset, nullptr, "--offset", nullptr, nullptr, "implicit positions: the first token's position"},
   {Arg::SeqLen, "seq_len", nullptr, nullptr, ArgKind::Int64, Direction::In, DtypeRule::Scalar, ShapeRule::Scalar,

@@ -44,6 +44,7 @@ ropegen_contract call_contract(const RopeSpec& spec) {
     c.kv_fp8 = kv.dtype == KvDType::Fp8E4m3 ? 1 : kv.dtype == KvDType::Fp8E5m2 ? 2 : 0;
   }
   if (spec.has_fp8_output()) c.output_fp8 = spec.output_dtype == KvDType::Fp8E4m3 ? 1 : 2;
+  if (spec.output_quant.enabled) c.output_quant_group = spec.output_quant.group;
   if (rope && spec.qk_norm.enabled) {
     c.qk_norm = 1 + static_cast<int32_t>(spec.qk_norm.type);
     c.qk_norm_weight = spec.qk_norm.has_weight();

@@ -3,8 +3,11 @@
 // forward calls. Other specs take no scale.
 #include <fmt/format.h>
 
+#include <fmt/ranges.h>
+
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "call/checks.h"
 
@@ -60,15 +63,41 @@ void check_scales(CheckContext& x) {
   }
 }
 
+// output_quant's scales: q's layout with head_dim / group in the last dim,
+// for q alone.
+void check_out_scales(CheckContext& x) {
+  const std::optional<Tensor>& s = x.call.out_scales;
+  if (!x.c.output_quant_group) {
+    if (s) x.fail("out_scales", "out_scales is for specs with `output_quant` (per-group scales of fp8 outputs)");
+    return;
+  }
+  if (x.call.k) x.fail("k", "this spec's output_quant quantizes q alone (DeepSeek-V4's attention output): leave k out");
+  if (!s) {
+    x.fail("out_scales", fmt::format("the spec has `output_quant: {{group: {}}}`: pass out_scales, float32 shaped as "
+                                     "q with head_dim / group = {} in the last dim",
+                                     x.c.output_quant_group, x.c.row_dim / x.c.output_quant_group));
+    return;
+  }
+  std::vector<int64_t> want(x.q.shape.begin(), x.q.shape.begin() + x.q.rank);
+  want.back() = x.c.row_dim / x.c.output_quant_group;
+  if (std::vector<int64_t>(s->shape.begin(), s->shape.begin() + s->rank) != want)
+    x.fail("out_scales", fmt::format("out_scales has shape {} but must be q's with head_dim / group = {} in the last "
+                                     "dim: ({})",
+                                     shape_str(*s), want.back(), fmt::join(want, ", ")));
+}
+
 // fp8 outputs are codes in uint8 tensors of their own: q and k keep their
-// dtype, so a call writes out_q (and out_k for a k it rotates), forward only.
+// dtype, so a call writes out_q (and out_k for a k it rotates); backward is
+// the inverse rotation (DeepSeek-V4's attention output), but not through a
+// norm or into run-time frequencies' gradient.
 void check_fp8_outputs(CheckContext& x) {
   if (!has_fp8_output(x.c)) return;
   const char* format = output_fp8_name(x.c);
-  if (x.call.backward) {
-    x.fail("backward", fmt::format("a spec with output_dtype {} has no backward kernel: its outputs are codes (the "
-                                   "gradient is the same spec's without output_dtype)",
-                                   format));
+  check_out_scales(x);
+  if (x.call.backward && (has_qk_norm(x.c) || x.c.runtime_frequencies)) {
+    x.fail("backward", fmt::format("a spec with output_dtype {} and {} has no backward kernel: its outputs are codes "
+                                   "(the gradient is the same spec's without output_dtype)",
+                                   format, has_qk_norm(x.c) ? "qk_norm" : "run-time frequencies"));
     return;
   }
   if (!x.call.out_q)

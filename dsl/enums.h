@@ -54,6 +54,7 @@ template <> struct EnumValues<QkNormType> { static constexpr QkNormType all[] = 
 template <> struct EnumValues<QkNormWeight> {
   static constexpr QkNormWeight all[] = {QkNormWeight::PerHead, QkNormWeight::None};
 };
+template <> struct EnumValues<QuantScale> { static constexpr QuantScale all[] = {QuantScale::Ue8m0, QuantScale::Float32}; };
 
 template <typename E>
 std::vector<std::string> spellings() {

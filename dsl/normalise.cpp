@@ -95,6 +95,9 @@ void append_rope(std::string& out, const RopeSpec& spec) {
     out += fmt::format("qk_norm:\n  type: {}\n  eps: {}\n  weight: {}\n", to_string(spec.qk_norm.type),
                        spec.qk_norm.eps, to_string(spec.qk_norm.weight));
   if (spec.has_fp8_output()) out += fmt::format("output_dtype: {}\n", to_string(spec.output_dtype));
+  if (spec.output_quant.enabled)
+    out += fmt::format("output_quant:\n  group: {}\n  scale: {}\n", spec.output_quant.group,
+                       to_string(spec.output_quant.scale));
 }
 
 // sinusoidal and learned: the rows the table is added to.

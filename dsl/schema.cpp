@@ -65,6 +65,7 @@ const Section& xpos_section();
 const Section& axes_section();
 const Section& kv_cache_section();
 const Section& qk_norm_section();
+const Section& output_quant_section();
 
 // The encoding decides which keys a spec has; rope rotates heads, the table
 // encodings add to rows, so each spells its own layouts.
@@ -93,7 +94,8 @@ const Section& top_section() {
          {"axes", Kind::Map, false, {}, &axes_section()},
          {"kv_cache", Kind::Map, false, {}, &kv_cache_section()},
          {"qk_norm", Kind::Map, false, {}, &qk_norm_section()},
-         {"output_dtype", Kind::String, false, spellings<KvDType>()}}},
+         {"output_dtype", Kind::String, false, spellings<KvDType>()},
+         {"output_quant", Kind::Map, false, {}, &output_quant_section()}}},
        {"sinusoidal",
         {dim, {"base", Kind::Number}, {"table_form", Kind::String, false, spellings<TableForm>()}, row_layout, dtype,
          positions}},
@@ -180,6 +182,16 @@ const Section& qk_norm_section() {
                          {{"type", Kind::String, false, spellings<QkNormType>()},
                           {"eps", Kind::Number, true},
                           {"weight", Kind::String, false, spellings<QkNormWeight>()}},
+                         {}};
+  return s;
+}
+
+// Group quantization of fp8 outputs.
+const Section& output_quant_section() {
+  static const Section s{"output_quant",
+                         "",
+                         "",
+                         {{"group", Kind::Integer, true}, {"scale", Kind::String, false, spellings<QuantScale>()}},
                          {}};
   return s;
 }

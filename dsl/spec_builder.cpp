@@ -93,6 +93,26 @@ class SpecBuilder {
     read_kv_cache();
     read_qk_norm();
     read_output_dtype();
+    read_output_quant();
+  }
+
+  // Per-group scales of fp8 outputs: groups within a row, q alone (the
+  // call refuses k), forward or inverse (backward) rotation.
+  void read_output_quant() {
+    const YAML::Node n = root_["output_quant"];
+    if (!n) return;
+    OutputQuant& quant = spec_.output_quant;
+    quant.enabled = true;
+    read_enum(n, "scale", quant.scale);
+    const long long group = as_integer(n["group"]);
+    if (group < 1 || spec_.head_dim < 1 || group > spec_.head_dim || spec_.head_dim % group != 0)
+      error(n["group"], fmt::format("output_quant.group ({}) must divide head_dim ({}): a row's dims form whole groups",
+                                    group, spec_.head_dim));
+    else quant.group = static_cast<int>(group);
+    if (!spec_.has_fp8_output())
+      error(n, "output_quant needs `output_dtype: fp8_e4m3 | fp8_e5m2`: it chooses the scales of fp8 codes");
+    if (spec_.kv_cache.enabled) error(n, "output_quant cannot be combined with kv_cache: it quantizes q alone");
+    if (spec_.qk_norm.enabled) error(n, "output_quant cannot be combined with qk_norm (not generated)");
   }
 
   // The spec's dtype, or fp8 codes of q and k: the one conversion a rope

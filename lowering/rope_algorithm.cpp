@@ -69,9 +69,10 @@ RopeAlgorithm build_rope(const RopeSpec& forward_spec, const KernelVariant& vari
   // rotates the upstream gradient back, then the norm's gradient.
   // With a weight, also the weight's gradient (its own cos/sin stages).
   const bool norm = spec.qk_norm.enabled;
-  a.whole_rows = norm || (spec.has_fp8_output() && !variant.backward);
+  a.whole_rows = norm || spec.has_fp8_output();
   const bool weight_gradient = norm && variant.backward && spec.qk_norm.has_weight();
   if (weight_gradient) a.norm_gradient = own_cos_sin_stages(spec, a, freqs, "d_norm_");
+  if (spec.output_quant.enabled) a.output_scales = own_cos_sin_stages(spec, a, freqs, "scales_");
   auto rotate = [&](RotatedTensor& t, bool is_key, Arg weight, Arg saved, Arg d_weight, bool with_output) {
     if (norm && !variant.backward) define_qk_norm(spec, a, t, weight);
     define_rotation(spec, a, t, is_key, with_output && !a.whole_rows);
@@ -121,12 +122,12 @@ std::vector<Argument> RopeAlgorithm::arguments() const {
 }
 
 // out_q (, out_k) (, k_cache (, v_cache)) (, d_freqs) (, d_q_norm_weight (,
-// d_k_norm_weight)): the table's order of outputs.
+// d_k_norm_weight)) (, out_scales): the table's order of outputs.
 std::vector<Func> RopeAlgorithm::outputs() const {
   std::vector<Func> out = {q.output};
   if (variant.with_k) out.push_back(k.output);
   for (const Func& f :
-       {kv.k_cache, kv.v_cache, gradient.d_freqs, q.weight_gradient.d_weight, k.weight_gradient.d_weight})
+       {kv.k_cache, kv.v_cache, gradient.d_freqs, q.weight_gradient.d_weight, k.weight_gradient.d_weight, q.out_scales})
     if (f.defined()) out.push_back(f);
   return out;
 }

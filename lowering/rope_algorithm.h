@@ -83,6 +83,10 @@ struct RotatedTensor {
   // sums of g . x (j, h, s, b), and -(g . x) / (head_dim rms^2) (h, s, b).
   Halide::Func normed_gradient, dot_sums, norm_coefficient;
   WeightGradient weight_gradient;  // its weight's (define_norm_weight_gradient); undefined otherwise
+  // output_quant (q): the whole row's float32 values (d, h, s, b), each
+  // group's scale (g, h, s, b) for the codes, and the out_scales output
+  // with its own rotation (r, m, h, s, b); undefined otherwise.
+  Halide::Func row_values, group_scales, out_scales, scales_rotated;
 };
 
 struct RopeAlgorithm {
@@ -153,6 +157,9 @@ struct RopeAlgorithm {
   // The qk_norm weights' gradients' own cos/sin (and xPos) stages, shared
   // by q's and k's.
   CosSinStages norm_gradient;
+  // output_quant: out_scales' own cos/sin stages (it is an output of its
+  // own, computing the rotation again); undefined otherwise.
+  CosSinStages output_scales;
 
   std::vector<Halide::Argument> arguments() const;
   std::vector<Halide::Func> outputs() const;

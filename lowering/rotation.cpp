@@ -74,11 +74,57 @@ Expr whole_row(const RopeSpec& spec, const RopeAlgorithm& a, const RotatedTensor
   return select(in_range, t.rotated(r, m, h, a.s, a.b), outside);
 }
 
+namespace {
+
+// The scale of group g of `values` (d, h, s, b), as vLLM's
+// fused_inv_rope_fp8_quant: max(absmax, 1e-10) times float32(1 / the
+// format's max), for ue8m0 rounded up to a power of two by its bits (exact
+// on every target, where log2 / exp2 are not).
+Expr group_scale(const RopeSpec& spec, const Func& values, const Expr& g, const Expr& h, const Expr& s, const Expr& b) {
+  const int group = spec.output_quant.group;
+  RDom r(0, group, "group_dims");
+  const Expr absmax = max(maximum(abs(values(g * group + r, h, s, b))), 1e-10f);
+  const float inverse_max = 1.0f / (spec.output_dtype == KvDType::Fp8E4m3 ? 448.0f : 57344.0f);
+  Expr scale = strict_float(absmax * inverse_max);
+  if (spec.output_quant.scale == QuantScale::Ue8m0) {
+    const Expr bits = reinterpret<uint32_t>(scale);
+    const Expr power_of_two = (bits & Expr(0x7fffffu)) == Expr(0u);
+    scale = select(power_of_two, scale, reinterpret<float>((bits & Expr(0x7f800000u)) + Expr(0x800000u)));
+  }
+  return scale;
+}
+
+// output_quant: q's codes with a scale per group of dims, and the scales.
+void define_group_quant(const RopeSpec& spec, RopeAlgorithm& a, RotatedTensor& t, const Expr& value) {
+  const Var &d = a.d, &h = a.h, &s = a.s, &b = a.b;
+  t.row_values = Func("out_q_row_values");
+  t.row_values(d, h, s, b) = value;
+  t.group_scales = Func("out_q_group_scales");
+  t.group_scales(d, h, s, b) = group_scale(spec, t.row_values, d, h, s, b);  // d: the group
+  t.output(d, h, s, b) =
+      fp8_from_float(t.row_values(d, h, s, b), t.group_scales(d / spec.output_quant.group, h, s, b), spec.output_dtype);
+  // out_scales: the same rows from a rotation of its own (an output is a
+  // loop nest of its own), the same arithmetic, so the same scales.
+  RotatedTensor own;
+  own.input = t.input;
+  own.rotated = t.scales_rotated = Func("out_scales_rotated");
+  define_rotation(spec, a, own, false, false, a.output_scales.cos_sin, a.output_scales.xpos_scale);
+  Func values("out_scales_row_values");
+  values(d, h, s, b) = whole_row(spec, a, own, load_as_float(t.input(d, h, s, b), spec.dtype), h);
+  t.out_scales = Func("out_scales");
+  t.out_scales(d, h, s, b) = group_scale(spec, values, d, h, s, b);
+  t.out_scales.output_buffer().dim(0).set_bounds(0, spec.head_dim / spec.output_quant.group);
+}
+
+}  // namespace
+
 void define_whole_row_output(const RopeSpec& spec, RopeAlgorithm& a, RotatedTensor& t, bool is_key) {
   const Expr outside =
       t.normed.defined() ? t.normed(a.d, a.h, a.s, a.b) : load_as_float(t.input(a.d, a.h, a.s, a.b), spec.dtype);
   const Expr value = whole_row(spec, a, t, outside, a.h);
-  if (spec.has_fp8_output()) {
+  if (spec.output_quant.enabled && !is_key) {
+    define_group_quant(spec, a, t, value);
+  } else if (spec.has_fp8_output()) {
     const Arg scale = is_key ? Arg::KScale : Arg::QScale;
     a.use(scale);
     t.output(a.d, a.h, a.s, a.b) = fp8_from_float(value, a.scalar(scale), spec.output_dtype);

@@ -29,7 +29,8 @@ Halide::Expr whole_row(const RopeSpec& spec, const RopeAlgorithm& a, const Rotat
 // Whole-row outputs (qk_norm, output_dtype fp8): rows (d, h, s, b), the
 // rotary dims from t.rotated, the others from t.normed (qk_norm) or the
 // input; stored in the spec's dtype, or as fp8 codes of x / q_scale
-// (k_scale for keys).
+// (k_scale for keys), or with output_quant (q) of x / its group's scale,
+// the scales in t.out_scales.
 void define_whole_row_output(const RopeSpec& spec, RopeAlgorithm& a, RotatedTensor& t, bool is_key);
 
 }  // namespace ropegen::lowering

@@ -146,6 +146,8 @@ class PartRun {
     };
     a[Arg::OutQ] = out_stage(Arg::Q, Arg::OutQ);
     if (variant_.with_k) a[Arg::OutK] = out_stage(Arg::K, Arg::OutK);
+    // output_quant: q's group scales, whole rows of their own (head_dim / group).
+    if (call_[Arg::OutScales].defined()) a[Arg::OutScales] = row_stage(call_[Arg::OutScales], Halide::Float(32));
     // The summed gradients of this part's rows (computed on the device), summed below.
     for (Arg arg : abi::kTensorArgs)
       if (abi::is_summed_gradient(arg) && call_[arg].defined())
@@ -156,6 +158,7 @@ class PartRun {
     copies.push_back({a[Arg::OutQ], rotary ? rotary_view(call_[Arg::OutQ], spec_) : call_[Arg::OutQ], 0});
     if (variant_.with_k)
       copies.push_back({a[Arg::OutK], rotary ? rotary_view(call_[Arg::OutK], spec_) : call_[Arg::OutK], 0});
+    if (call_[Arg::OutScales].defined()) copies.push_back({a[Arg::OutScales], call_[Arg::OutScales], 0});
     if (rope) add_pass_through(pipelines, a[Arg::Q], call_[Arg::Q], call_[Arg::OutQ], copies);
     if (rope && variant_.with_k) add_pass_through(pipelines, a[Arg::K], call_[Arg::K], call_[Arg::OutK], copies);
 
@@ -266,9 +269,10 @@ Sizes sizes_of(const RopeSpec& spec, const lowering::KernelVariant& variant, con
     // input (and the saved forward input), rotary output, pass-through copies
     for (int n = call[Arg::SavedQ].defined() ? 2 : 1; n > 0; --n)
       s.token_bytes.push_back(padded_row(spec.head_dim) * h * e);
-    s.token_bytes.push_back(spec.rotary_dim * h * e);
+    s.token_bytes.push_back((spec.writes_whole_rows() ? spec.head_dim : spec.rotary_dim) * h * e);
     for (auto [first, count] : pass_ranges(spec)) s.token_bytes.push_back(count * h * e);
   }
+  if (spec.output_quant.enabled) s.token_bytes.push_back(spec.head_dim / spec.output_quant.group * heads[0] * 4);
   if (positions.defined())
     s.token_bytes.push_back(positions.type().bytes() * (positions.dimensions() == 3 ? positions.dim(0).extent() : 1));
   return s;

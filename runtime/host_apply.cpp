@@ -16,10 +16,12 @@ Tensor dense(void* data, ElementType type, const std::vector<int64_t>& shape) {
 
 // Whether an output is made for this request: out_k when k is rotated into
 // it, the summed gradients (d_freqs, the qk_norm weights') for backward
-// calls that give what they are the gradient of (freqs, the weights).
-bool made(Arg output, const ApplyRequest& r) {
+// calls that give what they are the gradient of (freqs, the weights),
+// out_scales for output_quant specs.
+bool made(const RopeSpec& spec, Arg output, const ApplyRequest& r) {
   if (!r[abi::info(output).like]) return false;
   if (output == Arg::OutK) return r.out_k;
+  if (output == Arg::OutScales) return spec.output_quant.enabled;
   if (output == Arg::DKNormWeight && !r[Arg::K]) return false;
   if (abi::is_summed_gradient(output)) return r.backward;
   return true;
@@ -76,10 +78,13 @@ Result<std::unique_ptr<HostCall>> HostCall::make(const RopeSpec& spec, const App
     Storage::Slot& slot = host->storage_->slots[a];
     std::optional<Tensor>& into = call.*row.call_tensor;
     if (row.direction == abi::Direction::Out) {
-      if (!made(a, r)) continue;
+      if (!made(spec, a, r)) continue;
       slot.shape = r[row.like]->shape;
+      if (a == Arg::OutScales) slot.shape.back() = spec.head_dim / spec.output_quant.group;
+      int64_t elements = 1;
+      for (int64_t d : slot.shape) elements *= d;
       if (row.dtype == abi::DtypeRule::Float32) {
-        slot.floats.assign(r[row.like]->elements(), 0.0f);
+        slot.floats.assign(static_cast<size_t>(elements), 0.0f);
         into = dense(slot.floats.data(), ElementType::Float32, slot.shape);
       } else if (row.dtype == abi::DtypeRule::Output && spec.has_fp8_output()) {
         slot.codes.assign(static_cast<size_t>(r[row.like]->elements()), 0);

@@ -180,6 +180,8 @@ Var schedule_whole_row_tensor(const lowering::RopeAlgorithm& a, lowering::Rotate
     t.square_sums.compute_at(t.inv_rms, across).vectorize(a.d).update(0).vectorize(a.d);
   }
   t.rotated.compute_at(t.output, row).vectorize(a.r, lanes, TailStrategy::GuardWithIf).unroll(a.m);
+  // output_quant: the row's group scales after its rotation, before its stores.
+  if (t.group_scales.defined()) t.group_scales.compute_at(t.output, row);
   // Stored in the output's order, so the whole-row stores read it densely.
   if (spec.output_pairing == Pairing::Interleaved) t.rotated.reorder_storage(a.m, a.r);
   // The backward: dL/d(normed) as a row stage too (read by the dot
@@ -192,6 +194,24 @@ Var schedule_whole_row_tensor(const lowering::RopeAlgorithm& a, lowering::Rotate
     t.norm_coefficient.compute_at(t.output, row);
   }
   return tile;
+}
+
+// output_quant's out_scales: its own loops, tiled as q's, its rotation per
+// row and its own cos/sin per tile (an output cannot read stages placed in
+// another's loops). Untimed.
+void schedule_output_scales(lowering::RopeAlgorithm& a, const RopeSpec& spec, const Target& target, const Expr& tokens,
+                            const Expr& sequences) {
+  Func out = a.q.out_scales;
+  if (!out.defined()) return;
+  const int lanes = vector_lanes(target);
+  const Var tile = tile_tokens(out, a, spec.layout, tokens, {a.d}, false, sequences);
+  const Var row = heads_inside_tokens(spec.layout) ? a.h : Var("si");
+  a.q.scales_rotated.compute_at(out, row).vectorize(a.r, lanes, TailStrategy::GuardWithIf).unroll(a.m);
+  lowering::CosSinStages own = a.output_scales;  // Funcs are handles: scheduling a copy schedules them
+  if (!cos_sin_are_row_loads(a, spec))
+    own.cos_sin.compute_at(out, tile).vectorize(a.r, lanes, TailStrategy::GuardWithIf);
+  if (own.reduced.defined()) own.reduced.compute_at(own.cos_sin, a.r).vectorize(a.r);
+  if (own.xpos_scale.defined()) own.xpos_scale.compute_at(out, tile).vectorize(a.r, lanes, TailStrategy::GuardWithIf);
 }
 
 // The fused KV-cache append: each scatter (an update over a row's dims,
@@ -400,6 +420,7 @@ void schedule_rope_cpu(lowering::RopeAlgorithm& a, const RopeSpec& spec, const T
   if (a.kv.k_cache.defined()) schedule_kv_append(a, target);
   schedule_frequency_gradient(a, target);
   schedule_norm_weight_gradients(a, target);
+  schedule_output_scales(a, spec, target, tokens, sequences);
 }
 
 // Sinusoidal, learned, ALiBi: out(d, h, s, b) = x + PE, vectorised along

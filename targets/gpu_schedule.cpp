@@ -211,6 +211,7 @@ void schedule_whole_row(const lowering::RopeAlgorithm& a, lowering::RotatedTenso
     t.inv_rms.compute_at(out, hi);
   }
   t.rotated.compute_at(out, hi).unroll(a.m);
+  if (t.group_scales.defined()) t.group_scales.compute_at(out, hi);  // output_quant: after the row's rotation
   cos_sin.compute_at(t.rotated, a.r);
   if (xpos.defined()) xpos.compute_at(t.rotated, a.r);
   // The backward: the row's dL/d(normed) (per thread), then its sums of
@@ -220,6 +221,22 @@ void schedule_whole_row(const lowering::RopeAlgorithm& a, lowering::RotatedTenso
     t.dot_sums.compute_at(out, hi).unroll(a.d).update(0).unroll(a.d);
     t.norm_coefficient.compute_at(out, hi);
   }
+}
+
+// output_quant's out_scales: a launch of its own, a row per thread as q's,
+// with its own rotation and cos/sin (per pair, in registers). Untuned.
+void schedule_output_scales(lowering::RopeAlgorithm& a) {
+  Func out = a.q.out_scales;
+  if (!out.defined()) return;
+  Var ho("ho"), hi("hi");
+  out.split(a.h, ho, hi, 32, TailStrategy::GuardWithIf)
+      .reorder(a.d, hi, ho, a.s, a.b)
+      .gpu_threads(hi)
+      .gpu_blocks(a.s, ho, a.b);
+  a.q.scales_rotated.compute_at(out, hi).unroll(a.m);
+  lowering::CosSinStages own = a.output_scales;  // Funcs are handles: scheduling a copy schedules them
+  own.cos_sin.compute_at(a.q.scales_rotated, a.r);
+  if (own.xpos_scale.defined()) own.xpos_scale.compute_at(a.q.scales_rotated, a.r);
 }
 
 }  // namespace
@@ -343,6 +360,7 @@ void schedule_rope_gpu(lowering::RopeAlgorithm& a, const RopeSpec& spec, const T
   if (a.whole_rows) {
     schedule_whole_row(a, a.q, a.cos_sin, a.xpos_scale);
     if (a.variant.with_k) schedule_whole_row(a, a.k, cs_k, xpos_k);
+    schedule_output_scales(a);
   } else {
     schedule_tensor(a, a.q, a.cos_sin, a.reduced, a.xpos_scale, g, spec);
     if (a.variant.with_k) schedule_tensor(a, a.k, cs_k, reduced_k, xpos_k, g, spec);

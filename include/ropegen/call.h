@@ -55,6 +55,9 @@ struct Call {
   // of rotated k / k_scale (the same rule as the caches'; absent: 1).
   // Refused for other specs.
   std::optional<float> q_scale;
+  // output_quant (q alone): where each group's scale goes, float32 shaped as
+  // q with head_dim / group in the last dim; out_q holds x / scale's codes.
+  std::optional<Tensor> out_scales;
   // Backward with run-time frequencies (or qk_norm: saved_q, saved_k): the
   // forward inputs, and where dL/d(inv_freq) (float32 [rotary_dim / 2]) goes.
   std::optional<Tensor> saved_q, saved_k, d_freqs;

@@ -35,6 +35,7 @@ typedef struct ropegen_contract {
   int32_t qk_norm;            /* q and k normalised per head: 0 no, 1 rms, 2 rms_one_plus (the kernel writes whole rows) */
   int32_t qk_norm_weight;     /* qk_norm weight per_head: the call passes q_norm_weight (and k_norm_weight) */
   int32_t output_fp8;         /* out_q, out_k: 0 the spec's dtype; fp8 codes (uint8, whole rows) 1 fp8_e4m3, 2 fp8_e5m2 */
+  int32_t output_quant_group; /* output_quant: dims per scale (out_scales); 0: none */
 } ropegen_contract;
 
 struct halide_filter_metadata_t;

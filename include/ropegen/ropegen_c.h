@@ -117,6 +117,8 @@ typedef struct ropegen_tensor {
  *               out_k holds the codes of rotated k / k_scale, likewise.
  *   q_scale     output_dtype fp8 (out_q, out_k uint8 codes, whole rows): out_q
  *               holds the code of rotated q / q_scale, as k_scale's rule. 0: not given.
+ *   out_scales  output_quant (q alone): float32 shaped as q with head_dim / group
+ *               in the last dim, receives each group's scale (out_q: codes of x / scale).
  *   cache_positions  paged caches: int32 [T], the position in its request's
  *               pages each token goes to (FlashInfer's fused op: `positions`
  *               place, `pos_ids` rotate); NULL: positions place them too.
@@ -142,6 +144,7 @@ typedef struct ropegen_call {
   const ropegen_tensor *q_norm_weight, *k_norm_weight;
   const ropegen_tensor *d_q_norm_weight, *d_k_norm_weight;
   float q_scale;
+  const ropegen_tensor *out_scales;
 } ropegen_call;
 
 typedef enum ropegen_status {

@@ -48,6 +48,7 @@ enum class KvDType { F32, F16, BF16, Fp8E4m3, Fp8E5m2 };
 enum class QkNormType { Rms, RmsOnePlus };
 // per_head: a [head_dim] weight for q and one for k with each call; none: no weight.
 enum class QkNormWeight { PerHead, None };
+enum class QuantScale { Ue8m0, Float32 };
 
 struct Frequency {
   FrequencyScheme scheme = FrequencyScheme::Lang;
@@ -118,6 +119,16 @@ struct QkNorm {
   bool has_weight() const { return enabled && weight == QkNormWeight::PerHead; }
 };
 
+// rope with fp8 outputs, q alone: each group of `group` consecutive dims of
+// a row quantized with its own scale (DeepSeek-V4's attention output):
+// scale = max(absmax, 1e-10) x float32(1 / format max), ue8m0 rounded up to
+// a power of two; codes of x / scale; the scales in out_scales.
+struct OutputQuant {
+  bool enabled = false;
+  int group = 128;  // divides head_dim
+  QuantScale scale = QuantScale::Ue8m0;
+};
+
 struct RopeSpec {
   std::string name;
   Encoding encoding = Encoding::Rope;
@@ -143,6 +154,7 @@ struct RopeSpec {
   // whole rows (the dims outside the rotary range scaled and cast too), out
   // of place, forward only.
   KvDType output_dtype = KvDType::F32;
+  OutputQuant output_quant;  // rope with fp8 outputs only
 
   // sinusoidal, learned: the model dim of x's rows.
   int dim = 0;
@@ -184,6 +196,7 @@ const char* to_string(KvLayout);
 const char* to_string(KvDType);
 const char* to_string(QkNormType);
 const char* to_string(QkNormWeight);
+const char* to_string(QuantScale);
 
 // The other way: "bhsd" -> Layout::BHSD; nullopt for a name no spec may use.
 std::optional<Layout> layout_named(const std::string& name);

@@ -58,6 +58,16 @@ def _empty_codes_like(t):
     return numpy.empty(numpy.shape(t), numpy.uint8)
 
 
+def _empty_scales_like(t, group):
+    """A new dense float32 array shaped as t with its last dim / group: where output_quant's scales go."""
+    shape = tuple(t.shape[:-1]) + (t.shape[-1] // group,)
+    if hasattr(t, "new_empty"):  # torch
+        import torch
+        return t.new_empty(shape, dtype=torch.float32)
+    import numpy
+    return numpy.empty(shape, numpy.float32)
+
+
 def _summed_gradients(tensors, with_k):
     """{name: what it is the gradient of} for the gradients a backward call sums
     over its rows: d_freqs of freqs, the norm weights' of the weights (k's with
@@ -117,6 +127,9 @@ class Kernel:
         Specs with `output_dtype: fp8_e4m3 | fp8_e5m2`: out_q (out_k) are
         uint8 arrays of the codes of rotated q / q_scale (k / k_scale), the
         same rule as fp8 caches'; made here when not passed; not in place.
+        With `output_quant` (q alone) the codes are of x / each group's scale
+        and (out_q, out_scales) is returned (out_scales float32, q's shape
+        with head_dim / group last); backward() is the inverse rotation.
         Other encodings: q is x (or the scores), table the learned table;
         returns the result (out=x: in place). Any other argument of the call
         table (`ropegen.call_arguments()`) is passed by its name."""
@@ -127,23 +140,28 @@ class Kernel:
 
     def backward(self, grad_q, grad_k=None, positions=None, offset=0, seq_len=None, out_q=None, out_k=None,
                  cu_seqlens=None, freqs=None, saved_q=None, saved_k=None, cos_sin_cache=None, q_norm_weight=None,
-                 k_norm_weight=None):
+                 k_norm_weight=None, *, q_scale=None, k_scale=None):
         """Rope: the gradients dL/dq (and dL/dk) of upstream gradients dL/d(out_q)
         (and dL/d(out_k)), with the forward call's positions / offset / seq_len
         (and cos_sin_cache with `scheme: table`). With `scheme: runtime` pass the
         forward's freqs and inputs (saved_q, saved_k): dL/d(freqs) is returned last.
         With `qk_norm` pass the forward's inputs and weights: the gradients go
         through the norm, and with weights dL/d(q_norm_weight) (, dL/d(k_norm_weight))
-        are returned last (float32, summed over tokens and heads)."""
+        are returned last (float32, summed over tokens and heads). With `output_dtype`
+        fp8 it is the inverse rotation into codes (q_scale, k_scale as forward's)."""
         tensors = dict(positions=positions, cu_seqlens=cu_seqlens, freqs=freqs, saved_q=saved_q, saved_k=saved_k,
                        cos_sin_cache=cos_sin_cache, q_norm_weight=q_norm_weight, k_norm_weight=k_norm_weight)
-        return self._run(grad_q, grad_k, out_q, out_k, offset, seq_len, True, tensors)
+        return self._run(grad_q, grad_k, out_q, out_k, offset, seq_len, True, tensors, k_scale=k_scale,
+                         q_scale=q_scale)
 
     def _run(self, q, k, out_q, out_k, offset, seq_len, backward, tensors, k_scale=None, v_scale=None,
              q_scale=None):
         appending = tensors.get("k_cache") is not None
-        new = _empty_codes_like if self._kernel.output_fp8 and not backward else _empty_like
+        new = _empty_codes_like if self._kernel.output_fp8 else _empty_like
         out_q = new(q) if out_q is None else out_q
+        group = self._kernel.output_quant_group
+        if group and tensors.get("out_scales") is None:
+            tensors["out_scales"] = _empty_scales_like(q, group)
         if k is not None and out_k is None and not appending:
             out_k = new(k)
         summed = {name: _zeros_like_vector(of)
@@ -151,7 +169,8 @@ class Kernel:
         tensors.update(q=q, k=k, out_q=out_q, out_k=out_k, **summed)
         self._kernel({name: t for name, t in tensors.items() if t is not None}, offset, seq_len, backward,
                      k_scale=k_scale, v_scale=v_scale, q_scale=q_scale)
-        results = (out_q,) + ((out_k,) if out_k is not None else ()) + tuple(summed.values())
+        results = ((out_q,) + ((out_k,) if out_k is not None else ()) + tuple(summed.values())
+                   + ((tensors["out_scales"],) if group else ()))
         return results[0] if len(results) == 1 else results
 
 

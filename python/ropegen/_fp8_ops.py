@@ -254,3 +254,90 @@ def rope_quantize_fp8_append_paged_kv_cache(q_rope, k_rope, q_nope, k_nope, v, c
         kv_indptr, batch_indices, positions, is_neox, int(page_size), kv_layout, q_rope_out, q_nope_out,
         float(quant_scale_q), float(quant_scale_kv))
     return q_rope_out, q_nope_out
+
+
+# DeepSeek-V4's fused_inv_rope_fp8_quant, vLLM's names and layouts (vllm/v1/attention/ops/deepseek_v4_ops,
+# fused_inv_rope_fp8_quant.py): o [T, H, nope + rope] (H = n_groups * heads_per_group) rotated back by -angle
+# on its last rope_dim dims (interleaved pairs, cos_sin_cache [max_pos, rope_dim] cos || sin, float32), then
+# FP8 e4m3 codes per group of quant_group_size dims with power-of-two (UE8M0) scales: returns o_fp8
+# [T, G, heads_per_group * head_dim] (a view of [G, T, d]: strides (d, T * d, 1)) and o_scale
+# [T, G, d / quant_group_size] float32 MN-major (strides (1, blocks * T', T'), T' the tokens rounded up to 4),
+# or with tma_aligned_scales int32 words of four UE8M0 exponent bytes (a head's groups; padding rows zero).
+# One kernel: a spec with `output_quant` run backward (the inverse rotation) on o seen as bshd with the
+# groups as batch, writing into the [G, T, d] buffer directly.
+_lib.define("fused_inv_rope_fp8_quant(Tensor o, Tensor positions, Tensor cos_sin_cache, int n_groups, "
+            "int heads_per_group, int nope_dim=448, int rope_dim=64, int quant_group_size=128, "
+            "bool tma_aligned_scales=False) -> (Tensor, Tensor)")
+
+
+@functools.lru_cache(maxsize=None)
+def _inverse_spec(nope_dim, rope_dim, group):
+    return json.dumps({"name": "deepseek_v4_inv_rope", "encoding": "rope", "head_dim": nope_dim + rope_dim,
+                       "rotary_dim": rope_dim, "rotary_offset": nope_dim, "pairing": "interleaved",
+                       "frequency": {"scheme": "table"}, "layout": "bshd", "positions": "explicit",
+                       "output_dtype": "fp8_e4m3", "output_quant": {"group": group, "scale": "ue8m0"}})
+
+
+def _inv_rope_buffers(o, n_groups, heads_per_group, head_dim, quant_group_size, tma_aligned_scales):
+    tokens = o.shape[0]
+    d = heads_per_group * head_dim
+    blocks = d // quant_group_size
+    aligned = (tokens + 3) // 4 * 4  # vLLM's get_tma_aligned_size(tokens, 4): 16 bytes
+    fp8 = torch.empty((n_groups, tokens, d), dtype=torch.float8_e4m3fn, device=o.device)
+    inner = (blocks + 3) // 4 if tma_aligned_scales else blocks
+    scales = torch.zeros(n_groups * inner * aligned, dtype=torch.int32 if tma_aligned_scales else torch.float32,
+                         device=o.device).as_strided((n_groups, tokens, inner), (inner * aligned, 1, aligned))
+    return fp8, scales
+
+
+def _check_inv_rope(o, positions, cos_sin_cache, n_groups, heads_per_group, nope_dim, rope_dim, quant_group_size):
+    if o.dim() != 3 or o.shape[1] != n_groups * heads_per_group or o.shape[2] != nope_dim + rope_dim:
+        raise ValueError(f"o is {list(o.shape)}: it must be [tokens, n_groups * heads_per_group "
+                         f"({n_groups * heads_per_group}), nope_dim + rope_dim ({nope_dim + rope_dim})]")
+    if (nope_dim + rope_dim) % quant_group_size or rope_dim % 2 or rope_dim > quant_group_size:
+        raise ValueError(f"quant_group_size {quant_group_size} must divide the head ({nope_dim + rope_dim}) and hold "
+                         f"its rope dims ({rope_dim}, even)")
+    if cos_sin_cache.dtype != torch.float32 or cos_sin_cache.dim() != 2 or cos_sin_cache.shape[-1] != rope_dim:
+        raise ValueError(f"cos_sin_cache must be float32 [max_pos, rope_dim ({rope_dim})], not "
+                         f"{cos_sin_cache.dtype} {list(cos_sin_cache.shape)}")
+    if positions.reshape(-1).shape[0] != o.shape[0]:
+        raise ValueError(f"positions has {positions.numel()} ids for {o.shape[0]} tokens")
+
+
+@_impl("fused_inv_rope_fp8_quant")
+def _fused_inv_rope_fp8_quant(o, positions, cos_sin_cache, n_groups, heads_per_group, nope_dim=448, rope_dim=64,
+                              quant_group_size=128, tma_aligned_scales=False):
+    _check_inv_rope(o, positions, cos_sin_cache, n_groups, heads_per_group, nope_dim, rope_dim, quant_group_size)
+    tokens, head_dim = o.shape[0], nope_dim + rope_dim
+    fp8, scales = _inv_rope_buffers(o, n_groups, heads_per_group, head_dim, quant_group_size, tma_aligned_scales)
+    chunks = head_dim // quant_group_size
+    # bshd with the groups as batch: [G, T, heads_per_group, head_dim] views, positions [T] shared by the groups.
+    rows = o.view(tokens, n_groups, heads_per_group, head_dim).transpose(0, 1)
+    out = fp8.view(n_groups, tokens, heads_per_group, head_dim).view(torch.uint8)
+    group_scales = torch.empty((n_groups, tokens, heads_per_group, chunks), dtype=torch.float32, device=o.device)
+    _run(_inverse_spec(nope_dim, rope_dim, quant_group_size), rows, None, positions.reshape(-1), "bshd", 0, None,
+         None, out, None, backward=True, cos_sin_cache=cos_sin_cache, out_scales=group_scales)
+    if tma_aligned_scales:  # a head's UE8M0 exponent bytes, little end first, in one int32
+        exponents = (group_scales.view(torch.int32) >> 23) & 0xFF
+        shifts = torch.arange(chunks, device=o.device, dtype=torch.int32) * 8
+        words = (exponents << shifts).sum(-1, dtype=torch.int32)  # [G, T, heads_per_group]
+        scales[..., :heads_per_group].copy_(words)
+    else:
+        scales.copy_(group_scales.view(n_groups, tokens, heads_per_group * chunks))
+    return fp8.transpose(0, 1), scales.transpose(0, 1)
+
+
+@torch.library.register_fake("ropegen::fused_inv_rope_fp8_quant", lib=_lib)
+def _(o, positions, cos_sin_cache, n_groups, heads_per_group, nope_dim=448, rope_dim=64, quant_group_size=128,
+      tma_aligned_scales=False):
+    _one_device(o, positions=positions, cos_sin_cache=cos_sin_cache)
+    fp8, scales = _inv_rope_buffers(o, n_groups, heads_per_group, nope_dim + rope_dim, quant_group_size,
+                                    tma_aligned_scales)
+    return fp8.transpose(0, 1), scales.transpose(0, 1)
+
+
+def fused_inv_rope_fp8_quant(o, positions, cos_sin_cache, n_groups, heads_per_group, nope_dim=448, rope_dim=64,
+                             quant_group_size=128, tma_aligned_scales=False):
+    """vLLM's DeepSeek-V4 fused_inv_rope_fp8_quant on rope-gen: (o_fp8, o_scale), see above."""
+    return torch.ops.ropegen.fused_inv_rope_fp8_quant(o, positions, cos_sin_cache, n_groups, heads_per_group,
+                                                      nope_dim, rope_dim, quant_group_size, tma_aligned_scales)

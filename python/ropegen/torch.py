@@ -52,7 +52,8 @@ from torch.utils.dlpack import to_dlpack as _to_dlpack
 
 from . import _ropegen, _spec_text, _summed_gradients, from_hf
 
-__all__ = ["Rope", "kernel", "rope_quantize_fp8", "mla_rope_quantize_fp8", "rope_quantize_fp8_append_paged_kv_cache"]
+__all__ = ["Rope", "kernel", "rope_quantize_fp8", "mla_rope_quantize_fp8", "rope_quantize_fp8_append_paged_kv_cache",
+           "fused_inv_rope_fp8_quant"]
 
 _DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
 # fp8 codes (caches, output_dtype fp8) as torch keeps them; the kernels take uint8 views of the same memory.
@@ -473,5 +474,5 @@ class Rope(torch.nn.Module):
 
 
 from . import _vllm_op, _qk_norm_op  # noqa: E402,F401  (register rotary_embedding, fused_qk_norm_rope on _lib)
-from ._fp8_ops import (  # noqa: E402  (registers the FlashInfer ops)
-    mla_rope_quantize_fp8, rope_quantize_fp8, rope_quantize_fp8_append_paged_kv_cache)
+from ._fp8_ops import (  # noqa: E402  (registers the FlashInfer and vLLM FP8 ops)
+    fused_inv_rope_fp8_quant, mla_rope_quantize_fp8, rope_quantize_fp8, rope_quantize_fp8_append_paged_kv_cache)

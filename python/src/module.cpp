@@ -139,6 +139,11 @@ class SpecKernel {
     if (!spec_.has_fp8_output()) return std::nullopt;
     return to_string(spec_.output_dtype);
   }
+  // output_quant's group (dims per scale of out_scales); None without one.
+  std::optional<int> output_quant_group() const {
+    if (!spec_.output_quant.enabled) return std::nullopt;
+    return spec_.output_quant.group;
+  }
   // The kv_cache section's dtype ("bf16", "fp8_e4m3", ...); None without one.
   std::optional<std::string> kv_cache_dtype() const {
     if (!spec_.kv_cache.enabled) return std::nullopt;
@@ -191,7 +196,8 @@ NB_MODULE(_ropegen, m) {
       .def_prop_ro("spec_hash", &SpecKernel::hash)
       .def_prop_ro("layout", &SpecKernel::layout)
       .def_prop_ro("kv_cache_dtype", &SpecKernel::kv_cache_dtype)
-      .def_prop_ro("output_fp8", &SpecKernel::output_fp8);
+      .def_prop_ro("output_fp8", &SpecKernel::output_fp8)
+      .def_prop_ro("output_quant_group", &SpecKernel::output_quant_group);
   m.def(
       "compile",
       [](const std::string& text, const std::string& source, const std::string& target,

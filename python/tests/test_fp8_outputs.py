@@ -113,13 +113,26 @@ def test_refusals_name_the_argument():
         kernel(q, positions=pos, out_q=q)
     with pytest.raises(ValueError, match=r"q_scale: error: q_scale \(-1\) must be finite and > 0: out_q holds"):
         kernel(q, positions=pos, q_scale=-1.0)
-    with pytest.raises(ValueError, match=r"backward: error: a spec with output_dtype fp8_e4m3 has no backward"):
-        kernel.backward(q, positions=pos, out_q=torch.empty(2, 2, 64, dtype=torch.uint8))
+    normed = ropegen.compile(dict(spec("fp8_e4m3"), qk_norm=dict(eps=1e-6, weight="none")))
+    with pytest.raises(ValueError, match=r"backward: error: a spec with output_dtype fp8_e4m3 and qk_norm has no "
+                                         r"backward kernel"):
+        normed.backward(q, positions=pos)
     plain = ropegen.compile(dict(spec("fp8_e4m3"), output_dtype="bf16"))
     with pytest.raises(ValueError, match=r"q_scale: error: q_scale is for specs with output_dtype fp8"):
         plain(q, positions=pos, q_scale=2.0)
     with pytest.raises(ValueError, match=r"output_dtype `f16` differs from dtype `bf16`"):
         ropegen.compile(dict(spec("fp8_e4m3"), output_dtype="f16"))
+
+
+def test_backward_is_the_inverse_rotation_into_codes():
+    """backward() of an fp8 spec: x rotated by -angle (DeepSeek-V4's inverse RoPE), then its codes."""
+    gen = torch.Generator().manual_seed(9)
+    q = torch.randn(6, 2, 64, generator=gen).bfloat16()
+    pos = torch.tensor([0, 1, 17, 300, 4000, 9])
+    got = ropegen.compile(spec("fp8_e4m3", half=False))(q, positions=pos, q_scale=0.25)
+    back = ropegen.compile(spec("fp8_e4m3", half=False)).backward(q, positions=pos)
+    assert_codes(back, rotate64(q.double().numpy(), -pos.numpy(), 10000.0, 32, 8, False), "fp8_e4m3")
+    assert not torch.equal(got, back)
 
 
 def test_torch_rope_returns_float8_not_differentiable_and_compiles():
@@ -294,3 +307,63 @@ def test_rope_quantize_fp8_append_paged_kv_cache_mla():
             q_rope, k_rope, q_nope, k_nope, None, cache, pos, (ckv.view(torch.uint8).view(torch.float8_e5m2), kpe),
             torch.tensor([3, 1], dtype=torch.int32), torch.tensor([0, 2], dtype=torch.int32),
             torch.zeros(T, dtype=torch.int32), torch.tensor([0, 1, 2], dtype=torch.int32), page_size=page)
+
+
+def inverse_truth(o, cache, pos, nope):
+    """DeepSeek-V4's inverse RoPE in float64: interleaved pairs of the last dims rotated by -angle."""
+    x = o.double().clone()
+    half = cache.shape[-1] // 2
+    cs = cache.double()[pos]
+    c, s = cs[:, None, :half], cs[:, None, half:]
+    even, odd = x[..., nope::2].clone(), x[..., nope + 1::2].clone()
+    x[..., nope::2], x[..., nope + 1::2] = even * c + odd * s, odd * c - even * s
+    return x
+
+
+@pytest.mark.parametrize("tma", [False, True])
+def test_fused_inv_rope_fp8_quant_matches_vllms_semantics(tma):
+    """vLLM's op: codes per 128-dim group of x / scale, scale = 2^ceil(log2(max(absmax, 1e-10) / 448)); o_fp8
+    [T, G, d] with strides (d, T d, 1); o_scale [T, G, blocks] float32 token-major (or packed UE8M0 int32)."""
+    gen = torch.Generator().manual_seed(7)
+    T, G, hpg, nope, rope = 6, 2, 3, 448, 64
+    o = (torch.randn(T, G * hpg, nope + rope, generator=gen) * 3).bfloat16()
+    o[0, 0, :128] = 0  # a group of zeros: the 1e-10 floor
+    o[1, 1, 5] = 1e4  # a group whose scale saturates nothing but is large
+    pos = torch.randint(0, 100, (T,), generator=gen)
+    angles = torch.arange(100, dtype=torch.float64)[:, None] * 10000.0 ** (-torch.arange(32) / 32.0)
+    cache = torch.cat([angles.cos(), angles.sin()], -1).float()
+    fp8, scales = rt.fused_inv_rope_fp8_quant(o, pos, cache, G, hpg, tma_aligned_scales=tma)
+    d = hpg * (nope + rope)
+    assert fp8.dtype == torch.float8_e4m3fn and fp8.shape == (T, G, d) and fp8.stride() == (d, T * d, 1)
+    groups = inverse_truth(o, cache, pos, nope).reshape(T, G * hpg, 4, 128)
+    absmax = groups.abs().amax(-1).clamp(min=1e-10)
+    want_scales = torch.exp2(torch.ceil(torch.log2(absmax * np.float64(np.float32(1 / 448.0)))))
+    assert_codes(fp8.view(torch.uint8), (groups / want_scales[..., None]).reshape(T, G, d), "fp8_e4m3")
+    if tma:
+        assert scales.dtype == torch.int32 and scales.shape == (T, G, hpg) and scales.stride() == (1, hpg * 8, 8)
+        exponents = (want_scales.float().view(torch.int32) >> 23) & 0xFF  # [T, H, 4]
+        words = (exponents << torch.tensor([0, 8, 16, 24], dtype=torch.int32)).sum(-1, dtype=torch.int32)
+        assert torch.equal(scales, words.reshape(T, G, hpg))
+    else:
+        assert scales.dtype == torch.float32 and scales.shape == (T, G, hpg * 4) and scales.stride() == (1, hpg * 32, 8)
+        assert torch.equal(scales.double(), want_scales.reshape(T, G, hpg * 4))
+    torch.library.opcheck(torch.ops.ropegen.fused_inv_rope_fp8_quant, (o, pos, cache, G, hpg),
+                          test_utils=("test_faketensor", "test_autograd_registration", "test_aot_dispatch_dynamic"))
+
+
+def test_output_quant_spec_returns_codes_and_float32_scales():
+    """A spec with output_quant (float32 scales, forward): (codes, scales), the scales absmax / max exactly."""
+    spec = dict(name="gq", encoding="rope", head_dim=32, rotary_dim=16, layout="thd", dtype="f32",
+                positions="explicit", frequency=dict(theta=10000.0), output_dtype="fp8_e5m2",
+                output_quant=dict(group=8, scale="float32"))
+    gen = torch.Generator().manual_seed(8)
+    q = torch.randn(4, 3, 32, generator=gen)
+    pos = torch.tensor([0, 7, 100, 3])
+    codes, scales = ropegen.compile(spec)(q, positions=pos)
+    assert scales.shape == (4, 3, 4) and scales.dtype == torch.float32
+    rotated = torch.as_tensor(rotate64(q.numpy(), pos.numpy(), 10000.0, 16, 0, True)).reshape(4, 3, 4, 8)
+    want = (rotated.abs().amax(-1).clamp(min=1e-10) * np.float64(np.float32(1 / 57344.0)))
+    assert float(((scales.double() - want) / want).abs().max()) < 1e-6
+    assert_codes(codes, (rotated / scales.double()[..., None]).reshape(4, 3, 32), "fp8_e5m2")
+    with pytest.raises(ValueError, match="output_quant quantizes q alone"):
+        ropegen.compile(spec)(q, q[:, :1], positions=pos)

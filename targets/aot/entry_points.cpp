@@ -36,10 +36,14 @@ std::vector<EntryPoint> entry_points(const RopeSpec& spec) {
       for (bool with_k : {false, true})
         add(spec.name + "_append" + (with_v ? "_v" : "") + (with_k ? "_out_k" : ""), with_k, false, with_v);
   } else {
-    // fp8 outputs have no backward (call/fp8_checks refuses it).
+    // fp8 outputs' backward (the inverse rotation) is not through a norm or
+    // into run-time frequencies' gradient; output_quant takes q alone
+    // (call/fp8_checks refuses the others).
+    const bool fp8_backward =
+        !spec.has_fp8_output() || (!spec.qk_norm.enabled && spec.frequency.scheme != FrequencyScheme::Runtime);
     for (bool backward : {false, true})
-      if (!backward || !spec.has_fp8_output())
-        for (bool with_k : {false, true})
+      for (bool with_k : {false, true})
+        if ((!backward || fp8_backward) && !(with_k && spec.output_quant.enabled))
           add(spec.name + (with_k ? "_qk" : "_q") + (backward ? "_backward" : ""), with_k, backward);
   }
   if (spec.has_pass_through()) out.push_back({spec.name + "_pass_through", EntryPoint::Kind::PassThrough, {}, false});

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <cctype>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,7 +22,7 @@ std::string upper(std::string s) {
 }
 
 // ropegen_aot.h's ropegen_contract, field by field, as a C initializer.
-static_assert(sizeof(ropegen_contract) == 20 * 4, "ropegen_contract changed: update contract_initializer");
+static_assert(sizeof(ropegen_contract) == 21 * 4, "ropegen_contract changed: update contract_initializer");
 std::string contract_initializer(const ropegen_contract& c) {
   return fmt::format(
       "{{\n"
@@ -30,20 +31,21 @@ std::string contract_initializer(const ropegen_contract& c) {
       "    {} /* pairing */, {} /* output_pairing */, {} /* explicit_positions */,\n"
       "    {} /* position_axes */, {} /* runtime_frequencies */, {} /* table_frequencies */,\n"
       "    {} /* kv_layout */, {} /* kv_page_size */, {{{}, {}, {}}} /* kv_dtype: code, bits, lanes */,\n"
-      "    {} /* kv_fp8 */, {} /* qk_norm */, {} /* qk_norm_weight */, {} /* output_fp8 */\n"
+      "    {} /* kv_fp8 */, {} /* qk_norm */, {} /* qk_norm_weight */, {} /* output_fp8 */,\n"
+      "    {} /* output_quant_group */\n"
       "  }}",
       c.encoding, c.layout, c.dtype.code, c.dtype.bits, c.dtype.lanes, c.row_dim, c.num_heads, c.rotary_offset,
       c.rotary_dim, c.pairing, c.output_pairing, c.explicit_positions, c.position_axes, c.runtime_frequencies,
       c.table_frequencies, c.kv_layout, c.kv_page_size, c.kv_dtype.code, c.kv_dtype.bits, c.kv_dtype.lanes, c.kv_fp8,
-      c.qk_norm, c.qk_norm_weight, c.output_fp8);
+      c.qk_norm, c.qk_norm_weight, c.output_fp8, c.output_quant_group);
 }
 
-// The shape of q (x, the scores) in the spec's layout.
-std::string tensor_shape(const RopeSpec& spec, const char* heads = "H") {
+// The shape of q (x, the scores) in the spec's layout; `row`: another last dim.
+std::string tensor_shape(const RopeSpec& spec, const char* heads = "H", std::optional<int> row = std::nullopt) {
   if (spec.encoding == Encoding::Alibi) return fmt::format("[B, {}, Sq, Sk]", spec.num_heads);
   const abi::LayoutTraits& t = abi::layout_traits(spec.layout);
   std::vector<std::string> dims(t.rank);
-  dims[t.d] = spec.encoding == Encoding::Rope ? std::to_string(spec.head_dim) : std::to_string(spec.dim);
+  dims[t.d] = std::to_string(row ? *row : spec.encoding == Encoding::Rope ? spec.head_dim : spec.dim);
   dims[t.s] = t.packed() ? "T" : "S";
   if (t.h >= 0) dims[t.h] = heads;
   if (!t.packed()) dims[t.b] = "B";
@@ -89,6 +91,7 @@ bool takes(const RopeSpec& spec, abi::Feature feature) {
     case abi::Feature::Fp8KvCache: return rope && kv.enabled && kv.is_fp8();
     case abi::Feature::Fp8Output: return spec.has_fp8_output();
     case abi::Feature::Fp8KCodes: return rope && ((kv.enabled && kv.is_fp8()) || spec.has_fp8_output());
+    case abi::Feature::OutputQuant: return rope && spec.output_quant.enabled;
     case abi::Feature::SequenceLength:
       return rope && (spec.xpos.enabled || spec.scaling.type == ScalingType::Dynamic ||
                       (spec.scaling.type == ScalingType::LongRope && spec.scaling.policy == LongRopePolicy::PerCall));
@@ -107,7 +110,9 @@ std::string shape_and_dtype(const RopeSpec& spec, const abi::ArgumentInfo& a) {
   std::string shape;
   switch (a.shape) {
     case abi::ShapeRule::Layout:
-      shape = a.arg == abi::Arg::V ? std::string("[T, Hk, Dv]") : tensor_shape(spec, key ? "Hk" : "H");
+      shape = a.arg == abi::Arg::V           ? std::string("[T, Hk, Dv]")
+              : a.arg == abi::Arg::OutScales ? tensor_shape(spec, "H", spec.head_dim / spec.output_quant.group)
+                                             : tensor_shape(spec, key ? "Hk" : "H");
       break;
     case abi::ShapeRule::TokenIds:
       shape = token_dims(spec) +

@@ -162,6 +162,7 @@ struct Scenario {
   std::optional<StridedTensor> saved_q, saved_k;
   int device_type = 1, device_id = 0;        // where the driver puts every tensor (tests/aot/device_memory.h)
   std::optional<std::pair<float, float>> fp8_scales;  // output_dtype fp8: (q_scale, k_scale); outputs uint8 codes
+  int quant_group = 0;                                // output_quant: the driver passes out_scales
 };
 
 std::string join(const std::vector<int64_t>& v) { return fmt::format("{}", fmt::join(v, " ")); }
@@ -179,6 +180,7 @@ std::string run_driver(const std::string& exe, const std::string& dir, DType dty
   };
   if (s.fp8_scales)
     test::write_text(dir + "/fp8_outputs", fmt::format("{} {}\n", s.fp8_scales->first, s.fp8_scales->second));
+  if (s.quant_group) test::write_text(dir + "/quant_group", fmt::format("{}\n", s.quant_group));
   test::write_text(dir + "/out_q.bin", out_bytes(s.q.elements));
   if (s.k) {
     call += fmt::format("1 {} {} {}\n", join(s.k->shape), join(s.k->strides), s.k->elements);
@@ -557,7 +559,7 @@ TEST_F(AotBuild, Fp8OutputLibraryWritesCodesFromC) {
   build_library(write_spec(text), kX86Pair, lib);
   const std::string header = test::read_text(lib + "/aot_f8.h");
   EXPECT_THAT(header, HasSubstr("uint8 (fp8_e4m3 codes)"));
-  EXPECT_THAT(header, Not(HasSubstr("aot_f8_q_backward")));  // no backward entries
+  EXPECT_THAT(header, HasSubstr("aot_f8_q_backward"));  // the inverse rotation
   const std::string exe = compile_driver(lib, "aot_f8", path("driver"));
   Scenario s;
   s.q = make_tensor(DType::BF16, {2, 3, 4, 16}, {3 * 4 * 16, 4 * 16, 16, 1}, 0.2);
@@ -583,6 +585,37 @@ TEST_F(AotBuild, Fp8OutputLibraryWritesCodesFromC) {
       const double value = ref::fp8_value(KvDType::Fp8E4m3, static_cast<uint8_t>(got[i]));
       EXPECT_TRUE(value >= lo && value <= hi)
           << (is_key ? "k" : "q") << "[" << i << "] = " << value << ", reference " << want[i] << " / " << scale;
+    }
+  }
+  // output_quant (q alone), the inverse rotation: codes of x / each group's power-of-two scale.
+  const char* quant_text =
+      "name: aot_f8q\nhead_dim: 16\nrotary_dim: 8\nrotary_offset: 8\npairing: interleaved\nlayout: bshd\n"
+      "dtype: bf16\npositions: explicit\noutput_dtype: fp8_e4m3\noutput_quant: {group: 8}\n";
+  const RopeSpec quant = parse(quant_text);
+  build_library(write_spec(quant_text), kX86Pair, path("qlib"));
+  const std::string quant_exe = compile_driver(path("qlib"), "aot_f8q", path("qdriver"));
+  Scenario g = s;
+  g.k.reset(), g.fp8_scales = {{0.0f, 0.0f}}, g.quant_group = 8, g.backward = true;
+  EXPECT_EQ(run_driver(quant_exe, path("quant"), DType::BF16, g), "rc=0\n");
+  const std::vector<double> rows =
+      ref::reference_backward(quant, ref::Tensor{g.q.shape, g.q.dense}, nullptr, false, call).dx.data;
+  const Storage scales = Storage::from_bytes(DType::F32, test::read_text(path("quant/result_scales.bin")));
+  const std::string codes = test::read_text(path("quant/result_q.bin"));
+  ASSERT_EQ(scales.values.size() * 8, rows.size());
+  for (size_t grp = 0; grp < scales.values.size(); ++grp) {
+    double absmax = 1e-10;
+    for (size_t i = grp * 8; i < grp * 8 + 8; ++i) absmax = std::max(absmax, std::abs(rows[i]));
+    const float scale = scales.values[grp];
+    EXPECT_EQ(scale, std::exp2(std::ceil(std::log2(static_cast<float>(absmax) * (1.0f / 448.0f))))) << "group " << grp;
+    for (size_t i = grp * 8; i < grp * 8 + 8; ++i) {
+      const double eps = 3e-6 + 1e-6 * std::abs(rows[i]);
+      const double lo =
+          ref::fp8_value(KvDType::Fp8E4m3, ref::fp8_code(KvDType::Fp8E4m3, static_cast<float>(rows[i] - eps), scale));
+      const double hi =
+          ref::fp8_value(KvDType::Fp8E4m3, ref::fp8_code(KvDType::Fp8E4m3, static_cast<float>(rows[i] + eps), scale));
+      const double value = ref::fp8_value(KvDType::Fp8E4m3, static_cast<uint8_t>(codes[i]));
+      EXPECT_TRUE(value >= lo && value <= hi)
+          << "q[" << i << "] = " << value << ", reference " << rows[i] << " / " << scale;
     }
   }
   // In place (no out_q): refused, naming it.

@@ -20,7 +20,9 @@
  * passes d_q_norm_weight (, d_k_norm_weight) and writes them to
  * DIR/result_d_{q,k}_norm_weight.bin. output_dtype fp8 specs: DIR/fp8_outputs
  * holds "q_scale k_scale", and out_q, out_k are uint8 codes (one byte an
- * element). Writes DIR/result_{q,k}.bin (the output
+ * element); DIR/quant_group, when there, holds output_quant's group: the
+ * call passes out_scales (q's dense shape with the last dim / group) and
+ * writes DIR/result_scales.bin. Writes DIR/result_{q,k}.bin (the output
  * buffers after the call) and prints "rc=N", then the message if N != 0. */
 #include <stdint.h>
 #include <stdio.h>
@@ -79,7 +81,10 @@ int main(int argc, char **argv) {
   int64_t q_elements, k_elements = 0, cu[64];
   int code, bits, bytes, rank, has_k, in_place, positions_rank, positions_are_int64 = 0, num_sequences, i, rc;
   int cu_int64 = 0, device_type, device_id = 0, repeat;
-  int out_code, out_bits, out_bytes;
+  int out_code, out_bits, out_bytes, group = 0;
+  int64_t scales_shape[4];
+  float *scales = NULL;
+  ropegen_tensor tscales;
   void *q, *k = NULL, *out_q, *out_k = NULL, *positions = NULL, *cu_data = NULL, *cache = NULL;
   void *d_weight[2] = {NULL, NULL};
   int weight_f32;
@@ -155,6 +160,16 @@ int main(int argc, char **argv) {
     fclose(in);
     out_code = ROPEGEN_DTYPE_UINT, out_bits = 8, out_bytes = 1;
   }
+  if (exists("quant_group")) { /* output_quant: q's group scales, dense */
+    int64_t n = 1;
+    snprintf(path, sizeof path, "%s/quant_group", dir);
+    if (!(in = fopen(path, "r")) || fscanf(in, "%d", &group) != 1 || group < 1) return 110;
+    fclose(in);
+    for (i = 0; i < rank; ++i) n *= scales_shape[i] = i == rank - 1 ? q_shape[i] / group : q_shape[i];
+    scales = (float *)calloc((size_t)n, sizeof(float));
+    tscales = tensor(scales, rank, scales_shape, NULL, ROPEGEN_DTYPE_FLOAT, 32);
+    call.out_scales = remember(&tscales, (size_t)n * sizeof(float));
+  }
   q = read_file("q.bin", (size_t)q_elements * bytes);
   tq = tensor(q, rank, q_shape, q_strides, code, bits);
   call.q = remember(&tq, (size_t)q_elements * bytes);
@@ -225,12 +240,14 @@ int main(int argc, char **argv) {
   }
   if (rc == ROPEGEN_OK) {
     fetch(out_q);
+    if (scales) fetch(scales);
     if (has_k) fetch(out_k);
     for (i = 0; i < 2; ++i)
       if (d_weight[i]) fetch(d_weight[i]);
   }
   write_file("result_q.bin", out_q, (size_t)q_elements * out_bytes);
   if (has_k) write_file("result_k.bin", out_k, (size_t)k_elements * out_bytes);
+  if (scales) write_file("result_scales.bin", scales, (size_t)q_elements / (size_t)group * sizeof(float));
   for (i = 0; i < 2; ++i)
     if (d_weight[i])
       write_file(i ? "result_d_k_norm_weight.bin" : "result_d_q_norm_weight.bin", d_weight[i], (size_t)head_dim[0] * 4);

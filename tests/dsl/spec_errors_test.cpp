@@ -25,7 +25,7 @@ TEST_P(SpecErrors, ReportsPreciseLocationAndMessage) {
 const ErrorCase kCases[] = {
     {"unknown_key_did_you_mean", "name: a\nhead_dim: 8\nrotary_dims: 4\n",
      "s.yaml:3:1: error: unknown key `rotary_dims` for encoding `rope`; allowed: name, encoding, head_dim, "
-     "rotary_dim, rotary_offset, pairing, output_pairing, layout, dtype, frequency, scaling, xpos, positions, axes, kv_cache, qk_norm, output_dtype; "
+     "rotary_dim, rotary_offset, pairing, output_pairing, layout, dtype, frequency, scaling, xpos, positions, axes, kv_cache, qk_norm, output_dtype, output_quant; "
      "did you mean `rotary_dim`?\n"},
     {"missing_name", "head_dim: 8\n", "s.yaml:1:1: error: missing required key `name`\n"},
     {"head_dim_wrong_type", "name: a\nhead_dim: big\n",
@@ -94,7 +94,7 @@ const ErrorCase kCases[] = {
      "s.yaml:3:10: error: `scaling` must be a mapping, got `linear`\n"},
     {"several_errors_at_once", "name: A\nhead_dim: 8\nlayot: bshd\ndtype: f64\n",
      "s.yaml:3:1: error: unknown key `layot` for encoding `rope`; allowed: name, encoding, head_dim, rotary_dim, "
-     "rotary_offset, pairing, output_pairing, layout, dtype, frequency, scaling, xpos, positions, axes, kv_cache, qk_norm, output_dtype; did you mean "
+     "rotary_offset, pairing, output_pairing, layout, dtype, frequency, scaling, xpos, positions, axes, kv_cache, qk_norm, output_dtype, output_quant; did you mean "
      "`layout`?\n"
      "s.yaml:4:8: error: unknown dtype `f64`; allowed: f32, f16, bf16; did you mean `f32`?\n"},
     {"missing_head_dim", "name: a\n", "s.yaml:1:1: error: encoding `rope` needs `head_dim`\n"},
@@ -188,6 +188,13 @@ const ErrorCase kCases[] = {
     {"output_dtype_unknown", "name: a\nhead_dim: 8\noutput_dtype: fp8\n",
      "s.yaml:3:15: error: unknown output_dtype `fp8`; allowed: f32, f16, bf16, fp8_e4m3, fp8_e5m2; did you mean "
      "`f32`?\n"},
+    {"output_quant_group_not_dividing", "name: a\nhead_dim: 8\noutput_dtype: fp8_e4m3\noutput_quant: {group: 3}\n",
+     "s.yaml:4:23: error: output_quant.group (3) must divide head_dim (8): a row's dims form whole groups\n"},
+    {"output_quant_without_fp8", "name: a\nhead_dim: 8\noutput_quant: {group: 4, scale: float32}\n",
+     "s.yaml:3:15: error: output_quant needs `output_dtype: fp8_e4m3 | fp8_e5m2`: it chooses the scales of fp8 "
+     "codes\n"},
+    {"output_quant_scale_unknown", "name: a\nhead_dim: 8\noutput_dtype: fp8_e4m3\noutput_quant: {group: 4, scale: e8m0}\n",
+     "s.yaml:4:33: error: unknown scale `e8m0`; allowed: ue8m0, float32; did you mean `ue8m0`?\n"},
     {"output_dtype_on_sinusoidal", "name: a\nencoding: sinusoidal\ndim: 8\noutput_dtype: fp8_e4m3\n",
      "s.yaml:4:1: error: `output_dtype` does not belong to encoding `sinusoidal`; it is used by encoding rope\n"},
     {"qk_norm_on_alibi", "name: a\nencoding: alibi\nnum_heads: 4\nqk_norm: {eps: 1.0e-6}\n",

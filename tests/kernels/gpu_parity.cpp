@@ -80,6 +80,7 @@ Parity run_parity(const std::string& what, const std::vector<Case>& cases, const
     compare(host, device, host.k, device.k, c, p);
     compare_floats(host.d_q_norm_weight, device.d_q_norm_weight, c, p);
     compare_floats(host.d_k_norm_weight, device.d_k_norm_weight, c, p);
+    compare_floats(host.out_scales, device.out_scales, c, p);
   }
   const std::string unbound =
       memory == Memory::Device ? fmt::format(" (device memory; {} cases not run: views the device cannot bind)", p.unbound)

@@ -92,6 +92,39 @@ void check_codes(const RopeSpec& spec, const ref::Tensor& want, const Halide::Bu
   }
 }
 
+// output_quant: each group's scale from the float64 reference's absmax
+// (the scales of absmax -+ the f32 tolerance bracket it: float32 rotation
+// may move a group's absmax across a power of two), then the codes as
+// check_codes' with the kernel's own scale.
+void check_group_codes(const RopeSpec& spec, const ref::Tensor& want, const Halide::Buffer<>& out,
+                       const Halide::Buffer<float>& scales, const char* what) {
+  const int group = spec.output_quant.group;
+  const float inverse_max = 1.0f / (spec.output_dtype == KvDType::Fp8E4m3 ? 448.0f : 57344.0f);
+  auto scale_of = [&](double absmax) {
+    float s = static_cast<float>(std::max(absmax, 1e-10)) * inverse_max;
+    if (spec.output_quant.scale == QuantScale::Ue8m0) s = std::exp2(std::ceil(std::log2(s)));
+    return s;
+  };
+  int bad = 0;
+  for (size_t g = 0; g * group < want.data.size() && bad < 5; ++g) {
+    double absmax = 0;
+    for (int i = 0; i < group; ++i) absmax = std::max(absmax, std::abs(want.data[g * group + i]));
+    const double tol = tolerance(DType::F32, absmax);
+    const float got = scales.data()[g];
+    if (got < scale_of(absmax - tol) * (1 - 1e-6f) || got > scale_of(absmax + tol) * (1 + 1e-6f)) {
+      ADD_FAILURE() << what << " group " << g << ": scale " << got << ", reference absmax " << absmax << " -> "
+                    << scale_of(absmax);
+      ++bad;
+      continue;
+    }
+    const ref::Tensor values{{group},
+                             std::vector<double>(want.data.begin() + g * group, want.data.begin() + (g + 1) * group)};
+    Halide::Buffer<> codes(Halide::UInt(8), group);
+    std::memcpy(codes.data(), static_cast<const uint8_t*>(out.data()) + g * group, group);
+    check_codes(spec, values, codes, got, what);
+  }
+}
+
 CaseOutputs run_case_or_throw(const Case& c, const Halide::Target& target, Memory memory) {
   SCOPED_TRACE(c.describe());
   CaseOutputs outputs;
@@ -168,7 +201,17 @@ CaseOutputs run_case_or_throw(const Case& c, const Halide::Target& target, Memor
     out_k_storage = output(*k);
     rc.out_k = output_tensor(out_k_storage, k->shape);
   }
-  if (fp8) rc.q_scale = c.q_scale, rc.k_scale = c.k_scale;
+  if (fp8 && !c.quant_group) rc.q_scale = c.q_scale;
+  if (fp8) rc.k_scale = c.k_scale;
+  // output_quant: q's group scales, q's shape with head_dim / group last.
+  Halide::Buffer<float> out_scales;
+  std::vector<int64_t> scales_shape = q.shape;
+  if (c.quant_group) {
+    scales_shape.back() = c.head_dim / c.quant_group;
+    out_scales = Halide::Buffer<float>(static_cast<int>(q.storage.number_of_elements() / c.quant_group));
+    rc.out_scales = ropegen::Tensor::dense(out_scales.data(), ElementType::Float32, scales_shape.data(),
+                                           static_cast<int>(scales_shape.size()));
+  }
   std::vector<int32_t> pos32(pos_values.begin(), pos_values.end());
   std::vector<int64_t> pos64 = pos_values;
   if (c.explicit_positions)
@@ -244,7 +287,7 @@ CaseOutputs run_case_or_throw(const Case& c, const Halide::Target& target, Memor
     if (!cu.empty()) mirror.add(cu.data(), cu.size() * 4);
     for (const std::optional<Tensor>* w : {&q_weight, &k_weight, &saved_q, &saved_k})
       if (*w) mirror.add((*w)->storage.data(), (*w)->storage.size_in_bytes());
-    for (const Halide::Buffer<float>* d : {&d_q_weight, &d_k_weight})
+    for (const Halide::Buffer<float>* d : {&d_q_weight, &d_k_weight, &out_scales})
       if (d->defined()) mirror.add(d->data(), d->size_in_bytes());
     run_kernel(spec, variant, target, mirror.on_device(rc));
     mirror.copy_back();
@@ -263,6 +306,7 @@ CaseOutputs run_case_or_throw(const Case& c, const Halide::Target& target, Memor
         c.backward ? ref::reference_backward(spec, x, forward_input ? &*forward_input : nullptr, is_key, call).dx
                    : ref::reference_apply(spec, x, is_key, call);
     int bad = 0;
+    if (fp8 && c.quant_group && !is_key) return check_group_codes(spec, want, out, out_scales, what);
     if (fp8) return check_codes(spec, want, out, is_key ? c.k_scale : c.q_scale, what);
     for (size_t i = 0; i < want.data.size() && bad < 5; ++i) {
       const double got = element(out, spec.dtype, static_cast<int64_t>(i));
@@ -290,6 +334,7 @@ CaseOutputs run_case_or_throw(const Case& c, const Halide::Target& target, Memor
   outputs.k = out_k_storage;
   outputs.d_q_norm_weight = d_q_weight;
   outputs.d_k_norm_weight = d_k_weight;
+  outputs.out_scales = out_scales;
   return outputs;
 }
 
@@ -297,21 +342,26 @@ CaseOutputs run_case_or_throw(const Case& c, const Halide::Target& target, Memor
 
 std::string Case::spec_text() const {
   return fmt::format(
-      "name: t\nhead_dim: {}\nrotary_dim: {}\nrotary_offset: {}\npairing: {}\nlayout: {}\n"
-      "dtype: {}\npositions: {}\n{}{}{}{}{}",
-      head_dim, rotary_dim, rotary_offset, pairing, layout, dtype, explicit_positions ? "explicit" : "implicit",
-      scaling, xpos, output_pairing.empty() ? "" : "output_pairing: " + output_pairing + "\n", qk_norm,
-      output_dtype.empty() ? "" : "output_dtype: " + output_dtype + "\n");
+             "name: t\nhead_dim: {}\nrotary_dim: {}\nrotary_offset: {}\npairing: {}\nlayout: {}\n"
+             "dtype: {}\npositions: {}\n{}{}{}{}{}",
+             head_dim, rotary_dim, rotary_offset, pairing, layout, dtype, explicit_positions ? "explicit" : "implicit",
+             scaling, xpos, output_pairing.empty() ? "" : "output_pairing: " + output_pairing + "\n", qk_norm,
+             output_dtype.empty() ? "" : "output_dtype: " + output_dtype + "\n") +
+         (quant_group ? fmt::format("output_quant: {{group: {}, scale: {}}}\n", quant_group,
+                                    float32_scales ? "float32" : "ue8m0")
+                      : "");
 }
 
 std::string Case::describe() const {
-  return fmt::format(
-      "{}{} {} {} D={} R={} off={} B={} S={} H={} Hk={} pos={}{}{} offset={} in_place={} | {}{}{}{}{}",
-      backward ? "backward " : "", layout, pairing, dtype, head_dim, rotary_dim, rotary_offset, B, S, H, Hk,
-      explicit_positions ? "explicit" : "implicit", shared_positions ? "[S]" : "", int64_positions ? " i64" : "",
-      offset, in_place, scaling, xpos, qk_norm, float32_norm_weights ? " (float32 weights)" : "",
-      output_dtype.empty() ? ""
-                           : fmt::format(" output_dtype {} q_scale {} k_scale {}", output_dtype, q_scale, k_scale));
+  return fmt::format("{}{} {} {} D={} R={} off={} B={} S={} H={} Hk={} pos={}{}{} offset={} in_place={} | {}{}{}{}{}",
+                     backward ? "backward " : "", layout, pairing, dtype, head_dim, rotary_dim, rotary_offset, B, S, H,
+                     Hk, explicit_positions ? "explicit" : "implicit", shared_positions ? "[S]" : "",
+                     int64_positions ? " i64" : "", offset, in_place, scaling, xpos, qk_norm,
+                     float32_norm_weights ? " (float32 weights)" : "",
+                     output_dtype.empty()
+                         ? ""
+                         : fmt::format(" output_dtype {} q_scale {} k_scale {}", output_dtype, q_scale, k_scale)) +
+         (quant_group ? fmt::format(" output_quant group {}{}", quant_group, float32_scales ? " float32" : "") : "");
 }
 
 CaseOutputs run_case(const Case& c, const Halide::Target& target, Memory memory) {

@@ -33,6 +33,10 @@ struct Case {
   // and out_k are uint8 codes of x / q_scale and x / k_scale.
   std::string output_dtype;
   float q_scale = 1.0f, k_scale = 1.0f;
+  // output_quant's group (0: none): q's codes per group of dims, ue8m0 or
+  // (float32_scales) float32 scales in out_scales.
+  int quant_group = 0;
+  bool float32_scales = false;
 
   std::string spec_text() const;
   std::string describe() const;
@@ -44,6 +48,7 @@ struct CaseOutputs {
   Halide::Buffer<> q, k;  // k undefined without k; uint8 fp8 codes with output_dtype
   // The backward of qk_norm weight per_head: the weights' gradients (k's with k).
   Halide::Buffer<float> d_q_norm_weight, d_k_norm_weight;
+  Halide::Buffer<float> out_scales;  // output_quant: q's group scales
 };
 
 // Where a case's tensors are on a GPU target: host memory (the runtime

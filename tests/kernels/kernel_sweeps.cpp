@@ -192,6 +192,19 @@ std::vector<Case> sweep_fp8_output() {
   // One token, one head, the smallest head.
   c = Case{}, c.dtype = "f16", c.head_dim = c.rotary_dim = 2, c.B = 1, c.S = 1, c.H = 1, c.Hk = 1, c.offset = 7;
   c.output_dtype = "fp8_e5m2", c.q_scale = 0.3f, c.k_scale = 5.0f, add(c);
+  // The inverse rotation (backward) with fp8 outputs, GQA, per-tensor scales.
+  c = Case{}, c.dtype = "bf16", c.pairing = "interleaved", c.head_dim = 64, c.rotary_dim = 16, c.rotary_offset = 48;
+  c.B = 2, c.S = 3, c.H = 4, c.Hk = 2, c.backward = true, c.output_dtype = "fp8_e4m3", c.q_scale = 0.02f;
+  c.k_scale = 0.5f, add(c);
+  // output_quant: DeepSeek-V4's attention output rotated back, ue8m0 scales per 128 dims of a 512-dim
+  // head (nope 448, rope 64 interleaved); float32 scales per 16 dims, forward, thd; e5m2 per 2 dims.
+  c = Case{}, c.layout = "thd", c.dtype = "bf16", c.pairing = "interleaved", c.head_dim = 512, c.rotary_dim = 64;
+  c.rotary_offset = 448, c.B = 1, c.S = 5, c.H = 3, c.explicit_positions = true, c.backward = true;
+  c.output_dtype = "fp8_e4m3", c.quant_group = 128, add(c);
+  c = Case{}, c.layout = "thd", c.dtype = "f32", c.head_dim = 64, c.rotary_dim = 32, c.B = 1, c.S = 7, c.H = 2;
+  c.cu_seqlens = {0, 3, 7}, c.output_dtype = "fp8_e4m3", c.quant_group = 16, c.float32_scales = true, add(c);
+  c = Case{}, c.layout = "bhsd", c.dtype = "f16", c.head_dim = 6, c.rotary_dim = 4, c.B = 2, c.S = 3, c.H = 2;
+  c.output_dtype = "fp8_e5m2", c.quant_group = 2, add(c);
   return cases;
 }
 
