@@ -548,6 +548,22 @@ TEST_F(AotBuild, QkNormLibraryForwardBackwardAndTheWeightsGradients) {
       ::testing::StartsWith("rc=1\ninvalid argument: q_norm_weight: the spec has `qk_norm: {weight: per_head}`"));
 }
 
+// fp8_e4m3 codes got[first .. first + count) against the reference values
+// want[...] / scale: the codes every value within float32 rounding of the
+// reference can have (rounding is monotone).
+void expect_codes(const std::vector<double>& want, const std::string& got, size_t first, size_t count, float scale,
+                  const char* what) {
+  for (size_t i = first; i < first + count; ++i) {
+    const double eps = 3e-6 + 1e-6 * std::abs(want[i]);
+    auto code_value = [&](double x) {
+      return ref::fp8_value(KvDType::Fp8E4m3, ref::fp8_code(KvDType::Fp8E4m3, static_cast<float>(x), scale));
+    };
+    const double value = ref::fp8_value(KvDType::Fp8E4m3, static_cast<uint8_t>(got[i]));
+    EXPECT_TRUE(value >= code_value(want[i] - eps) && value <= code_value(want[i] + eps))
+        << what << "[" << i << "] = " << value << ", reference " << want[i] << " / " << scale;
+  }
+}
+
 // output_dtype fp8 through the C call: uint8 codes of x / q_scale and
 // x / k_scale, pass-through dims cast, the scales' fields of ropegen_call.
 TEST_F(AotBuild, Fp8OutputLibraryWritesCodesFromC) {
@@ -575,17 +591,7 @@ TEST_F(AotBuild, Fp8OutputLibraryWritesCodesFromC) {
     const std::vector<double> want = ref::reference_apply(spec, ref::Tensor{x.shape, x.dense}, is_key, call).data;
     const std::string got = test::read_text(path(is_key ? "forward/result_k.bin" : "forward/result_q.bin"));
     ASSERT_EQ(got.size(), want.size());
-    for (size_t i = 0; i < want.size(); ++i) {
-      // The codes the value within float32 rounding of the reference can have (rounding is monotone).
-      const double eps = 3e-6 + 1e-6 * std::abs(want[i]);
-      const double lo =
-          ref::fp8_value(KvDType::Fp8E4m3, ref::fp8_code(KvDType::Fp8E4m3, static_cast<float>(want[i] - eps), scale));
-      const double hi =
-          ref::fp8_value(KvDType::Fp8E4m3, ref::fp8_code(KvDType::Fp8E4m3, static_cast<float>(want[i] + eps), scale));
-      const double value = ref::fp8_value(KvDType::Fp8E4m3, static_cast<uint8_t>(got[i]));
-      EXPECT_TRUE(value >= lo && value <= hi)
-          << (is_key ? "k" : "q") << "[" << i << "] = " << value << ", reference " << want[i] << " / " << scale;
-    }
+    expect_codes(want, got, 0, want.size(), scale, is_key ? "k" : "q");
   }
   // output_quant (q alone), the inverse rotation: codes of x / each group's power-of-two scale.
   const char* quant_text =
@@ -607,16 +613,7 @@ TEST_F(AotBuild, Fp8OutputLibraryWritesCodesFromC) {
     for (size_t i = grp * 8; i < grp * 8 + 8; ++i) absmax = std::max(absmax, std::abs(rows[i]));
     const float scale = scales.values[grp];
     EXPECT_EQ(scale, std::exp2(std::ceil(std::log2(static_cast<float>(absmax) * (1.0f / 448.0f))))) << "group " << grp;
-    for (size_t i = grp * 8; i < grp * 8 + 8; ++i) {
-      const double eps = 3e-6 + 1e-6 * std::abs(rows[i]);
-      const double lo =
-          ref::fp8_value(KvDType::Fp8E4m3, ref::fp8_code(KvDType::Fp8E4m3, static_cast<float>(rows[i] - eps), scale));
-      const double hi =
-          ref::fp8_value(KvDType::Fp8E4m3, ref::fp8_code(KvDType::Fp8E4m3, static_cast<float>(rows[i] + eps), scale));
-      const double value = ref::fp8_value(KvDType::Fp8E4m3, static_cast<uint8_t>(codes[i]));
-      EXPECT_TRUE(value >= lo && value <= hi)
-          << "q[" << i << "] = " << value << ", reference " << rows[i] << " / " << scale;
-    }
+    expect_codes(rows, codes, grp * 8, 8, scale, "q");
   }
   // In place (no out_q): refused, naming it.
   s.in_place = true;

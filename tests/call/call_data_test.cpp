@@ -90,6 +90,11 @@ struct Calls {
     nb.d_k_norm_weight = Tensor::dense(at(9), ElementType::Float32, {8});
     nb.backward = true;
     out.emplace_back(spec_from("name: n\nhead_dim: 8\nqk_norm: {eps: 1.0e-6}\n"), nb);
+    Call g;  // fp8 codes with a scale per group of 4 dims
+    g.q = Tensor::dense(at(0), ElementType::Float32, {1, 4, 2, 8});
+    g.out_q = Tensor::dense(at(1), ElementType::UInt8, {1, 4, 2, 8});
+    g.out_scales = Tensor::dense(at(2), ElementType::Float32, {1, 4, 2, 2});
+    out.emplace_back(spec_from("name: g\nhead_dim: 8\noutput_dtype: fp8_e4m3\noutput_quant: {group: 4}\n"), g);
     return out;
   }
 };

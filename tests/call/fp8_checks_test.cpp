@@ -62,12 +62,41 @@ TEST_F(Fp8Outputs, InPlaceAndSpecDtypeOutputsAreRefused) {
             "stored as uint8)\n");
 }
 
-TEST_F(Fp8Outputs, BackwardIsRefused) {
+// Backward is the inverse rotation into codes, but not through a norm.
+TEST_F(Fp8Outputs, BackwardIsTheInverseRotationButNotThroughANorm) {
   Call c = call();
   c.backward = true;
+  EXPECT_EQ(messages(kFp8, c), "");
+  const RopeSpec normed =
+      spec_from("name: t\nhead_dim: 8\nrotary_dim: 4\ndtype: bf16\noutput_dtype: fp8_e4m3\nqk_norm: {eps: 1.0e-6, "
+                "weight: none}\n");
+  EXPECT_EQ(messages(normed, c),
+            "backward: error: a spec with output_dtype fp8_e4m3 and qk_norm has no backward kernel: its outputs are "
+            "codes (the gradient is the same spec's without output_dtype)\n");
+}
+
+// output_quant: out_scales shaped as q with head_dim / group last, for q alone.
+TEST_F(Fp8Outputs, OutputQuantTakesOutScalesForQAlone) {
+  const RopeSpec quant =
+      spec_from("name: t\nhead_dim: 8\nrotary_dim: 4\ndtype: bf16\noutput_dtype: fp8_e4m3\noutput_quant: {group: 4}\n");
+  std::vector<float> scales(12);
+  Call c = call();
+  c.k.reset(), c.out_k.reset();
+  EXPECT_EQ(messages(quant, c),
+            "out_scales: error: the spec has `output_quant: {group: 4}`: pass out_scales, float32 shaped as q with "
+            "head_dim / group = 2 in the last dim\n");
+  c.out_scales = Tensor::dense(scales.data(), ElementType::Float32, {1, 3, 2, 2});
+  EXPECT_EQ(messages(quant, c), "");
+  c.out_scales = Tensor::dense(scales.data(), ElementType::Float32, {1, 3, 4});
+  EXPECT_EQ(messages(quant, c),
+            "out_scales: error: out_scales has shape (1, 3, 4) but must be q's with head_dim / group = 2 in the last "
+            "dim: (1, 3, 2, 2)\n");
+  c = call();
+  c.out_scales = Tensor::dense(scales.data(), ElementType::Float32, {1, 3, 2, 2});
+  EXPECT_EQ(messages(quant, c),
+            "k: error: this spec's output_quant quantizes q alone (DeepSeek-V4's attention output): leave k out\n");
   EXPECT_EQ(messages(kFp8, c),
-            "backward: error: a spec with output_dtype fp8_e4m3 has no backward kernel: its outputs are codes (the "
-            "gradient is the same spec's without output_dtype)\n");
+            "out_scales: error: out_scales is for specs with `output_quant` (per-group scales of fp8 outputs)\n");
 }
 
 TEST_F(Fp8Outputs, ScalesAreFiniteAndPositiveAndOnlyWhereCodesAre) {
