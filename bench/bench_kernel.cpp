@@ -173,14 +173,21 @@ Result<BenchResult> bench_rope(const RopeSpec& spec, const BenchOptions& o) {
     return Tensor::dense(data, type, shape.data(), static_cast<int>(shape.size()));
   };
 
+  // output_dtype fp8: the outputs are uint8 codes (in `out`, which is larger than they need).
+  const bool codes = spec.has_fp8_output();
+  const int64_t out_bytes = codes ? 1 : elem_bytes;
+  auto out_tensor = [&](void* data, const std::vector<int64_t>& shape) {
+    return Tensor::dense(data, codes ? ElementType::UInt8 : type, shape.data(), static_cast<int>(shape.size()));
+  };
+
   Call call;
   // In place: the kernels write where they read (out stays the copy's destination).
   void* const result = o.in_place ? in.data() : out.data();
   call.q = tensor(in.data(), q_shape);
-  if (!o.in_place) call.out_q = tensor(result, q_shape);
+  if (!o.in_place) call.out_q = out_tensor(result, q_shape);
   if (variant.with_k) {
     call.k = tensor(static_cast<char*>(in.data()) + q_elems * elem_bytes, k_shape);
-    if (!o.in_place) call.out_k = tensor(static_cast<char*>(result) + q_elems * elem_bytes, k_shape);
+    if (!o.in_place) call.out_k = out_tensor(static_cast<char*>(result) + q_elems * out_bytes, k_shape);
   }
   // Explicit ids 0 .. S-1 per sequence, or uniform in [0, 8192) (multi-axis:
   // the same on every axis).
