@@ -6,11 +6,12 @@
 // with lowering/) with the tolerance the tests allow. The kit's runner
 // needs no Halide and no rope-gen library beyond the AOT libraries built
 // from DIR/specs/*.yaml (one per distinct spec, by spec hash).
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <algorithm>
 #include <map>
 #include <set>
 #include <string>
@@ -55,6 +56,7 @@ std::vector<test::EncodingCase> golden_requests() {
 std::vector<Source> sources() {
   return {{"kernel sweep: layouts x pairings x dtypes x scalings",
            requests(test::sweep_layouts_pairings_dtypes_scalings())},
+          {"kernel sweep: fp8 outputs", requests(test::sweep_fp8_output())},
           {"kernel sweep: explicit positions", requests(test::sweep_explicit_positions())},
           {"kernel sweep: odd sizes", requests(test::sweep_odd_sizes())},
           {"kernel sweep: output pairing", requests(test::sweep_output_pairing())},
@@ -141,6 +143,39 @@ std::set<std::string> chosen_specs(const std::vector<Source>& sources, size_t ma
   return chosen;
 }
 
+// fp8 outputs' truths, in code units: the reference / its scale, saturated,
+// within half a code's spacing (the codes are compared by value; the host
+// and the device must also agree bit for bit). output_quant: each group's
+// scale as the kernels compute it from the reference's absmax, and those
+// scales as out_scales' truth.
+void fp8_truths(const RopeSpec& spec, const Call& call, const test::ReferenceOutputs& want, CaseWriter& w,
+                ordered_json& j) {
+  const bool e4m3 = spec.output_dtype == KvDType::Fp8E4m3;
+  const double max = e4m3 ? 448.0 : 57344.0, half_spacing = std::ldexp(1.0, e4m3 ? -4 : -3) * 1.01;
+  auto codes = [&](std::vector<double> values, const std::vector<double>& scales, size_t group) {
+    for (size_t i = 0; i < values.size(); ++i) values[i] = std::clamp(values[i] / scales[i / group], -max, max);
+    return values;
+  };
+  if (!spec.output_quant.enabled) {
+    j["truth"]["out_q"] = w.truth(codes(want.out_q, {call.q_scale.value_or(1.0f)}, want.out_q.size()), half_spacing);
+    if (want.out_k)
+      j["truth"]["out_k"] =
+          w.truth(codes(*want.out_k, {call.k_scale.value_or(1.0f)}, want.out_k->size()), half_spacing);
+    return;
+  }
+  const size_t group = static_cast<size_t>(spec.output_quant.group);
+  std::vector<double> scales;
+  for (size_t g = 0; g * group < want.out_q.size(); ++g) {
+    double absmax = 1e-10;
+    for (size_t i = g * group; i < (g + 1) * group; ++i) absmax = std::max(absmax, std::abs(want.out_q[i]));
+    float scale = static_cast<float>(absmax) * static_cast<float>(1.0 / max);
+    if (spec.output_quant.scale == QuantScale::Ue8m0) scale = std::exp2(std::ceil(std::log2(scale)));
+    scales.push_back(scale);
+  }
+  j["truth"]["out_q"] = w.truth(codes(want.out_q, scales, group), half_spacing);
+  j["truth"]["out_scales"] = w.truth(scales, 1e-6);
+}
+
 int run(const std::string& dir, size_t max_specs) {
   std::filesystem::create_directories(dir + "/cases/data");
   std::filesystem::create_directories(dir + "/specs");
@@ -175,14 +210,22 @@ int run(const std::string& dir, size_t max_specs) {
           j["inputs"][a.name] = w.tensor(**t);
         else
           j["outputs"][a.name] = {{"type", to_string((*t)->type)}, {"shape", shape_of(**t)}};
+        if ((a.arg == abi::Arg::OutQ || a.arg == abi::Arg::OutK) && spec->has_fp8_output())
+          j["outputs"][a.name]["fp8"] = to_string(spec->output_dtype);
       }
       j["offset"] = call.offset;
       j["seq_len"] = call.seq_len.value_or(0);
       j["backward"] = call.backward;
+      if (call.q_scale) j["q_scale"] = *call.q_scale;
+      if (call.k_scale) j["k_scale"] = *call.k_scale;
       const test::ReferenceOutputs want = test::reference_outputs(c);
       const double tol = test::tolerance(spec->dtype, 0.0);  // scaled by max(1, |want|)
-      j["truth"]["out_q"] = w.truth(want.out_q, tol);
-      if (want.out_k) j["truth"]["out_k"] = w.truth(*want.out_k, tol);
+      if (spec->has_fp8_output()) {
+        fp8_truths(*spec, call, want, w, j);
+      } else {
+        j["truth"]["out_q"] = w.truth(want.out_q, tol);
+        if (want.out_k) j["truth"]["out_k"] = w.truth(*want.out_k, tol);
+      }
       const double sum_tol = test::kSumTolerance * test::tolerance(DType::F32, 0.0);
       for (const auto& [name, values] : {std::pair{"d_freqs", &want.d_freqs},
                                          {"d_q_norm_weight", &want.d_q_norm_weight},

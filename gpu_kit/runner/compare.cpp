@@ -4,11 +4,26 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
 
 namespace kit {
 namespace {
 
-double value(const uint8_t* p, ropegen_dtype t) {
+// An fp8 code's value: OCP e4m3fn (bias 7, S.1111.111 NaN, no infinities)
+// or e5m2 (bias 15, IEEE-like).
+double fp8_value(uint8_t code, const std::string& format) {
+  const bool e4m3 = format == "fp8_e4m3";
+  const int mantissa_bits = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15;
+  const int exponent = (code & 0x7f) >> mantissa_bits, mantissa = code & ((1 << mantissa_bits) - 1);
+  const double sign = code & 0x80 ? -1.0 : 1.0;
+  if (e4m3 && (code & 0x7f) == 0x7f) return std::numeric_limits<double>::quiet_NaN();
+  if (!e4m3 && exponent == 31) return mantissa ? std::numeric_limits<double>::quiet_NaN() : sign * INFINITY;
+  if (exponent == 0) return sign * std::ldexp(mantissa, 1 - bias - mantissa_bits);
+  return sign * std::ldexp((1 << mantissa_bits) + mantissa, exponent - bias - mantissa_bits);
+}
+
+double value(const uint8_t* p, ropegen_dtype t, const std::string& fp8) {
+  if (t.bits == 8) return fp8_value(*p, fp8);
   if (t.bits == 32) {
     float f;
     std::memcpy(&f, p, 4);
@@ -29,6 +44,7 @@ double value(const uint8_t* p, ropegen_dtype t) {
 
 // Bits mapped to a line on which neighbouring values are neighbouring integers.
 int64_t ordered(const uint8_t* p, ropegen_dtype t) {
+  if (t.bits == 8) return *p & 0x80 ? -(*p & 0x7f) : (*p & 0x7f);  // sign and magnitude
   if (t.bits == 32) {
     int32_t b;
     std::memcpy(&b, p, 4);
@@ -41,12 +57,13 @@ int64_t ordered(const uint8_t* p, ropegen_dtype t) {
 
 }  // namespace
 
-double worst_error(const std::vector<uint8_t>& got, ropegen_dtype dtype, const Truth& truth) {
+double worst_error(const std::vector<uint8_t>& got, const TensorData& like, const Truth& truth) {
+  const ropegen_dtype dtype = like.dtype;
   const size_t eb = dtype_bytes(dtype);
   if (got.size() != truth.values.size() * eb) return std::numeric_limits<double>::infinity();
   double worst = 0;
   for (size_t i = 0; i < truth.values.size(); ++i) {
-    const double want = truth.values[i], v = value(&got[i * eb], dtype);
+    const double want = truth.values[i], v = value(&got[i * eb], dtype, like.fp8);
     const double err = std::abs(v - want) / (truth.tolerance * std::max(1.0, std::abs(want)));
     if (!(err <= worst)) worst = std::isnan(err) ? std::numeric_limits<double>::infinity() : err;
   }

@@ -69,6 +69,7 @@ KitCall::KitCall(RunFn run, const KitCase& c, Form form, Memory& memory) : run_(
   call_.offset = c.offset;
   call_.seq_len = c.seq_len;
   call_.backward = c.backward;
+  call_.q_scale = c.q_scale, call_.k_scale = c.k_scale;
   call_.stream = memory_.stream();
   bytes_moved_ = 2 * static_cast<int64_t>(q.size_in_bytes() + (c.inputs.count("k") ? c.inputs.at("k").size_in_bytes() : 0));
 }

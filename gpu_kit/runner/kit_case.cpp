@@ -27,6 +27,7 @@ TensorData tensor(const nlohmann::json& j) {
   TensorData t;
   t.dtype = dtype_named(j.at("type").get<std::string>());
   t.shape = j.at("shape").get<std::vector<int64_t>>();
+  t.fp8 = j.value("fp8", std::string());
   return t;
 }
 
@@ -66,6 +67,7 @@ std::vector<KitCase> load_cases(const std::string& dir, std::optional<int> only)
     c.offset = j.at("offset").get<int64_t>();
     c.seq_len = j.at("seq_len").get<int64_t>();
     c.backward = j.at("backward").get<bool>();
+    c.q_scale = j.value("q_scale", 0.0f), c.k_scale = j.value("k_scale", 0.0f);
     c.in_place = j.at("in_place").get<bool>();
     c.fused_qkv = j.at("fused_qkv").get<bool>();
     const std::string data_path = dir + "/cases/" + j.at("data").get<std::string>();

@@ -15,6 +15,7 @@ namespace kit {
 
 struct TensorData {
   ropegen_dtype dtype{};
+  std::string fp8;  // uint8 outputs of fp8 codes: "fp8_e4m3" or "fp8_e5m2"
   std::vector<int64_t> shape;
   std::vector<uint8_t> bytes;  // dense row-major; empty for outputs
 
@@ -34,6 +35,7 @@ struct KitCase {
   std::map<std::string, TensorData> outputs;  // out_q, out_k, d_freqs: dtype and shape
   std::map<std::string, Truth> truth;         // by output name
   int64_t offset = 0, seq_len = 0;
+  float q_scale = 0, k_scale = 0;  // fp8 codes' scales (0: not given)
   bool backward = false, in_place = false, fused_qkv = false;
 };
 

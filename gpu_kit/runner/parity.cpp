@@ -69,7 +69,7 @@ class Checker {
         (on_host ? s.host_calls : s.cuda_calls)++;
         for (const auto& [name, bytes] : got) {
           const ropegen_dtype dtype = c.outputs.at(name).dtype;
-          const double worst = worst_error(bytes, dtype, c.truth.at(name));
+          const double worst = worst_error(bytes, c.outputs.at(name), c.truth.at(name));
           double& stat = on_host ? s.host_worst : s.cuda_worst;
           stat = std::max(stat, worst);
           if (!(worst <= 1.0))

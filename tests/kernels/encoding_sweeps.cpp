@@ -151,6 +151,10 @@ EncodingCase as_encoding_case(const Case& c) {
     if (c.Hk) e.request[Arg::KNormWeight] = norm_weight(c.head_dim, spec.dtype, 15);
   }
   e.request.backward = c.backward;
+  if (!c.output_dtype.empty()) {  // fp8 codes' scales (output_quant: per group, none given)
+    if (!c.quant_group) e.request.q_scale = c.q_scale;
+    e.request.k_scale = c.k_scale;
+  }
   if (c.backward && spec.qk_norm.enabled) {  // the forward's inputs
     e.request[Arg::SavedQ] = tensor(shape(c.H), spec.dtype, 16, 1.5);
     if (c.Hk) e.request[Arg::SavedK] = tensor(shape(c.Hk), spec.dtype, 17, 1.5);
