@@ -85,8 +85,9 @@ void check_kv_cache(CheckContext& x);
 void check_backward(CheckContext& x);
 // norm_checks.cpp
 void check_norm_weights(CheckContext& x);
-// fp8_checks.cpp: fp8 outputs out of place and forward (before the dtypes,
-// which an absent output would fail as q's), and every scale.
+// fp8_checks.cpp: fp8 outputs out of place (before the dtypes, which an
+// absent output would fail as q's), and every scale: fp8 scalars and
+// output_quant's out_scales (after the tensors' checks).
 void check_fp8_outputs(CheckContext& x);
 void check_scales(CheckContext& x);
 // call_views.cpp: the views of a call that passed the checks, and their memory.

@@ -42,27 +42,6 @@ std::string why_not(const CheckContext& x, Arg a, const char* name) {
                      to_string(kv_element_type(x.c)), name);
 }
 
-}  // namespace
-
-void check_scales(CheckContext& x) {
-  for (auto [a, scale] : {std::pair{Arg::QScale, &x.call.q_scale}, std::pair{Arg::KScale, &x.call.k_scale},
-                          std::pair{Arg::VScale, &x.call.v_scale}}) {
-    if (!*scale) continue;
-    const char* name = abi::info(a).name;
-    const float s = **scale;
-    const char* into = scaled(x, a);
-    const bool cache = a == Arg::VScale || (a == Arg::KScale && has_kv_cache(x.c) && kv_fp8_name(x.c));
-    if (!into) x.fail(name, why_not(x, a, name));
-    else if (!std::isfinite(s) || !(s > 0))
-      x.fail(name, fmt::format("{} ({}) must be finite and > 0: {} holds the {} codes of x / {}", name, s, into,
-                               cache ? kv_fp8_name(x.c) : output_fp8_name(x.c), name));
-    else if (a == Arg::VScale && !x.call.v)
-      x.fail(name,
-             "v_scale is given without v: it scales v's rows in v_cache (pass v and "
-             "v_cache, or leave v_scale out)");
-  }
-}
-
 // output_quant's scales: q's layout with head_dim / group in the last dim,
 // for q alone.
 void check_out_scales(CheckContext& x) {
@@ -86,6 +65,28 @@ void check_out_scales(CheckContext& x) {
                                      shape_str(*s), want.back(), fmt::join(want, ", ")));
 }
 
+}  // namespace
+
+void check_scales(CheckContext& x) {
+  for (auto [a, scale] : {std::pair{Arg::QScale, &x.call.q_scale}, std::pair{Arg::KScale, &x.call.k_scale},
+                          std::pair{Arg::VScale, &x.call.v_scale}}) {
+    if (!*scale) continue;
+    const char* name = abi::info(a).name;
+    const float s = **scale;
+    const char* into = scaled(x, a);
+    const bool cache = a == Arg::VScale || (a == Arg::KScale && has_kv_cache(x.c) && kv_fp8_name(x.c));
+    if (!into) x.fail(name, why_not(x, a, name));
+    else if (!std::isfinite(s) || !(s > 0))
+      x.fail(name, fmt::format("{} ({}) must be finite and > 0: {} holds the {} codes of x / {}", name, s, into,
+                               cache ? kv_fp8_name(x.c) : output_fp8_name(x.c), name));
+    else if (a == Arg::VScale && !x.call.v)
+      x.fail(name,
+             "v_scale is given without v: it scales v's rows in v_cache (pass v and "
+             "v_cache, or leave v_scale out)");
+  }
+  check_out_scales(x);  // (refused by every spec without output_quant, fp8 or not)
+}
+
 // fp8 outputs are codes in uint8 tensors of their own: q and k keep their
 // dtype, so a call writes out_q (and out_k for a k it rotates); backward is
 // the inverse rotation (DeepSeek-V4's attention output), but not through a
@@ -93,7 +94,6 @@ void check_out_scales(CheckContext& x) {
 void check_fp8_outputs(CheckContext& x) {
   if (!has_fp8_output(x.c)) return;
   const char* format = output_fp8_name(x.c);
-  check_out_scales(x);
   if (x.call.backward && (has_qk_norm(x.c) || x.c.runtime_frequencies)) {
     x.fail("backward", fmt::format("a spec with output_dtype {} and {} has no backward kernel: its outputs are codes "
                                    "(the gradient is the same spec's without output_dtype)",

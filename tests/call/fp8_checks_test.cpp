@@ -97,6 +97,12 @@ TEST_F(Fp8Outputs, OutputQuantTakesOutScalesForQAlone) {
             "k: error: this spec's output_quant quantizes q alone (DeepSeek-V4's attention output): leave k out\n");
   EXPECT_EQ(messages(kFp8, c),
             "out_scales: error: out_scales is for specs with `output_quant` (per-group scales of fp8 outputs)\n");
+  // Specs without fp8 outputs refuse it too (the fuzzer found it taken there, as a view without data).
+  Call plain;
+  plain.q = c.q;
+  plain.out_scales = c.out_scales;
+  EXPECT_EQ(messages(kPlain, plain),
+            "out_scales: error: out_scales is for specs with `output_quant` (per-group scales of fp8 outputs)\n");
 }
 
 TEST_F(Fp8Outputs, ScalesAreFiniteAndPositiveAndOnlyWhereCodesAre) {
