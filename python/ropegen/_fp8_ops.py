@@ -29,13 +29,16 @@ import math
 
 import torch
 
-from .torch import _FP8_DTYPES, _impl, _lib, _mutated, _one_device, _run
+from .torch import _FP8_DTYPES, _FP8_TORCH, _impl, _lib, _mutated, _one_device, _run
 
 _lib.define("rope_quantize_fp8(Tensor q_rope, Tensor k_rope, Tensor? q_nope, Tensor? k_nope, Tensor cos_sin_cache, "
             "Tensor pos_ids, bool is_neox, Tensor(a!) q_rope_out, Tensor(b!) k_rope_out, Tensor(c!)? q_nope_out, "
             "Tensor(d!)? k_nope_out, float quant_scale_q, float quant_scale_kv) -> ()")
 
-_FP8_MAX = {"fp8_e4m3": 448.0, "fp8_e5m2": 57344.0}
+
+def _fp8_max(output_dtype):
+    """The format's largest finite value (torch's own float8 types say it)."""
+    return torch.finfo(_FP8_TORCH[output_dtype]).max
 
 
 @functools.lru_cache(maxsize=None)
@@ -109,7 +112,7 @@ def _rope_quantize_fp8(q_rope, k_rope, q_nope, k_nope, cos_sin_cache, pos_ids, i
     _run(spec, q_rope, k, pos_ids.reshape(-1), "thd", 0, None, None, q_rope_out, k_out,
          cos_sin_cache=cos_sin_cache, q_scale=1.0 / quant_scale_q, k_scale=1.0 / quant_scale_kv)
     if not nope:
-        fp8_max = _FP8_MAX[output_dtype]
+        fp8_max = _fp8_max(output_dtype)
         _cast(q_nope, q_nope_out, quant_scale_q, fp8_max, "q_nope")
         _cast(k_nope, k_nope_out, quant_scale_kv, fp8_max, "k_nope")
     _mutated(q_rope_out, k_rope_out, q_nope_out, k_nope_out)
@@ -221,7 +224,7 @@ def _rope_quantize_fp8_append_paged_kv_cache(q_rope, k_rope, q_nope, k_nope, v, 
         q_rope_out.copy_(q_out[..., :rope_dim])
         q_nope_out.copy_(q_out[..., rope_dim:])
     elif has_nope:
-        _cast(q_nope, q_nope_out, quant_scale_q, _FP8_MAX[output_dtype], "q_nope")
+        _cast(q_nope, q_nope_out, quant_scale_q, _fp8_max(output_dtype), "q_nope")
     _mutated(cache_0, cache_1, q_rope_out, q_nope_out)
 
 
