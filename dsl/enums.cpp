@@ -111,6 +111,7 @@ const char* to_string(KvDType v) {
 const char* to_string(QkNormType v) { return v == QkNormType::Rms ? "rms" : "rms_one_plus"; }
 const char* to_string(QkNormWeight v) { return v == QkNormWeight::PerHead ? "per_head" : "none"; }
 const char* to_string(QuantScale v) { return v == QuantScale::Ue8m0 ? "ue8m0" : "float32"; }
+const char* to_string(Fp8Scale v) { return v == Fp8Scale::Divide ? "divide" : "multiply"; }
 
 std::optional<Layout> layout_named(const std::string& name) { return dsl::from_string<Layout>(name); }
 std::optional<DType> dtype_named(const std::string& name) { return dsl::from_string<DType>(name); }

@@ -55,6 +55,7 @@ template <> struct EnumValues<QkNormWeight> {
   static constexpr QkNormWeight all[] = {QkNormWeight::PerHead, QkNormWeight::None};
 };
 template <> struct EnumValues<QuantScale> { static constexpr QuantScale all[] = {QuantScale::Ue8m0, QuantScale::Float32}; };
+template <> struct EnumValues<Fp8Scale> { static constexpr Fp8Scale all[] = {Fp8Scale::Divide, Fp8Scale::Multiply}; };
 
 template <typename E>
 std::vector<std::string> spellings() {

@@ -98,6 +98,8 @@ void append_rope(std::string& out, const RopeSpec& spec) {
   if (spec.output_quant.enabled)
     out += fmt::format("output_quant:\n  group: {}\n  scale: {}\n", spec.output_quant.group,
                        to_string(spec.output_quant.scale));
+  // Absent for the default, so specs without it keep their text (and hash).
+  if (spec.fp8_scale != Fp8Scale::Divide) out += fmt::format("fp8_scale: {}\n", to_string(spec.fp8_scale));
 }
 
 // sinusoidal and learned: the rows the table is added to.

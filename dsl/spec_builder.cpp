@@ -94,6 +94,19 @@ class SpecBuilder {
     read_qk_norm();
     read_output_dtype();
     read_output_quant();
+    read_fp8_scale();
+  }
+
+  // The rule of the per-tensor fp8 scales; only where fp8 codes are written
+  // with them.
+  void read_fp8_scale() {
+    const YAML::Node n = root_["fp8_scale"];
+    if (!n) return;
+    read_enum(root_, "fp8_scale", spec_.fp8_scale);
+    if (!spec_.has_fp8_output() && !spec_.kv_cache.is_fp8())
+      error(n, "fp8_scale needs fp8 codes to scale: `output_dtype: fp8_e4m3 | fp8_e5m2` or an fp8 kv_cache");
+    else if (spec_.output_quant.enabled && spec_.fp8_scale == Fp8Scale::Multiply)
+      error(n, "fp8_scale: multiply has no per-tensor scale to apply with output_quant (its scales divide)");
   }
 
   // Per-group scales of fp8 outputs: groups within a row, q alone (the

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -143,7 +144,8 @@ std::set<std::string> chosen_specs(const std::vector<Source>& sources, size_t ma
   return chosen;
 }
 
-// fp8 outputs' truths, in code units: the reference / its scale, saturated,
+// fp8 outputs' truths, in code units: the reference / its scale (times it,
+// fp8_scale: multiply), saturated,
 // within half a code's spacing (the codes are compared by value; the host
 // and the device must also agree bit for bit). output_quant: each group's
 // scale as the kernels compute it from the reference's absmax, and those
@@ -157,10 +159,14 @@ void fp8_truths(const RopeSpec& spec, const Call& call, const test::ReferenceOut
     return values;
   };
   if (!spec.output_quant.enabled) {
-    j["truth"]["out_q"] = w.truth(codes(want.out_q, {call.q_scale.value_or(1.0f)}, want.out_q.size()), half_spacing);
+    // A per-tensor scale as a divisor.
+    auto divisor = [&](const std::optional<float>& s) {
+      const double scale = s.value_or(1.0f);
+      return spec.fp8_scale == Fp8Scale::Multiply ? 1.0 / scale : scale;
+    };
+    j["truth"]["out_q"] = w.truth(codes(want.out_q, {divisor(call.q_scale)}, want.out_q.size()), half_spacing);
     if (want.out_k)
-      j["truth"]["out_k"] =
-          w.truth(codes(*want.out_k, {call.k_scale.value_or(1.0f)}, want.out_k->size()), half_spacing);
+      j["truth"]["out_k"] = w.truth(codes(*want.out_k, {divisor(call.k_scale)}, want.out_k->size()), half_spacing);
     return;
   }
   const size_t group = static_cast<size_t>(spec.output_quant.group);

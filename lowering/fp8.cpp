@@ -1,5 +1,8 @@
 #include "fp8.h"
 
+#include <cmath>
+#include <cstring>
+
 #include "storage.h"
 
 namespace ropegen::lowering {
@@ -8,10 +11,10 @@ using namespace Halide;
 
 namespace {
 
-// value >> shift rounded to nearest even (shift in 1..31).
-Expr shift_right_to_nearest_even(const Expr& value, const Expr& shift) {
-  const Expr half_less_one = (cast<uint32_t>(1) << (shift - 1)) - 1;
-  return (value + half_less_one + ((value >> shift) & 1)) >> shift;
+uint32_t float_bits(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  return bits;
 }
 
 }  // namespace
@@ -44,13 +47,15 @@ Expr correctly_rounded_quotient(const Expr& x, const Expr& scale, const Expr& q0
 
 }  // namespace detail
 
-Expr fp8_from_float(const Expr& value, const Expr& scale, KvDType format) {
+float fp8_largest(KvDType format) { return format == KvDType::Fp8E4m3 ? 448.0f : 57344.0f; }
+
+Expr fp8_from_float(const Expr& value, const Expr& scale, KvDType format, Fp8Scale rule) {
   const bool e4m3 = format == KvDType::Fp8E4m3;
-  const int mantissa = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15;
+  const int mantissa = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15, dropped = 23 - mantissa;
   auto u32 = [](uint32_t v) { return Expr(v); };
-  const Expr max_code = u32(e4m3 ? 0x7e : 0x7b);                // 448 = 1.75 * 2^8, 57344 = 1.75 * 2^15
-  const Expr max_bits = u32(e4m3 ? 0x43e00000u : 0x47600000u);   // the same as float32
-  const Expr min_normal_exponent = u32(127 + 1 - bias);          // float32 biased exponent of 2^(1 - bias)
+  const Expr max_code = u32(e4m3 ? 0x7e : 0x7b);  // 448 = 1.75 * 2^8, 57344 = 1.75 * 2^15
+  const Expr max_bits = u32(float_bits(fp8_largest(format)));
+  const Expr min_normal_bits = u32(static_cast<uint32_t>(127 + 1 - bias) << 23);  // float32 bits of 2^(1 - bias)
 
   // The sign is x's (scale > 0), also for a NaN and a zero quotient:
   // NaN bits from a division differ between targets.
@@ -61,25 +66,30 @@ Expr fp8_from_float(const Expr& value, const Expr& scale, KvDType format) {
   // The correction on CPUs too cost 3x (bench/kv_append_bench, 2-core VM,
   // one thread, prefill 1 x 512 into fp8_e4m3: 1002 us with it, 338 us
   // without; bf16 caches 148 us: the division is most of the rest).
-  const Expr q0 = strict_float(value / scale);
-  const Expr quotient = select(compiled_for_gpu(), detail::correctly_rounded_quotient(value, scale, q0), q0);
+  // A product is correctly rounded on every target (Vulkan's OpFMul too);
+  // strict_float keeps it from being fused with the rotation's sums.
+  const Expr q0 = strict_float(rule == Fp8Scale::Multiply ? value * scale : value / scale);
+  const Expr quotient = rule == Fp8Scale::Multiply
+                            ? q0
+                            : select(compiled_for_gpu(), detail::correctly_rounded_quotient(value, scale, q0), q0);
   const Expr magnitude = reinterpret<uint32_t>(quotient) & 0x7fffffffu;
-  const Expr exponent = magnitude >> 23;
-  // Normal codes: drop 23 - mantissa bits, rounding to nearest even, and
-  // rebias the exponent (a carry into the exponent is the next code).
-  const Expr normal = shift_right_to_nearest_even(magnitude, cast<uint32_t>(23 - mantissa)) -
-                      cast<uint32_t>((127 - bias) << mantissa);
-  // Subnormal codes count 2^(1 - bias - mantissa): the float32 significand
-  // (implicit bit included) shifted right by 150 - exponent - (bias - 1 +
-  // mantissa), rounded to nearest even; a shift past 25 leaves 0 (a float32
-  // denormal is 0 too). Rounding up to 2^mantissa gives the smallest
-  // normal's code.
-  const Expr significand = select(exponent == 0, magnitude, (magnitude & 0x7fffff) | 0x800000);
-  const Expr shift = clamp(cast<int32_t>(150 - (bias - 1 + mantissa)) - cast<int32_t>(exponent), 1, 31);
-  const Expr subnormal = shift_right_to_nearest_even(significand, cast<uint32_t>(shift));
+  // Normal codes: the float32 bits rebiased and rounded to `mantissa` bits
+  // (nearest even) by one add, then shifted (a carry into the exponent is
+  // the next code). The add wraps below the normal range, never used there.
+  const uint32_t rebias_and_half = static_cast<uint32_t>(bias - 127) * (1u << 23) + (1u << (dropped - 1)) - 1;
+  const Expr normal = (magnitude + u32(rebias_and_half) + ((magnitude >> dropped) & 1)) >> dropped;
+  // Subnormal codes count steps of 2^(1 - bias - mantissa): adding 2^(24 -
+  // bias - mantissa), whose float32 ulp is that step, rounds the magnitude
+  // to a whole number of steps (nearest even: IEEE addition, exact on every
+  // target), held in the sum's low bits; rounding up to 2^mantissa steps is
+  // the smallest normal's code. A float32 denormal (or one a GPU flushes)
+  // gives 0.
+  const float step_magic = std::ldexp(1.0f, 24 - bias - mantissa);
+  const Expr subnormal =
+      reinterpret<uint32_t>(strict_float(reinterpret<float>(magnitude) + step_magic)) - u32(float_bits(step_magic));
   const Expr code = select(magnitude > u32(0x7f800000u), u32(0x7f),  // NaN
-                           magnitude >= max_bits, max_code,    // saturated (infinities too)
-                           exponent >= min_normal_exponent, normal, subnormal);
+                           magnitude >= max_bits, max_code,          // saturated (infinities too)
+                           magnitude >= min_normal_bits, normal, subnormal);
   return cast<uint8_t>(sign | code);
 }
 

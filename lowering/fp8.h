@@ -14,8 +14,14 @@ namespace ropegen::lowering {
 // target, see fp8.cpp), saturated to +-max (infinities too), rounded to
 // nearest even. fp8_e4m3 is OCP's e4m3fn (no infinities, max 448, NaN
 // 0x7f); fp8_e5m2 has max 57344. A NaN is 0x7f with value's sign. scale is
-// finite and > 0 (prepare_call checks it).
-Halide::Expr fp8_from_float(const Halide::Expr& value, const Halide::Expr& scale, KvDType format);
+// finite and > 0 (prepare_call checks it). Fp8Scale::Multiply: the code of
+// value * scale instead (FlashInfer's RopeQuantizeKernel: a float32
+// product, then the same conversion).
+Halide::Expr fp8_from_float(const Halide::Expr& value, const Halide::Expr& scale, KvDType format,
+                            Fp8Scale rule = Fp8Scale::Divide);
+
+// The format's largest finite value: 448 (fp8_e4m3), 57344 (fp8_e5m2).
+float fp8_largest(KvDType format);
 
 namespace detail {
 // x / scale correctly rounded to float32 from an approximate quotient q0

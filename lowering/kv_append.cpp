@@ -13,18 +13,21 @@ using namespace Halide;
 namespace {
 
 // The cache's element for a float32 value: the cache dtype's rounding, or
-// for fp8 caches the code of value / scale.
+// for fp8 caches the code of value and scale (the spec's fp8_scale rule).
 Type cache_type(const KvCache& kv) { return kv.is_fp8() ? UInt(8) : storage_type(kv.float_dtype()); }
-Expr cache_value_from_float(const KvCache& kv, const Expr& value, const Expr& scale,
+Expr cache_value_from_float(const RopeSpec& spec, const Expr& value, const Expr& scale,
                             Bf16Rounding rounding = Bf16Rounding::IntegerOps) {
-  return kv.is_fp8() ? fp8_from_float(value, scale, kv.dtype) : store_from_float(value, kv.float_dtype(), rounding);
+  const KvCache& kv = spec.kv_cache;
+  return kv.is_fp8() ? fp8_from_float(value, scale, kv.dtype, spec.fp8_scale)
+                     : store_from_float(value, kv.float_dtype(), rounding);
 }
 
 // A row element of `in` (spec dtype) as the cache stores it: the same bits
 // when the dtypes agree, else through float32 (round to nearest even).
-Expr as_cache_value(const Expr& value, DType from, const KvCache& kv, const Expr& scale) {
-  if (!kv.is_fp8() && kv.float_dtype() == from) return value;
-  return cache_value_from_float(kv, load_as_float(value, from), scale);
+Expr as_cache_value(const RopeSpec& spec, const Expr& value, const Expr& scale) {
+  const KvCache& kv = spec.kv_cache;
+  if (!kv.is_fp8() && kv.float_dtype() == spec.dtype) return value;
+  return cache_value_from_float(spec, load_as_float(value, spec.dtype), scale);
 }
 
 // Where token t goes (FlashInfer's page.cuh append: page
@@ -127,7 +130,7 @@ void define_kv_append(const RopeSpec& spec, RopeAlgorithm& a, bool own_cache_sta
     const CacheEntry at = cache_entry(a, r.w, a.kv.k_cache);
     a.kv.k_rows.where(at.appended);
     a.kv.k_cache(dim_of(spec, spec.output_pairing, r.x, r.y), r.z, at.entry, at.page) = cache_value_from_float(
-        kv, a.kv.rotated_k(r.x, r.y, r.z, r.w, b0), a.scalar(Arg::KScale), Bf16Rounding::InstructionWhereAvailable);
+        spec, a.kv.rotated_k(r.x, r.y, r.z, r.w, b0), a.scalar(Arg::KScale), Bf16Rounding::InstructionWhereAvailable);
   }
   // k, update 1 (partial rotary): the other dims copied (qk_norm: normalised).
   if (pass > 0) {
@@ -138,8 +141,8 @@ void define_kv_append(const RopeSpec& spec, RopeAlgorithm& a, bool own_cache_sta
     a.kv.k_pass_rows.where(at.appended);
     const Expr d = select(r.x < off, r.x, r.x + spec.rotary_dim);
     a.kv.k_cache(d, r.y, at.entry, at.page) =
-        a.k.normed.defined() ? cache_value_from_float(kv, a.k.normed(d, r.y, r.z, b0), a.scalar(Arg::KScale))
-                             : as_cache_value(k(d, r.y, r.z, b0), spec.dtype, kv, a.scalar(Arg::KScale));
+        a.k.normed.defined() ? cache_value_from_float(spec, a.k.normed(d, r.y, r.z, b0), a.scalar(Arg::KScale))
+                             : as_cache_value(spec, k(d, r.y, r.z, b0), a.scalar(Arg::KScale));
   }
   // v, update 0: rows (d, h, t) copied; they span the cache's dims (GPU
   // staging pads v's rows).
@@ -156,7 +159,7 @@ void define_kv_append(const RopeSpec& spec, RopeAlgorithm& a, bool own_cache_sta
     const CacheEntry at = cache_entry(a, r.z, a.kv.v_cache);
     a.kv.v_rows.where(at.appended);
     a.kv.v_cache(r.x, r.y, at.entry, at.page) =
-        as_cache_value(a.input(Arg::V)(r.x, r.y, r.z, b0), spec.dtype, kv, a.scalar(Arg::VScale));
+        as_cache_value(spec, a.input(Arg::V)(r.x, r.y, r.z, b0), a.scalar(Arg::VScale));
   }
 }
 

@@ -84,7 +84,7 @@ Expr group_scale(const RopeSpec& spec, const Func& values, const Expr& g, const 
   const int group = spec.output_quant.group;
   RDom r(0, group, "group_dims");
   const Expr absmax = max(maximum(abs(values(g * group + r, h, s, b))), 1e-10f);
-  const float inverse_max = 1.0f / (spec.output_dtype == KvDType::Fp8E4m3 ? 448.0f : 57344.0f);
+  const float inverse_max = 1.0f / fp8_largest(spec.output_dtype);
   Expr scale = strict_float(absmax * inverse_max);
   if (spec.output_quant.scale == QuantScale::Ue8m0) {
     const Expr bits = reinterpret<uint32_t>(scale);
@@ -127,7 +127,7 @@ void define_whole_row_output(const RopeSpec& spec, RopeAlgorithm& a, RotatedTens
   } else if (spec.has_fp8_output()) {
     const Arg scale = is_key ? Arg::KScale : Arg::QScale;
     a.use(scale);
-    t.output(a.d, a.h, a.s, a.b) = fp8_from_float(value, a.scalar(scale), spec.output_dtype);
+    t.output(a.d, a.h, a.s, a.b) = fp8_from_float(value, a.scalar(scale), spec.output_dtype, spec.fp8_scale);
   } else {
     t.output(a.d, a.h, a.s, a.b) = store_from_float(value, spec.dtype, Bf16Rounding::InstructionWhereAvailable);
   }

@@ -49,7 +49,8 @@ struct Call {
   // the per-tensor scales, finite and > 0 (absent: 1). k_cache holds the code
   // of x / k_scale (float32 division, saturated to the format's largest
   // finite value, rounded to nearest even, as vLLM's fp8 KV cache), v_cache
-  // of x / v_scale. Refused for caches that are not fp8 (and v_scale without v).
+  // of x / v_scale; with the spec's `fp8_scale: multiply`, of x * scale
+  // (FlashInfer's). Refused for caches that are not fp8 (and v_scale without v).
   std::optional<float> k_scale, v_scale;
   // output_dtype fp8: out_q holds the codes of rotated q / q_scale and out_k
   // of rotated k / k_scale (the same rule as the caches'; absent: 1).

@@ -111,8 +111,8 @@ typedef struct ropegen_tensor {
  *   k_scale, v_scale  fp8 caches (kv_cache dtype fp8_e4m3 | fp8_e5m2, uint8
  *               codes): k_cache holds the code of x / k_scale (float32 division,
  *               saturated to the format's largest finite value, rounded to
- *               nearest even: vLLM's fp8 KV cache), v_cache of x / v_scale.
- *               Finite and > 0; 0: not given (1 for fp8 caches; any other
+ *               nearest even: vLLM's fp8 KV cache), v_cache of x / v_scale
+ *               (spec fp8_scale multiply: of x * scale, FlashInfer's). Finite and > 0; 0: not given (1 for fp8 caches; any other
  *               value with a cache that is not fp8 is refused). output_dtype fp8:
  *               out_k holds the codes of rotated k / k_scale, likewise.
  *   q_scale     output_dtype fp8 (out_q, out_k uint8 codes, whole rows): out_q

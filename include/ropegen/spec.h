@@ -49,6 +49,10 @@ enum class QkNormType { Rms, RmsOnePlus };
 // per_head: a [head_dim] weight for q and one for k with each call; none: no weight.
 enum class QkNormWeight { PerHead, None };
 enum class QuantScale { Ue8m0, Float32 };
+// How a per-tensor scale makes an fp8 code: divide, code = x / scale (the
+// scale dequantizes: vLLM's caches, rope-gen's default); multiply, code =
+// x * scale (the scale quantizes: FlashInfer's quant_scale).
+enum class Fp8Scale { Divide, Multiply };
 
 struct Frequency {
   FrequencyScheme scheme = FrequencyScheme::Lang;
@@ -155,6 +159,9 @@ struct RopeSpec {
   // of place, forward only.
   KvDType output_dtype = KvDType::F32;
   OutputQuant output_quant;  // rope with fp8 outputs only
+  // rope with fp8 outputs or an fp8 kv_cache: how q_scale, k_scale and
+  // v_scale make the codes (output_quant's own scales always divide).
+  Fp8Scale fp8_scale = Fp8Scale::Divide;
 
   // sinusoidal, learned: the model dim of x's rows.
   int dim = 0;
@@ -197,6 +204,7 @@ const char* to_string(KvDType);
 const char* to_string(QkNormType);
 const char* to_string(QkNormWeight);
 const char* to_string(QuantScale);
+const char* to_string(Fp8Scale);
 
 // The other way: "bhsd" -> Layout::BHSD; nullopt for a name no spec may use.
 std::optional<Layout> layout_named(const std::string& name);

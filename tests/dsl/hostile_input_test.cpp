@@ -77,7 +77,7 @@ TEST(HostileInput, LongKeysAndValuesAreShownShortened) {
             "s.yaml:3:1: error: unknown key `" + std::string(80, 'k') +
                 "... (1000 characters)` for encoding `rope`; allowed: name, encoding, head_dim, rotary_dim, "
                 "rotary_offset, pairing, output_pairing, layout, dtype, frequency, scaling, xpos, positions, axes, "
-                "kv_cache, qk_norm, output_dtype, output_quant\n");
+                "kv_cache, qk_norm, output_dtype, output_quant, fp8_scale\n");
 }
 
 TEST(HostileInput, ControlCharactersAreNotPrinted) {

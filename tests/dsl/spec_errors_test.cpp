@@ -25,7 +25,7 @@ TEST_P(SpecErrors, ReportsPreciseLocationAndMessage) {
 const ErrorCase kCases[] = {
     {"unknown_key_did_you_mean", "name: a\nhead_dim: 8\nrotary_dims: 4\n",
      "s.yaml:3:1: error: unknown key `rotary_dims` for encoding `rope`; allowed: name, encoding, head_dim, "
-     "rotary_dim, rotary_offset, pairing, output_pairing, layout, dtype, frequency, scaling, xpos, positions, axes, kv_cache, qk_norm, output_dtype, output_quant; "
+     "rotary_dim, rotary_offset, pairing, output_pairing, layout, dtype, frequency, scaling, xpos, positions, axes, kv_cache, qk_norm, output_dtype, output_quant, fp8_scale; "
      "did you mean `rotary_dim`?\n"},
     {"missing_name", "head_dim: 8\n", "s.yaml:1:1: error: missing required key `name`\n"},
     {"head_dim_wrong_type", "name: a\nhead_dim: big\n",
@@ -94,7 +94,7 @@ const ErrorCase kCases[] = {
      "s.yaml:3:10: error: `scaling` must be a mapping, got `linear`\n"},
     {"several_errors_at_once", "name: A\nhead_dim: 8\nlayot: bshd\ndtype: f64\n",
      "s.yaml:3:1: error: unknown key `layot` for encoding `rope`; allowed: name, encoding, head_dim, rotary_dim, "
-     "rotary_offset, pairing, output_pairing, layout, dtype, frequency, scaling, xpos, positions, axes, kv_cache, qk_norm, output_dtype, output_quant; did you mean "
+     "rotary_offset, pairing, output_pairing, layout, dtype, frequency, scaling, xpos, positions, axes, kv_cache, qk_norm, output_dtype, output_quant, fp8_scale; did you mean "
      "`layout`?\n"
      "s.yaml:4:8: error: unknown dtype `f64`; allowed: f32, f16, bf16; did you mean `f32`?\n"},
     {"missing_head_dim", "name: a\n", "s.yaml:1:1: error: encoding `rope` needs `head_dim`\n"},
@@ -195,6 +195,14 @@ const ErrorCase kCases[] = {
      "codes\n"},
     {"output_quant_scale_unknown", "name: a\nhead_dim: 8\noutput_dtype: fp8_e4m3\noutput_quant: {group: 4, scale: e8m0}\n",
      "s.yaml:4:33: error: unknown scale `e8m0`; allowed: ue8m0, float32; did you mean `ue8m0`?\n"},
+    {"fp8_scale_without_fp8", "name: a\nhead_dim: 8\nfp8_scale: multiply\n",
+     "s.yaml:3:12: error: fp8_scale needs fp8 codes to scale: `output_dtype: fp8_e4m3 | fp8_e5m2` or an fp8 "
+     "kv_cache\n"},
+    {"fp8_scale_unknown", "name: a\nhead_dim: 8\noutput_dtype: fp8_e4m3\nfp8_scale: times\n",
+     "s.yaml:4:12: error: unknown fp8_scale `times`; allowed: divide, multiply\n"},
+    {"fp8_scale_multiply_with_output_quant",
+     "name: a\nhead_dim: 8\noutput_dtype: fp8_e4m3\noutput_quant: {group: 4}\nfp8_scale: multiply\n",
+     "s.yaml:5:12: error: fp8_scale: multiply has no per-tensor scale to apply with output_quant (its scales divide)\n"},
     {"output_dtype_on_sinusoidal", "name: a\nencoding: sinusoidal\ndim: 8\noutput_dtype: fp8_e4m3\n",
      "s.yaml:4:1: error: `output_dtype` does not belong to encoding `sinusoidal`; it is used by encoding rope\n"},
     {"qk_norm_on_alibi", "name: a\nencoding: alibi\nnum_heads: 4\nqk_norm: {eps: 1.0e-6}\n",

@@ -7,6 +7,9 @@ x / scale (float32 division) saturated to the format's largest finite value
 `.to(torch.float8_e5m2)` round to nearest even; they do not saturate (e4m3fn
 turns a value past 464 into NaN, e5m2 past 61440 into inf), so the quotient is
 clamped first, as vLLM's scaled_fp8_conversion does; a NaN stays NaN.
+FlashInfer's quant_scale multiplies instead (RopeQuantizeKernel: x * scale in
+float32, then a saturating conversion): `codes_multiply` holds the codes of
+clamp(x * scale) (rope-gen's `fp8_scale: multiply`).
 
 Writes data/fp8/fp8_codes.json: `x_bits` (float32 inputs as uint32 bit
 patterns: every fp8 value, the midpoints between neighbours and the float32s
@@ -51,19 +54,21 @@ def inputs():
     return torch.cat([x, neg_nan])
 
 
-def codes(x, dtype, max_value, scale):
-    q = x / torch.tensor(scale, dtype=torch.float32)  # float32 division
+def codes(x, dtype, max_value, scale, multiply=False):
+    s = torch.tensor(scale, dtype=torch.float32)
+    q = x * s if multiply else x / s  # float32 product or quotient
     q = torch.where(torch.isnan(q), q, q.clamp(-max_value, max_value))
     return q.to(dtype).view(torch.uint8)
 
 
 def build():
     x = inputs()
-    out = {"peer": f"torch {torch.__version__} float8 conversion of clamp(x / scale)",
+    out = {"peer": f"torch {torch.__version__} float8 conversion of clamp(x / scale) and clamp(x * scale)",
            "x_bits": [int(b) & 0xFFFFFFFF for b in x.view(torch.int32).tolist()],
-           "scales": SCALES, "codes": {}}
+           "scales": SCALES, "codes": {}, "codes_multiply": {}}
     for name, (dtype, max_value) in FORMATS.items():
         out["codes"][name] = [codes(x, dtype, max_value, s).tolist() for s in SCALES]
+        out["codes_multiply"][name] = [codes(x, dtype, max_value, s, multiply=True).tolist() for s in SCALES]
     return json.dumps(out, separators=(",", ":")) + "\n"
 
 

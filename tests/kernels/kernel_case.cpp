@@ -81,12 +81,13 @@ void check_codes(const RopeSpec& spec, const ref::Tensor& want, const Halide::Bu
   for (size_t i = 0; i < want.data.size() && bad < 5; ++i) {
     const uint8_t got = static_cast<const uint8_t*>(out.data())[i];
     const double x = want.data[i], tol = tolerance(DType::F32, x);
-    const int lo = ordered(ref::fp8_code(format, static_cast<float>(x - tol), scale));
-    const int hi = ordered(ref::fp8_code(format, static_cast<float>(x + tol), scale));
+    const int lo = ordered(ref::fp8_code(format, static_cast<float>(x - tol), scale, spec.fp8_scale));
+    const int hi = ordered(ref::fp8_code(format, static_cast<float>(x + tol), scale, spec.fp8_scale));
     if (ordered(got) < lo || ordered(got) > hi) {
       ADD_FAILURE() << what << "[" << i << "] = fp8 code 0x" << std::hex << int{got} << std::dec << " ("
-                    << ref::fp8_value(format, got) << "), reference " << x << " / " << scale << " -> code 0x"
-                    << std::hex << int{ref::fp8_code(format, static_cast<float>(x), scale)} << std::dec;
+                    << ref::fp8_value(format, got) << "), reference " << x << " and scale " << scale << " ("
+                    << to_string(spec.fp8_scale) << ") -> code 0x" << std::hex
+                    << int{ref::fp8_code(format, static_cast<float>(x), scale, spec.fp8_scale)} << std::dec;
       ++bad;
     }
   }
@@ -349,7 +350,8 @@ std::string Case::spec_text() const {
              output_dtype.empty() ? "" : "output_dtype: " + output_dtype + "\n") +
          (quant_group ? fmt::format("output_quant: {{group: {}, scale: {}}}\n", quant_group,
                                     float32_scales ? "float32" : "ue8m0")
-                      : "");
+                      : "") +
+         (multiply_scales ? "fp8_scale: multiply\n" : "");
 }
 
 std::string Case::describe() const {
@@ -361,7 +363,8 @@ std::string Case::describe() const {
                      output_dtype.empty()
                          ? ""
                          : fmt::format(" output_dtype {} q_scale {} k_scale {}", output_dtype, q_scale, k_scale)) +
-         (quant_group ? fmt::format(" output_quant group {}{}", quant_group, float32_scales ? " float32" : "") : "");
+         (quant_group ? fmt::format(" output_quant group {}{}", quant_group, float32_scales ? " float32" : "") : "") +
+         (multiply_scales ? " fp8_scale multiply" : "");
 }
 
 CaseOutputs run_case(const Case& c, const Halide::Target& target, Memory memory) {

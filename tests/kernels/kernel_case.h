@@ -30,9 +30,11 @@ struct Case {
   std::string qk_norm;
   bool float32_norm_weights = false;
   // output_dtype ("fp8_e4m3", "fp8_e5m2"; empty: the spec's dtype): out_q
-  // and out_k are uint8 codes of x / q_scale and x / k_scale.
+  // and out_k are uint8 codes of x / q_scale and x / k_scale, or of x *
+  // q_scale and x * k_scale (multiply_scales: `fp8_scale: multiply`).
   std::string output_dtype;
   float q_scale = 1.0f, k_scale = 1.0f;
+  bool multiply_scales = false;
   // output_quant's group (0: none): q's codes per group of dims, ue8m0 or
   // (float32_scales) float32 scales in out_scales.
   int quant_group = 0;

@@ -192,6 +192,11 @@ std::vector<Case> sweep_fp8_output() {
   // One token, one head, the smallest head.
   c = Case{}, c.dtype = "f16", c.head_dim = c.rotary_dim = 2, c.B = 1, c.S = 1, c.H = 1, c.Hk = 1, c.offset = 7;
   c.output_dtype = "fp8_e5m2", c.q_scale = 0.3f, c.k_scale = 5.0f, add(c);
+  // FlashInfer's rule (fp8_scale: multiply): codes of x * scale, scales that are no power of two (a scale on
+  // the wrong side saturates or flushes most codes); MLA-like [nope | rope] rows, half pairing.
+  c = Case{}, c.layout = "thd", c.dtype = "bf16", c.head_dim = 96, c.rotary_dim = 32, c.rotary_offset = 64;
+  c.B = 1, c.S = 6, c.H = 3, c.Hk = 1, c.explicit_positions = true, c.output_dtype = "fp8_e4m3";
+  c.q_scale = 37.3f, c.k_scale = 0.61f, c.multiply_scales = true, add(c);
   // The inverse rotation (backward) with fp8 outputs, GQA, per-tensor scales.
   c = Case{}, c.dtype = "bf16", c.pairing = "interleaved", c.head_dim = 64, c.rotary_dim = 16, c.rotary_offset = 48;
   c.B = 2, c.S = 3, c.H = 4, c.Hk = 2, c.backward = true, c.output_dtype = "fp8_e4m3", c.q_scale = 0.02f;

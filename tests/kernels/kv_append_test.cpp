@@ -50,31 +50,37 @@ struct KvCase {
   int padding = 0;                       // trailing tokens not appended (batch index / slot -1)
   bool out_k = false;
   float k_scale = 0, v_scale = 0;        // fp8 caches; 0: not given (1)
+  bool multiply_scales = false;          // fp8_scale: multiply (codes of x * scale)
   bool specials = false;                 // saturating, NaN, infinite, tiny and zero values in k and v
   int rotation_offset = 0;               // paged: tokens rotate at their cache position + this (cache_positions)
   std::string qk_norm;                   // a qk_norm mapping ("{...}"); weight per_head: q's and k's passed
   std::string target = "host";
 
   bool fp8() const { return kv_dtype.rfind("fp8", 0) == 0; }
+  Fp8Scale rule() const { return multiply_scales ? Fp8Scale::Multiply : Fp8Scale::Divide; }
+  // What one unit of the codes' values is in x: scale, or 1 / scale.
+  double unit(float scale) const { return multiply_scales ? 1.0 / scale : scale; }
 
   std::string spec_text() const {
     std::string kv = fmt::format("kv_cache: {{layout: {}, dtype: {}", layout, kv_dtype);
     if (layout != "contiguous") kv += fmt::format(", page_size: {}", page_size);
-    return fmt::format("name: kv\nhead_dim: {}\nrotary_dim: {}\npairing: {}\nlayout: thd\ndtype: {}\n"
-                       "positions: explicit\n{}}}\n{}",
-                       head_dim, rotary_dim, pairing, dtype, kv, qk_norm.empty() ? "" : "qk_norm: " + qk_norm + "\n");
+    return fmt::format(
+        "name: kv\nhead_dim: {}\nrotary_dim: {}\npairing: {}\nlayout: thd\ndtype: {}\n"
+        "positions: explicit\n{}}}\n{}{}",
+        head_dim, rotary_dim, pairing, dtype, kv, qk_norm.empty() ? "" : "qk_norm: " + qk_norm + "\n",
+        multiply_scales ? "fp8_scale: multiply\n" : "");
   }
 };
 
 void PrintTo(const KvCase& c, std::ostream* os) {
-  *os << fmt::format("{} [{} page_size {} {}->{} q{} k{} D{} rot{} v{} {} tokens {} cached {} padding {}{}{}{}{}{} {}]",
-                     c.name, c.layout, c.page_size, c.dtype, c.kv_dtype, c.q_heads, c.k_heads, c.head_dim,
-                     c.rotary_dim, c.v_dim, c.pairing, fmt::join(c.new_tokens, ","), fmt::join(c.cached, ","),
-                     c.padding, c.out_k ? " out_k" : "",
-                     c.fp8() ? fmt::format(" k_scale {} v_scale {}", c.k_scale, c.v_scale) : "",
-                     c.specials ? " specials" : "",
-                     c.rotation_offset ? fmt::format(" rotated at cache position + {}", c.rotation_offset) : "",
-                     c.qk_norm.empty() ? "" : " qk_norm " + c.qk_norm, c.target);
+  *os << fmt::format(
+      "{} [{} page_size {} {}->{} q{} k{} D{} rot{} v{} {} tokens {} cached {} padding {}{}{}{}{}{} {}]", c.name,
+      c.layout, c.page_size, c.dtype, c.kv_dtype, c.q_heads, c.k_heads, c.head_dim, c.rotary_dim, c.v_dim, c.pairing,
+      fmt::join(c.new_tokens, ","), fmt::join(c.cached, ","), c.padding, c.out_k ? " out_k" : "",
+      c.fp8() ? fmt::format(" k_scale {} v_scale {} ({})", c.k_scale, c.v_scale, to_string(c.rule())) : "",
+      c.specials ? " specials" : "",
+      c.rotation_offset ? fmt::format(" rotated at cache position + {}", c.rotation_offset) : "",
+      c.qk_norm.empty() ? "" : " qk_norm " + c.qk_norm, c.target);
 }
 
 DType dtype_of(const std::string& s) { return s == "f32" ? DType::F32 : s == "f16" ? DType::F16 : DType::BF16; }
@@ -108,8 +114,9 @@ struct CacheBytes {
 };
 
 // Values past the fp8 maxima, non-finite, tiny (the formats' subnormals
-// and ties at their half steps, at the scale) and signed zeros, written
-// over the first elements of a tensor of normals.
+// and ties at their half steps, at the scale: `scale` is one unit of the
+// codes) and signed zeros, written over the first elements of a tensor of
+// normals.
 void put_specials(std::vector<float>& values, float scale, bool infinities, uint32_t seed) {
   const float e4m3_step = std::ldexp(1.0f, -9) * scale, e5m2_step = std::ldexp(1.0f, -16) * scale;
   std::vector<float> specials = {1e6f * scale, -1e6f * scale, 460.0f * scale, 60000.0f * scale, NAN, -NAN, 0.0f, -0.0f, e4m3_step, 0.5f * e4m3_step, 1.5f * e4m3_step,
@@ -200,7 +207,10 @@ CacheBytes run_case(const KvCase& c) {
   constexpr float kSentinel = -77.0f;  // exact in every dtype
   const float k_scale = c.k_scale ? c.k_scale : 1.0f, v_scale = c.v_scale ? c.v_scale : 1.0f;
   std::vector<float> k_values = normal(elements(k_shape), 2), v_values = normal(c.v_dim ? elements(v_shape) : 0, 3);
-  if (c.specials) put_specials(k_values, k_scale, false, 4), put_specials(v_values, v_scale, true, 5);
+  if (c.specials) {
+    put_specials(k_values, static_cast<float>(c.unit(k_scale)), false, 4);
+    put_specials(v_values, static_cast<float>(c.unit(v_scale)), true, 5);
+  }
   runtime::HostStorage q = runtime::to_storage(normal(elements(q_shape), 1), dt);
   runtime::HostStorage k = runtime::to_storage(k_values, dt);
   runtime::HostStorage v = runtime::to_storage(v_values, dt);
@@ -272,7 +282,7 @@ CacheBytes run_case(const KvCase& c) {
   const KvDType fp8_format = c.fp8() ? fp8_of(c.kv_dtype) : KvDType::F32;
   auto check_fp8 = [&](uint8_t got, double w, float scale, std::optional<float> exact, const std::string& where) {
     if (exact) {
-      ASSERT_EQ(got, ref::fp8_code(fp8_format, *exact, scale)) << where << " of " << *exact << " / " << scale;
+      ASSERT_EQ(got, ref::fp8_code(fp8_format, *exact, scale, c.rule())) << where << " of " << *exact << ", " << scale;
       return;
     }
     if (std::isnan(w)) {
@@ -280,17 +290,19 @@ CacheBytes run_case(const KvCase& c) {
       return;
     }
     const double eps = std::isinf(w) ? 0 : 1e-5 * (1 + std::fabs(w));
-    const double lo = ref::fp8_value(fp8_format, ref::fp8_code(fp8_format, static_cast<float>(w - eps), scale));
-    const double hi = ref::fp8_value(fp8_format, ref::fp8_code(fp8_format, static_cast<float>(w + eps), scale));
+    const double lo =
+        ref::fp8_value(fp8_format, ref::fp8_code(fp8_format, static_cast<float>(w - eps), scale, c.rule()));
+    const double hi =
+        ref::fp8_value(fp8_format, ref::fp8_code(fp8_format, static_cast<float>(w + eps), scale, c.rule()));
     const double v = ref::fp8_value(fp8_format, got);
-    ASSERT_TRUE(lo <= v && v <= hi) << where << ": code " << int(got) << " = " << v << " for " << w << " / " << scale
+    ASSERT_TRUE(lo <= v && v <= hi) << where << ": code " << int(got) << " = " << v << " for " << w << ", " << scale
                                     << " not in [" << lo << ", " << hi << "]";
-    const double x = w / scale;
+    const double x = w / c.unit(scale);
     if (std::fabs(x) <= ref::fp8_max(fp8_format)) {
       const int m = got & 0x7f;
       const double up = ref::fp8_value(fp8_format, static_cast<uint8_t>(std::min(m + 1, 0x7e))), at = ref::fp8_value(fp8_format, m);
       const double down = m > 0 ? ref::fp8_value(fp8_format, static_cast<uint8_t>(m - 1)) : 0;
-      ASSERT_LE(std::fabs(v - x), std::max(up - at, at - down) / 2 + eps / scale) << where << ": half an ulp";
+      ASSERT_LE(std::fabs(v - x), std::max(up - at, at - down) / 2 + eps / c.unit(scale)) << where << ": half an ulp";
     }
   };
 
@@ -389,6 +401,12 @@ std::vector<KvCase> fp8_cases() {
   placed.k_scale = 0.25f, placed.v_scale = 0.5f, placed.new_tokens = {6, 2}, placed.cached = {1, 9},
   placed.rotation_offset = 1000, placed.padding = 1;
   out.push_back(placed);
+  KvCase multiplied;  // FlashInfer's rule: codes of x * scale (a scale on the wrong side fails every check)
+  multiplied.name = "fp8_multiply", multiplied.kv_dtype = "fp8_e4m3", multiplied.dtype = "bf16",
+  multiplied.head_dim = 48, multiplied.rotary_dim = 16, multiplied.layout = "paged_hnd", multiplied.page_size = 4,
+  multiplied.k_scale = 37.3f, multiplied.v_scale = 0.61f, multiplied.multiply_scales = true, multiplied.specials = true,
+  multiplied.out_k = true;
+  out.push_back(multiplied);
   return out;
 }
 
@@ -503,10 +521,10 @@ TEST(KvAppendVulkan, Fp8CachesMatchTheHostBitForBit) {
 }
 
 // The encoder through the kernel: v (float32) copied into a contiguous
-// fp8 cache holds torch's own float8 codes of clamp(v / v_scale) for every
-// input of tests/golden/data/fp8/fp8_codes.json (every fp8 value, the
-// midpoints and their float32 neighbours, specials), on the host and on
-// Vulkan.
+// fp8 cache holds torch's own float8 codes of clamp(v / v_scale) (and with
+// fp8_scale: multiply, of clamp(v * v_scale)) for every input of
+// tests/golden/data/fp8/fp8_codes.json (every fp8 value, the midpoints and
+// their float32 neighbours, specials), on the host and on Vulkan.
 void expect_golden_codes(const std::string& target) {
   std::ifstream in(test::golden_dir() + "/fp8/fp8_codes.json");
   ASSERT_TRUE(in) << "tests/golden/data/fp8/fp8_codes.json";
@@ -520,29 +538,30 @@ void expect_golden_codes(const std::string& target) {
   std::vector<int32_t> slots(T), positions(T);
   std::iota(slots.begin(), slots.end(), 0);
   std::iota(positions.begin(), positions.end(), 0);
-  for (const char* name : {"fp8_e4m3", "fp8_e5m2"}) {
-    const RopeSpec spec = *parse_spec(fmt::format("name: kv\nhead_dim: {}\nlayout: thd\npositions: explicit\n"
-                                                  "kv_cache: {{layout: contiguous, dtype: {}}}\n",
-                                                  kD, name),
-                                      "case.yaml");
-    for (size_t s = 0; s < scales.size(); ++s) {
-      std::vector<uint8_t> k_cache(T * kD), v_cache(T * kDv);
-      Call call;
-      call.q = Tensor::dense(q.data(), ElementType::Float32, {T, 1, kD});
-      call.k = Tensor::dense(k.data(), ElementType::Float32, {T, 1, kD});
-      call.v = Tensor::dense(v.data(), ElementType::Float32, {T, 1, kDv});
-      call.k_cache = Tensor::dense(k_cache.data(), ElementType::UInt8, {T, 1, kD});
-      call.v_cache = Tensor::dense(v_cache.data(), ElementType::UInt8, {T, 1, kDv});
-      call.positions = dense_ids(positions), call.slot_mapping = dense_ids(slots);
-      call.v_scale = scales[s];
-      const Status st = Runtime::process().run(spec, call, target);
-      ASSERT_TRUE(st) << format(st.errors());
-      const std::vector<int> want = j["codes"][name][s].get<std::vector<int>>();
-      for (size_t i = 0; i < bits.size(); ++i)
-        ASSERT_EQ(v_cache[i], want[i]) << target << " " << name << " scale " << scales[s] << ": v " << v[i] << " (bits "
-                                       << std::hex << bits[i] << std::dec << ")";
+  for (const auto& [rule, key] : {std::pair{"divide", "codes"}, std::pair{"multiply", "codes_multiply"}})
+    for (const char* name : {"fp8_e4m3", "fp8_e5m2"}) {
+      const RopeSpec spec = *parse_spec(fmt::format("name: kv\nhead_dim: {}\nlayout: thd\npositions: explicit\n"
+                                                    "kv_cache: {{layout: contiguous, dtype: {}}}\nfp8_scale: {}\n",
+                                                    kD, name, rule),
+                                        "case.yaml");
+      for (size_t s = 0; s < scales.size(); ++s) {
+        std::vector<uint8_t> k_cache(T * kD), v_cache(T * kDv);
+        Call call;
+        call.q = Tensor::dense(q.data(), ElementType::Float32, {T, 1, kD});
+        call.k = Tensor::dense(k.data(), ElementType::Float32, {T, 1, kD});
+        call.v = Tensor::dense(v.data(), ElementType::Float32, {T, 1, kDv});
+        call.k_cache = Tensor::dense(k_cache.data(), ElementType::UInt8, {T, 1, kD});
+        call.v_cache = Tensor::dense(v_cache.data(), ElementType::UInt8, {T, 1, kDv});
+        call.positions = dense_ids(positions), call.slot_mapping = dense_ids(slots);
+        call.v_scale = scales[s];
+        const Status st = Runtime::process().run(spec, call, target);
+        ASSERT_TRUE(st) << format(st.errors());
+        const std::vector<int> want = j[key][name][s].get<std::vector<int>>();
+        for (size_t i = 0; i < bits.size(); ++i)
+          ASSERT_EQ(v_cache[i], want[i]) << target << " " << name << " " << rule << " scale " << scales[s] << ": v "
+                                         << v[i] << " (bits " << std::hex << bits[i] << std::dec << ")";
+      }
     }
-  }
 }
 
 TEST(KvAppendFp8, HostCodesAreTorchsForEveryGoldenInput) { expect_golden_codes("host"); }

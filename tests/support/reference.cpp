@@ -516,10 +516,10 @@ double fp8_value(KvDType format, uint8_t code) {
 
 double fp8_max(KvDType format) { return format == KvDType::Fp8E4m3 ? 448.0 : 57344.0; }
 
-uint8_t fp8_code(KvDType format, float x, float scale) {
+uint8_t fp8_code(KvDType format, float x, float scale, Fp8Scale rule) {
   const uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
   if (std::isnan(x)) return 0x7f | sign;
-  const float q = x / scale;  // float32 division, as vLLM
+  const float q = rule == Fp8Scale::Multiply ? x * scale : x / scale;  // float32, as vLLM and FlashInfer
   const double max = fp8_max(format);
   const double clamped = std::isnan(q) ? q : std::min(std::max(static_cast<double>(q), -max), max);
   int best = -1;

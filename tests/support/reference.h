@@ -141,7 +141,8 @@ double fp8_max(KvDType format);
 // __NV_SATFINITE): q = x / scale rounded to float32, clamped to +-max
 // (infinities too), then the code among all 256 whose value is nearest q,
 // a tie to the code with an even mantissa; a NaN is 0x7f with x's sign.
-// Found by search over the codes, not by bit manipulation.
-uint8_t fp8_code(KvDType format, float x, float scale);
+// Found by search over the codes, not by bit manipulation. Fp8Scale::Multiply:
+// q = x * scale rounded to float32 (FlashInfer's quant_scale), the rest alike.
+uint8_t fp8_code(KvDType format, float x, float scale, Fp8Scale rule = Fp8Scale::Divide);
 
 }  // namespace ropegen::ref
