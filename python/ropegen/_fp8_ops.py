@@ -14,10 +14,9 @@ int64 [nnz]; is_neox: half pairing, else interleaved. Outputs float8_e4m3fn or f
 format for all four), views with a dense last dim allowed (slices of one [nnz, H, 576] buffer).
 
 Codes: FlashInfer multiplies the float32 value by the scale, then converts with saturation
-(satfinite, round to nearest even). rope-gen's kernels (`output_dtype` fp8, `frequency: {scheme:
-table}`) write codes of x / q_scale: they are passed 1 / quant_scale, which is exact for a power of two
-(FlashInfer's default 1.0) and otherwise within one float32 rounding of FlashInfer's product, as close
-as the two rotations' own float32 roundings are. Where each nope part sits right before its rope part
+(satfinite, round to nearest even); so do rope-gen's kernels here (`output_dtype` fp8, `fp8_scale:
+multiply`, `frequency: {scheme: table}`), taking quant_scale_q and quant_scale_kv as they are. Where each
+nope part sits right before its rope part
 in one row, inputs and outputs alike (MLA's [nnz, H, 512 + 64] buffers, as FlashInfer's own example
 slices them), one kernel writes the whole [nope | rope] row; otherwise the rope parts run on the kernel
 and torch scales and casts the nope parts with FlashInfer's formula, (x.float() * scale) saturated, then
@@ -47,7 +46,7 @@ def _spec(head_dim, nope_dim, is_neox, output_dtype):
     return json.dumps({"name": "flashinfer_rope_quantize_fp8", "encoding": "rope", "head_dim": head_dim,
                        "rotary_dim": head_dim - nope_dim, "rotary_offset": nope_dim,
                        "pairing": "half" if is_neox else "interleaved", "frequency": {"scheme": "table"},
-                       "output_dtype": output_dtype})
+                       "output_dtype": output_dtype, "fp8_scale": "multiply"})
 
 
 def _heads(t, name):
@@ -108,9 +107,8 @@ def _rope_quantize_fp8(q_rope, k_rope, q_nope, k_nope, cos_sin_cache, pos_ids, i
     if nope:  # one kernel over whole [nope | rope] rows: the nope dims are scaled and cast, not rotated
         q_rope, k, q_rope_out, k_out = rows
     spec = _spec(q_rope.shape[-1], nope, bool(is_neox), output_dtype)
-    # 1 / scale rounded once from float64: x / q_scale is the kernel's rule.
     _run(spec, q_rope, k, pos_ids.reshape(-1), "thd", 0, None, None, q_rope_out, k_out,
-         cos_sin_cache=cos_sin_cache, q_scale=1.0 / quant_scale_q, k_scale=1.0 / quant_scale_kv)
+         cos_sin_cache=cos_sin_cache, q_scale=quant_scale_q, k_scale=quant_scale_kv)
     if not nope:
         fp8_max = _fp8_max(output_dtype)
         _cast(q_nope, q_nope_out, quant_scale_q, fp8_max, "q_nope")
@@ -175,7 +173,7 @@ def _paged_spec(head_dim, rope_dim, is_neox, page_size, layout, output_dtype):
                        "rotary_dim": rope_dim, "pairing": "half" if is_neox else "interleaved",
                        "frequency": {"scheme": "table"}, "layout": "thd", "positions": "explicit",
                        "kv_cache": {"layout": layout, "page_size": page_size, "dtype": output_dtype},
-                       "output_dtype": output_dtype})
+                       "output_dtype": output_dtype, "fp8_scale": "multiply"})
 
 
 def _codes(cache, output_dtype, name):
@@ -214,9 +212,8 @@ def _rope_quantize_fp8_append_paged_kv_cache(q_rope, k_rope, q_nope, k_nope, v, 
         q = torch.cat([q_rope, q_nope], -1) if has_nope else q_rope
         q_out = torch.empty(q.shape, dtype=q_rope_out.dtype, device=q.device) if has_nope else q_rope_out
     spec = _paged_spec(k.shape[-1], rope_dim, bool(is_neox), int(page_size), layout, output_dtype)
-    kv_scale = 1.0 / quant_scale_kv  # codes of x / scale: FlashInfer's x * quant_scale (exact for powers of two)
-    _run(spec, q, k, pos_ids.reshape(-1), "thd", 0, None, None, q_out, None, q_scale=1.0 / quant_scale_q,
-         k_scale=kv_scale, v_scale=kv_scale if v is not None else None, cos_sin_cache=cos_sin_cache, v=v,
+    _run(spec, q, k, pos_ids.reshape(-1), "thd", 0, None, None, q_out, None, q_scale=quant_scale_q,
+         k_scale=quant_scale_kv, v_scale=quant_scale_kv if v is not None else None, cos_sin_cache=cos_sin_cache, v=v,
          k_cache=_codes(k_cache, output_dtype, "k_cache"), v_cache=_codes(v_cache, output_dtype, "v_cache"),
          kv_indices=kv_indices, kv_indptr=kv_indptr, batch_indices=batch_indices,
          cache_positions=positions.reshape(-1))

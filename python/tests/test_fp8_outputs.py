@@ -4,7 +4,9 @@ The truth is a float64 rotation written here (sharing nothing with the kernels),
 (FlashInfer's op) by the scale and converted by torch's own float8 conversion after saturation. A kernel code
 may differ from it only where the float64 value is within float32 rounding of two codes' midpoint (checked:
 the codes of the value nudged by 1e-6 either way bracket the kernel's)."""
+import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -367,3 +369,75 @@ def test_output_quant_spec_returns_codes_and_float32_scales():
     assert_codes(codes, (rotated / scales.double()[..., None]).reshape(4, 3, 32), "fp8_e5m2")
     with pytest.raises(ValueError, match="output_quant quantizes q alone"):
         ropegen.compile(spec)(q, q[:, :1], positions=pos)
+
+
+# FlashInfer's own reference functions (flashinfer/trace/templates/rope.py, run by
+# tests/golden/make_flashinfer_fp8_golden.py): float32 inputs, where they compute what FlashInfer's kernel does
+# (float32 rotation, times the scale, one saturating conversion); scales that are no powers of two.
+FLASHINFER_GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "golden", "data",
+                                 "flashinfer", "rope_quantize_fp8.json")
+
+
+def flashinfer_golden(kind):
+    with open(FLASHINFER_GOLDEN) as f:
+        return json.load(f)[kind]
+
+
+def from_bits(case, name):
+    return torch.tensor(case[name], dtype=torch.int64).to(torch.int32).view(torch.float32).reshape(
+        case["shapes"][name])
+
+
+def assert_peer_codes(got, want, values, fmt="fp8_e4m3"):
+    """The peer's codes exactly, but where float32 rotations (theirs: separate roundings, rope-gen's: its own
+    order) can round a value across a code boundary: there got must lie in the bracket of the float64 value."""
+    got = got.reshape(-1).view(torch.uint8)
+    want = torch.tensor(want, dtype=torch.uint8)
+    differ = got != want
+    if bool(differ.any()):
+        assert_codes(got[differ], torch.as_tensor(values, dtype=torch.float64).reshape(-1)[differ], fmt)
+    assert int(differ.sum()) <= max(1, got.numel() // 1000), f"{int(differ.sum())} of {got.numel()} codes differ"
+
+
+@pytest.mark.parametrize("case", flashinfer_golden("rope_quantize_fp8"), ids=lambda c: c["name"])
+def test_rope_quantize_fp8_gives_flashinfers_reference_codes(case):
+    q_rope, k_rope, q_nope, k_nope = (from_bits(case, n) for n in ("q_rope", "k_rope", "q_nope", "k_nope"))
+    cache, pos = from_bits(case, "cos_sin_cache"), torch.tensor(case["pos_ids"], dtype=torch.int32)
+    sq, skv = case["quant_scale_q"], case["quant_scale_kv"]
+    outs = rt.rope_quantize_fp8(q_rope, k_rope, q_nope, k_nope, cache, pos, case["is_neox"], quant_scale_q=sq,
+                                quant_scale_kv=skv)
+    k3 = lambda t: t if t.dim() == 3 else t.unsqueeze(1)
+    truths = [flashinfer_truth(q_rope, cache, pos.long(), case["is_neox"], sq, None),
+              flashinfer_truth(k3(k_rope), cache, pos.long(), case["is_neox"], skv, None),
+              q_nope.double() * np.float64(np.float32(sq)), k_nope.double() * np.float64(np.float32(skv))]
+    for name, got, truth in zip(("q_rope_out", "k_rope_out", "q_nope_out", "k_nope_out"), outs, truths):
+        assert_peer_codes(got, case["codes"][name], truth)
+    # The scale on the wrong side gives other codes: the golden tells the two rules apart.
+    wrong = rt.rope_quantize_fp8(q_rope, k_rope, q_nope, k_nope, cache, pos, case["is_neox"], quant_scale_q=1 / sq,
+                                 quant_scale_kv=1 / skv)
+    assert not torch.equal(wrong[0].view(torch.uint8).reshape(-1), torch.tensor(case["codes"]["q_rope_out"],
+                                                                                dtype=torch.uint8))
+
+
+@pytest.mark.parametrize("case", flashinfer_golden("rope_quantize_fp8_append_paged_kv_cache"),
+                         ids=lambda c: c["name"])
+def test_paged_append_gives_flashinfers_reference_caches(case):
+    q_rope, k_rope, v = (from_bits(case, n) for n in ("q_rope", "k_rope", "v"))
+    cache = from_bits(case, "cos_sin_cache")
+    ints = lambda name: torch.tensor(case[name], dtype=torch.int32)
+    k_cache = torch.zeros(case["shapes"]["cache"], dtype=torch.float8_e4m3fn)
+    v_cache = torch.zeros(case["shapes"]["cache"], dtype=torch.float8_e4m3fn)
+    q_out, _ = rt.rope_quantize_fp8_append_paged_kv_cache(
+        q_rope, k_rope, None, None, v, cache, ints("pos_ids"), (k_cache, v_cache), ints("kv_indices"),
+        ints("kv_indptr"), ints("batch_indices"), ints("positions"), is_neox=True,
+        quant_scale_q=case["quant_scale_q"], quant_scale_kv=case["quant_scale_kv"], page_size=case["page_size"],
+        kv_layout=case["kv_layout"])
+    pos = ints("pos_ids").long()
+    assert_peer_codes(q_out, case["codes"]["q_rope_out"],
+                      flashinfer_truth(q_rope, cache, pos, True, case["quant_scale_q"], None))
+    # v is cast, not rotated: its codes are the peer's exactly; k's rows are compared code by code (the
+    # reference's k values are not stored: a differing code must be one of two neighbours).
+    assert torch.equal(v_cache.view(torch.uint8).reshape(-1), torch.tensor(case["codes"]["v_cache"], dtype=torch.uint8))
+    got_k = ordered(k_cache.view(torch.uint8).reshape(-1))
+    want_k = ordered(torch.tensor(case["codes"]["k_cache"], dtype=torch.uint8))
+    assert int((got_k != want_k).sum()) <= 1 and int((got_k - want_k).abs().max()) <= 1
