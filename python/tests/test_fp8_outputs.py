@@ -351,6 +351,9 @@ def test_fused_inv_rope_fp8_quant_matches_vllms_semantics(tma):
         assert torch.equal(scales.double(), want_scales.reshape(T, G, hpg * 4))
     torch.library.opcheck(torch.ops.ropegen.fused_inv_rope_fp8_quant, (o, pos, cache, G, hpg),
                           test_utils=("test_faketensor", "test_autograd_registration", "test_aot_dispatch_dynamic"))
+    if tma:  # packed words hold four groups of a head: 2 groups of 256 cannot be packed
+        with pytest.raises(ValueError, match="must be a multiple of 4"):
+            rt.fused_inv_rope_fp8_quant(o, pos, cache, G, hpg, quant_group_size=256, tma_aligned_scales=True)
 
 
 def test_output_quant_spec_returns_codes_and_float32_scales():
@@ -441,3 +444,50 @@ def test_paged_append_gives_flashinfers_reference_caches(case):
     got_k = ordered(k_cache.view(torch.uint8).reshape(-1))
     want_k = ordered(torch.tensor(case["codes"]["k_cache"], dtype=torch.uint8))
     assert int((got_k != want_k).sum()) <= 1 and int((got_k - want_k).abs().max()) <= 1
+
+
+# vLLM's own fused_inv_rope_fp8_quant kernel run by Triton's interpreter (tests/golden/make_vllm_inv_rope_golden.py).
+VLLM_GOLDEN = os.path.join(os.path.dirname(FLASHINFER_GOLDEN), "..", "vllm", "fused_inv_rope_fp8_quant.json")
+
+
+def vllm_golden_cases():
+    with open(VLLM_GOLDEN) as f:
+        return json.load(f)["cases"]
+
+
+def bits_as(values, shape, width, dtype):
+    return torch.tensor(values, dtype=torch.int64).to(width).view(dtype).reshape(shape)
+
+
+@pytest.mark.parametrize("case", vllm_golden_cases(), ids=lambda c: c["name"])
+def test_fused_inv_rope_fp8_quant_gives_vllms_kernel_outputs(case):
+    o = bits_as(case["o_bf16"], case["o_shape"], torch.int16, torch.bfloat16)
+    cache = bits_as(case["cos_sin_cache"], case["cache_shape"], torch.int32, torch.float32)
+    pos = torch.tensor(case["positions"])
+    args = (case["n_groups"], case["heads_per_group"], case["nope_dim"], case["rope_dim"], case["quant_group_size"],
+            case["tma_aligned_scales"])
+    result, scales = rt.fused_inv_rope_fp8_quant(o, pos, cache, *args, quantize=case["quantize"])
+    assert list(result.shape) == case["output_shape"] and list(scales.shape) == case["scales_shape"]
+    if not case["quantize"]:  # the rotation alone, rounded to bf16: vLLM's within one bf16 rounding
+        want = bits_as(case["rotated_bf16"], case["output_shape"], torch.int16, torch.bfloat16)
+        assert result.dtype == torch.bfloat16 and scales.numel() == 0
+        differ = result.view(torch.int16) != want.view(torch.int16)
+        assert int(differ.sum()) <= max(1, result.numel() // 1000)
+        assert torch.allclose(result.float(), want.float(), rtol=2 ** -8, atol=0)
+        return
+    # Scales: vLLM's exactly (float32 values or packed exponent words).
+    if case["tma_aligned_scales"]:
+        assert torch.equal(scales.contiguous().reshape(-1), torch.tensor(case["scales"], dtype=torch.int32))
+    else:
+        want_scales = bits_as(case["scales"], case["scales_shape"], torch.int32, torch.float32)
+        assert torch.equal(scales, want_scales)
+    # Codes: vLLM's, but where the two float32 rotations round a value across a code boundary (the float64
+    # value's bracket holds rope-gen's code there).
+    T, G = case["output_shape"][:2]
+    per_group, group = case["heads_per_group"], case["quant_group_size"]
+    head = case["nope_dim"] + case["rope_dim"]
+    values = inverse_truth(o, cache, pos, case["nope_dim"]).reshape(T, G * per_group, head // group, group)
+    scale_of = values.abs().amax(-1).clamp(min=1e-10) * np.float64(np.float32(1 / 448.0))
+    scale_of = torch.exp2(torch.ceil(torch.log2(scale_of)))
+    assert_peer_codes(result.contiguous().view(torch.uint8), case["codes"],
+                      (values / scale_of[..., None]).reshape(T, G, -1))
