@@ -106,6 +106,8 @@ bench: build
 	$(BUILD)/bench/compare_bench --encodings --threads 2 --seconds $(BENCH_SECONDS) --no-header
 	$(BUILD)/bench/compare_bench --qk-norm --threads 1 --seconds $(BENCH_SECONDS)
 	$(BUILD)/bench/compare_bench --qk-norm --threads 2 --seconds $(BENCH_SECONDS) --no-header
+	$(BUILD)/bench/compare_bench --fp8 --threads 1 --seconds $(BENCH_SECONDS)
+	$(BUILD)/bench/compare_bench --fp8 --threads 2 --seconds $(BENCH_SECONDS) --no-header
 
 # The GPU kit (gpu_kit/README.md): AOT CUDA libraries of the test cases and
 # bench specs, their data, a runner and run.sh, in $(BUILD)/gpu-kit. Built

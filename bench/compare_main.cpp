@@ -1,4 +1,4 @@
-// compare_bench [--encodings | --qk-norm] [--threads N] [--seconds S] [--no-header] [--json FILE]
+// compare_bench [--encodings | --qk-norm | --fp8] [--threads N] [--seconds S] [--no-header] [--json FILE]
 // rope-gen's kernel, bench/'s hand-written table kernel and a memcpy of the
 // same bytes, side by side on llama3-8B shapes (q 32 heads + k 8, head_dim
 // 128): decode 64 x 1 (random explicit ids in [0, 8192)), prefill 1 x 128
@@ -9,6 +9,13 @@
 // in place) normalised then rotated by one kernel (qk_norm) against the two
 // passes a separate norm needs (a qk_norm kernel that rotates by 0, then the
 // RoPE kernel: the sum of their times), decode 64 x 1 and prefill 4 x 4096.
+// --fp8: RoPE + FP8 (float8_e4m3) q and k from bf16 in one kernel
+// (output_dtype fp8_e4m3, out of place) against RoPE then a separate cast:
+// the bf16 RoPE kernel, then a kernel that reads its bf16 output and writes
+// fp8 codes (the fp8 spec rotating by 0: a cast's traffic, an upper bound of
+// its time; bench/torch_bench.py times torch's own cast). GQA 32/8 x 128
+// (half pairing) and MLA 128/1 x 576 (nope 512 | rope 64, interleaved),
+// decode 64 tokens (random ids) and prefill 4096 (GQA) / 1024 (MLA).
 // One markdown table row per case (`make bench` runs both for 1
 // and 2 threads); --json appends one JSON line per case to FILE.
 //
@@ -39,7 +46,8 @@ struct Case {
 };
 
 int usage() {
-  std::cerr << "usage: compare_bench [--encodings | --qk-norm] [--threads N] [--seconds S] [--no-header] [--json FILE]\n";
+  std::cerr << "usage: compare_bench [--encodings | --qk-norm | --fp8] [--threads N] [--seconds S] [--no-header] "
+               "[--json FILE]\n";
   return 2;
 }
 
@@ -131,12 +139,66 @@ bool bench_qk_norm(int threads, double seconds, bool header, std::ofstream& json
   return ok;
 }
 
+// RoPE + FP8 in one kernel against RoPE then a cast (see the top); false if a case failed.
+bool bench_fp8(int threads, double seconds, bool header, std::ofstream& json) {
+  struct Fp8Case {
+    const char* model;
+    const char* spec;
+    int64_t heads, k_heads, tokens;
+    BenchPositions positions;
+  };
+  const char* gqa = "head_dim: 128\n";
+  const char* mla = "head_dim: 576\nrotary_dim: 64\nrotary_offset: 512\npairing: interleaved\n";
+  const std::vector<Fp8Case> cases = {{"GQA 32/8 x 128", gqa, 32, 8, 64, BenchPositions::Random},
+                                      {"GQA 32/8 x 128", gqa, 32, 8, 4096, BenchPositions::Sequential},
+                                      {"MLA 128/1 x (512 + 64)", mla, 128, 1, 64, BenchPositions::Random},
+                                      {"MLA 128/1 x (512 + 64)", mla, 128, 1, 1024, BenchPositions::Sequential}};
+  if (header)
+    std::cout << "| model | tokens | threads | one kernel µs | rope µs + cast µs | memcpy µs | one-kernel ratio "
+                 "| two-pass ratio | two-pass time / one-kernel time |\n|---|---|---|---|---|---|---|---|---|\n";
+  bool ok = true;
+  for (const Fp8Case& c : cases) {
+    const std::string base = fmt::format("name: fp8_bench\n{}dtype: bf16\nlayout: thd\npositions: explicit\n", c.spec);
+    const std::string fp8 = base + "output_dtype: fp8_e4m3\n";
+    const std::string cast = fp8 + "frequency: {scheme: constant, value: 0}\n";  // rotates by 0
+    ropegen::bench::BenchOptions o;
+    o.batch = 1, o.seq = c.tokens, o.heads = c.heads, o.k_heads = c.k_heads, o.positions = c.positions;
+    o.threads = threads, o.min_seconds = seconds;
+    std::vector<ropegen::bench::BenchResult> r;
+    for (const std::string& text : {fp8, base, cast}) {
+      ropegen::Result<ropegen::RopeSpec> spec = ropegen::parse_spec(text, "fp8_bench.yaml");
+      ropegen::Result<ropegen::bench::BenchResult> one =
+          spec ? ropegen::bench::bench_rope(*spec, o) : ropegen::Result<ropegen::bench::BenchResult>(spec.errors());
+      if (!one) {
+        ok = print_errors(c.model, one.errors());
+        break;
+      }
+      r.push_back(*one);
+    }
+    if (r.size() != 3) continue;
+    // Every side against the bf16 copy of the inputs (the one kernel's run).
+    const double two_pass_us = r[1].kernel_us + r[2].kernel_us, copy_us = r[0].copy_us;
+    std::cout << fmt::format("| {} | {} | {} | {:.1f} | {:.1f} + {:.1f} | {:.1f} | {:.2f} | {:.2f} | {:.2f} |\n",
+                             c.model, c.tokens, threads, r[0].kernel_us, r[1].kernel_us, r[2].kernel_us, copy_us,
+                             copy_us / r[0].kernel_us, copy_us / two_pass_us, two_pass_us / r[0].kernel_us)
+              << std::flush;
+    if (json.is_open()) {
+      nlohmann::ordered_json j;
+      j["fp8"] = c.model, j["tokens"] = c.tokens, j["heads"] = {c.heads, c.k_heads}, j["threads"] = threads;
+      j["one_kernel_us"] = r[0].kernel_us, j["rope_us"] = r[1].kernel_us, j["cast_us"] = r[2].kernel_us;
+      j["copy_us"] = copy_us, j["bytes"] = r[0].bytes;
+      json << j.dump() << "\n";
+    }
+  }
+  return ok;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int threads = 1;
   double seconds = 0.2;
-  bool header = true, encodings = false, qk_norm = false;
+  bool header = true, encodings = false, qk_norm = false, fp8 = false;
   std::string json_path;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -147,6 +209,7 @@ int main(int argc, char** argv) {
     else if (arg == "--no-header") header = false;
     else if (arg == "--encodings") encodings = true;
     else if (arg == "--qk-norm") qk_norm = true;
+    else if (arg == "--fp8") fp8 = true;
     else return usage();
   }
   if (threads < 1 || threads > 1024 || !(seconds > 0)) return usage();
@@ -155,6 +218,7 @@ int main(int argc, char** argv) {
   if (!json_path.empty()) json.open(json_path, std::ios::app);
   if (encodings) return bench_encodings(threads, seconds, header, json) ? 0 : 1;
   if (qk_norm) return bench_qk_norm(threads, seconds, header, json) ? 0 : 1;
+  if (fp8) return bench_fp8(threads, seconds, header, json) ? 0 : 1;
 
   const std::vector<std::pair<const char*, std::string>> specs = {
       {"bf16", ROPEGEN_SOURCE_DIR "/examples/llama3_8b.yaml"}, {"f32", ROPEGEN_SOURCE_DIR "/bench/llama3_8b_f32.yaml"}};

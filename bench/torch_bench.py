@@ -46,7 +46,12 @@ def main():
     p.add_argument("--dtypes", default="bf16,f32")
     p.add_argument("--no-compile", action="store_true", help="skip torch.compile (it takes ~20 s a shape)")
     p.add_argument("--json", help="append one JSON line per case to this file")
+    p.add_argument("--sections", default="rope,qk_norm,fp8,overhead",
+                   help="the tables to run, comma-separated (default: all)")
     a = p.parse_args()
+    sections = set(a.sections.split(","))
+    if not sections <= {"rope", "qk_norm", "fp8", "overhead"}:
+        p.error(f"--sections: unknown {sorted(sections - {'rope', 'qk_norm', 'fp8', 'overhead'})}")
     # This program owns its process: Halide's pool size is read once, before the first kernel runs.
     os.environ["HL_NUM_THREADS"] = str(a.threads)
     import torch
@@ -77,11 +82,12 @@ def main():
         cos, sin = hf_cos_sin(position_ids, q.dtype)
         return hf_apply(q, k, cos, sin)
 
-    hf_compiled = None if a.no_compile else torch.compile(hf_eager, dynamic=False)
+    hf_compiled = None if a.no_compile or "rope" not in sections else torch.compile(hf_eager, dynamic=False)
     print(f"torch {torch.__version__}, {a.threads} threads; ratio = copy_ time / side time (same bytes, same run)\n")
-    print("| dtype | case [B, S] | side | µs | GB/s | ratio |")
-    print("|---|---|---|---|---|---|")
-    for dtype_name in a.dtypes.split(","):
+    if "rope" in sections:
+        print("| dtype | case [B, S] | side | µs | GB/s | ratio |")
+        print("|---|---|---|---|---|---|")
+    for dtype_name in a.dtypes.split(",") if "rope" in sections else []:
         dtype = {"bf16": torch.bfloat16, "f32": torch.float32}[dtype_name]
         table_len = 8192
         cos_table, sin_table = hf_cos_sin(torch.arange(table_len)[None], dtype)
@@ -111,12 +117,11 @@ def main():
                     with open(a.json, "a") as f:
                         f.write(json.dumps({"dtype": dtype_name, "case": [b, s], "side": name, "seconds": t,
                                             "ratio": ratio, "threads": a.threads}) + "\n")
-    print()
-    qk_norm(rt, torch, a)
-    print()
-    fp8(rt, torch, a)
-    print()
-    overhead(rt, torch, a.seconds)
+    for name, run in (("qk_norm", lambda: qk_norm(rt, torch, a)), ("fp8", lambda: fp8(rt, torch, a)),
+                      ("overhead", lambda: overhead(rt, torch, a.seconds))):
+        if name in sections:
+            print()
+            run()
 
 
 def qk_norm(rt, torch, a):
