@@ -31,7 +31,6 @@ Usage (from the repository root; needs network once to fetch the wheel):
 import argparse
 import importlib
 import json
-import subprocess
 import sys
 import tempfile
 import types
@@ -39,6 +38,8 @@ import zipfile
 from pathlib import Path
 
 import torch
+
+from golden_files import peer_wheel, write_or_check
 
 VERSION = "0.7.2.post1"
 OUT = Path(__file__).resolve().parent / "data" / "flashinfer" / "rope_quantize_fp8.json"
@@ -148,20 +149,8 @@ def main():
     ap.add_argument("--check", action="store_true", help="compare with the committed file")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        wheel = a.wheel
-        if wheel is None:
-            subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", tmp,
-                            f"flashinfer-python=={VERSION}"], check=True)
-            wheel = next(Path(tmp).glob("flashinfer_python-*.whl"))
-        text = build(wheel)
-    if a.check:
-        same = OUT.exists() and OUT.read_text() == text
-        print("flashinfer fp8 golden: " + ("unchanged" if same else "DRIFT"))
-        return 0 if same else 1
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(text)
-    print(f"wrote {OUT}")
-    return 0
+        text = build(peer_wheel(f"flashinfer-python=={VERSION}", a.wheel, tmp))
+    return write_or_check(OUT, text, "flashinfer fp8 golden", a.check)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,8 @@ from pathlib import Path
 
 import torch
 
+from golden_files import write_or_check
+
 OUT = Path(__file__).resolve().parent / "data" / "fp8" / "fp8_codes.json"
 FORMATS = {"fp8_e4m3": (torch.float8_e4m3fn, 448.0), "fp8_e5m2": (torch.float8_e5m2, 57344.0)}
 SCALES = [1.0, 0.37, 3.0, 2.0 ** -7, 1000.0]
@@ -75,15 +77,7 @@ def build():
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--check", action="store_true")
-    text = build()
-    if ap.parse_args().check:
-        same = OUT.read_text() == text
-        print("fp8 golden: " + ("unchanged" if same else "DRIFT"))
-        return 0 if same else 1
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(text)
-    print(f"wrote {OUT}")
-    return 0
+    return write_or_check(OUT, build(), "fp8 golden", ap.parse_args().check)
 
 
 if __name__ == "__main__":

