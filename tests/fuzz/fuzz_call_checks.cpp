@@ -40,6 +40,9 @@ const std::vector<ropegen::RopeSpec>& specs() {
         "name: s\nencoding: sinusoidal\ndim: 8\n",
         "name: l\nencoding: learned\ndim: 8\n",
         "name: b\nencoding: alibi\nnum_heads: 4\n",
+        "name: a\nhead_dim: 8\nlayout: thd\npositions: explicit\nkv_cache: {layout: paged_nhd, page_size: 4, dtype: "
+        "fp8_e5m2}\noutput_dtype: fp8_e5m2\nfp8_scale: multiply\n",
+        "name: a\nhead_dim: 8\nrotary_dim: 4\nlayout: bshd\noutput_dtype: fp8_e4m3\noutput_quant: {group: 4}\n",
     };
     std::vector<ropegen::RopeSpec> out;
     for (const char* t : texts) out.push_back(ropegen::parse_spec(t, "fuzz.yaml").value());
