@@ -29,7 +29,8 @@ ElementType element_type(const ropegen_contract& c);
 // normalised or cast), every other rope kernel the rotary view
 // (abi::rotary_view) and a copy the rest.
 bool has_qk_norm(const ropegen_contract& c);
-// output_dtype fp8: out_q and out_k hold uint8 codes of x / q_scale, x / k_scale.
+// output_dtype fp8: out_q and out_k hold uint8 codes of x / q_scale, x / k_scale
+// (x times them with the spec's fp8_scale: multiply).
 bool has_fp8_output(const ropegen_contract& c);
 const char* output_fp8_name(const ropegen_contract& c);      // "fp8_e4m3", "fp8_e5m2"; nullptr: the spec's dtype
 ElementType output_element_type(const ropegen_contract& c);  // out_q's and out_k's

@@ -53,7 +53,8 @@ struct Call {
   // (FlashInfer's). Refused for caches that are not fp8 (and v_scale without v).
   std::optional<float> k_scale, v_scale;
   // output_dtype fp8: out_q holds the codes of rotated q / q_scale and out_k
-  // of rotated k / k_scale (the same rule as the caches'; absent: 1).
+  // of rotated k / k_scale (the same rule as the caches', fp8_scale included;
+  // absent: 1).
   // Refused for other specs.
   std::optional<float> q_scale;
   // output_quant (q alone): where each group's scale goes, float32 shaped as

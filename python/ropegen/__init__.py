@@ -125,8 +125,9 @@ class Kernel:
         Specs with `qk_norm: {weight: per_head}` take q_norm_weight (and,
         with k, k_norm_weight): [head_dim] in the spec's dtype.
         Specs with `output_dtype: fp8_e4m3 | fp8_e5m2`: out_q (out_k) are
-        uint8 arrays of the codes of rotated q / q_scale (k / k_scale), the
-        same rule as fp8 caches'; made here when not passed; not in place.
+        uint8 arrays of the codes of rotated q / q_scale (k / k_scale; times
+        them with `fp8_scale: multiply`), the same rule as fp8 caches'; made
+        here when not passed; not in place.
         With `output_quant` (q alone) the codes are of x / each group's scale
         and (out_q, out_scales) is returned (out_scales float32, q's shape
         with head_dim / group last); backward() is the inverse rotation.

@@ -407,7 +407,8 @@ class Rope(torch.nn.Module):
 
     Specs with `output_dtype: fp8_e4m3 | fp8_e5m2`: forward returns float8
     tensors (float8_e4m3fn, float8_e5m2) of the codes of rotated q / q_scale
-    and k / k_scale (default 1; fp8_satfinite of the float32 quotient), not
+    and k / k_scale (default 1; fp8_satfinite of the float32 quotient; the
+    product with `fp8_scale: multiply`), not
     differentiable; forward_ is refused (q and k keep their dtype).
     """
 
